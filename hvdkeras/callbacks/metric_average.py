@@ -1,0 +1,118 @@
+"""Exact cross-rank metrics: one global value per metric, counted over all examples."""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from hvdkeras import compat, distributed
+
+keras = compat.keras
+
+
+def _metric_states(metrics: Sequence) -> List[np.ndarray]:
+    return [np.asarray(v.numpy(), dtype=np.float64) for m in metrics for v in m.variables]
+
+
+def _results_from_states(metrics: Sequence, states: Sequence[np.ndarray]) -> Dict[str, float]:
+    """``metric.result()`` for each metric as if its variables held ``states``; leaves them unchanged."""
+    results = {}
+    i = 0
+    for m in metrics:
+        variables = list(m.variables)
+        saved = [v.numpy() for v in variables]
+        for v, s in zip(variables, states[i:i + len(variables)]):
+            v.assign(s.astype(v.dtype.as_numpy_dtype).reshape(v.shape))
+        value = np.asarray(m.result())
+        results[m.name] = float(value) if value.size == 1 else value
+        for v, s in zip(variables, saved):
+            v.assign(s)
+        i += len(variables)
+    return results
+
+
+def _flatten(arrays: Sequence[np.ndarray]) -> Tuple[np.ndarray, List[Tuple[int, ...]]]:
+    shapes = [a.shape for a in arrays]
+    flat = np.concatenate([a.reshape(-1) for a in arrays]) if arrays else np.zeros(0)
+    return flat, shapes
+
+
+def _unflatten(flat: np.ndarray, shapes: Sequence[Tuple[int, ...]]) -> List[np.ndarray]:
+    out, i = [], 0
+    for shape in shapes:
+        n = int(np.prod(shape)) if shape else 1
+        out.append(flat[i:i + n].reshape(shape))
+        i += n
+    return out
+
+
+def global_results(metrics: Sequence, name: str = "hvdkeras.metrics") -> Dict[str, float]:
+    """Each metric's result over the union of all ranks' data (collective).
+
+    The metric's state variables (``total`` and ``count`` for means, confusion
+    counts for precision or AUC, ...) are summed over ranks and the result is computed
+    from the sums. For every built-in Keras metric this is the value one process would
+    get on all the data: uneven shards are exact, unlike a mean of per-rank means.
+    """
+    states = _metric_states(metrics)
+    flat, shapes = _flatten(states)
+    summed = _unflatten(distributed.allreduce_sum(flat, name=name), shapes)
+    return _results_from_states(metrics, summed)
+
+
+class MetricAverageCallback(keras.callbacks.Callback):
+    """Replaces every epoch-end log value with its value over all ranks' examples.
+
+    Rule enforced: callbacks that run after this one (checkpoint choice, early
+    stopping, loggers) see the same, global numbers on every rank. Training metrics
+    are read as the training loop left them (just before validation resets them),
+    validation metrics after validation; both are reduced in one collective per
+    epoch, in the same order on every rank. Log entries that are not metrics of the
+    model (for example ``lr``) are averaged over ranks.
+
+    Place it before any callback that reads the logs. The ``ProgbarLogger`` Keras adds
+    by itself runs first, so pass ``verbose=0`` to ``fit`` and add
+    ``keras.callbacks.ProgbarLogger`` after this callback on rank 0 (the trainer does).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._in_epoch = False
+        self._train_states = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._in_epoch = True
+        self._train_states = None
+
+    def on_test_begin(self, logs=None):
+        if self._in_epoch:  # validation inside fit: training metrics are about to be reset
+            self._train_states = _metric_states(self.model.metrics)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._in_epoch = False
+        if not logs:
+            return
+        metrics = list(self.model.metrics)
+        names = {m.name for m in metrics}
+        validated = self._train_states is not None
+        train_states = self._train_states if validated else _metric_states(metrics)
+        val_states = _metric_states(metrics) if validated else []
+        others = sorted(k for k in logs if (k[4:] if k.startswith("val_") else k) not in names)
+
+        flat, shapes = _flatten(list(train_states) + list(val_states) + [np.array([float(logs[k])]) for k in others])
+        summed = _unflatten(distributed.allreduce_sum(flat, name=f"hvdkeras.epoch_metrics.{epoch}"), shapes)
+        n_train = len(train_states)
+        n_val = len(val_states)
+
+        train = _results_from_states(metrics, summed[:n_train])
+        val = _results_from_states(metrics, summed[n_train:n_train + n_val]) if validated else {}
+        for key in list(logs):
+            base = key[4:] if key.startswith("val_") else key
+            if key.startswith("val_") and base in val:
+                logs[key] = val[base]
+            elif not key.startswith("val_") and key in train:
+                logs[key] = train[key]
+        size = distributed.size()
+        for k, total in zip(others, summed[n_train + n_val:]):
+            logs[k] = float(total[0]) / size
+        self._train_states = None

@@ -1,0 +1,173 @@
+"""Checkpoints on disk: atomic per-epoch directories, written by rank 0 only.
+
+Layout under the checkpoint directory::
+
+    epoch-0003/ckpt.index, ckpt.data-*, meta.json   # complete: safe to resume from
+    .epoch-0004.tmp-XXXX/                           # being written (ignored when reading)
+
+A checkpoint is written into a hidden temporary directory and renamed into place
+only once every file, ``meta.json`` last, is on disk. A rename is atomic, so a crash
+at any moment leaves the previous checkpoints intact and never a half-written one
+that looks complete. Old checkpoints beyond ``keep`` are removed after a new one
+lands, never before.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional
+
+import tensorflow as tf
+
+from hvdkeras import distributed
+
+PREFIX = "ckpt"
+META = "meta.json"
+_NAME = re.compile(r"^epoch-(\d+)$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be read or does not fit the model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointInfo:
+    path: str
+    epoch: int  # number of completed epochs it holds
+    meta: Dict[str, Any]
+
+    @property
+    def prefix(self) -> str:
+        return os.path.join(self.path, PREFIX)
+
+
+def _fsync_tree(path: str) -> None:
+    for root, _, files in os.walk(path):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(path)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CheckpointStore:
+    """The checkpoints of one run in ``directory``."""
+
+    def __init__(self, directory: str, keep: int = 3):
+        self.directory = directory
+        self.keep = keep
+
+    def _path(self, epoch: int) -> str:
+        return os.path.join(self.directory, f"epoch-{epoch:04d}")
+
+    def list(self) -> List[CheckpointInfo]:
+        """Complete checkpoints, oldest first."""
+        if not os.path.isdir(self.directory):
+            return []
+        found = []
+        for name in os.listdir(self.directory):
+            match = _NAME.match(name)
+            meta_path = os.path.join(self.directory, name, META)
+            if match and os.path.isfile(meta_path):
+                try:
+                    with open(meta_path) as f:
+                        meta = json.load(f)
+                except (OSError, ValueError):
+                    continue  # unreadable metadata: not a usable checkpoint
+                found.append(CheckpointInfo(os.path.join(self.directory, name), int(match.group(1)), meta))
+        return sorted(found, key=lambda c: c.epoch)
+
+    def latest(self) -> Optional[CheckpointInfo]:
+        found = self.list()
+        return found[-1] if found else None
+
+    def save(self, epoch: int, trackable: tf.train.Checkpoint, meta: Dict[str, Any]) -> CheckpointInfo:
+        """Writes ``trackable`` as the checkpoint after ``epoch`` completed epochs, atomically."""
+        os.makedirs(self.directory, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".epoch-{epoch:04d}.tmp-", dir=self.directory)
+        try:
+            trackable.write(os.path.join(tmp, PREFIX))
+            meta = dict(meta, epoch=epoch)
+            with open(os.path.join(tmp, META), "w") as f:
+                json.dump(meta, f, indent=1, sort_keys=True, default=float)
+            _fsync_tree(tmp)
+            final = self._path(epoch)
+            replaced = None
+            if os.path.exists(final):
+                replaced = tempfile.mkdtemp(prefix=f".epoch-{epoch:04d}.old-", dir=self.directory)
+                os.rename(final, os.path.join(replaced, "old"))
+            os.rename(tmp, final)
+            _fsync_dir(self.directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if replaced:
+            shutil.rmtree(replaced, ignore_errors=True)
+        self.prune()
+        return CheckpointInfo(final, epoch, meta)
+
+    def prune(self) -> None:
+        """Removes the oldest complete checkpoints beyond ``keep`` and stale temporary directories."""
+        if self.keep > 0:
+            for info in self.list()[:-self.keep]:
+                doomed = tempfile.mkdtemp(prefix=".deleting-", dir=self.directory)
+                os.rename(info.path, os.path.join(doomed, "old"))
+                shutil.rmtree(doomed, ignore_errors=True)
+
+    def remove_stale(self) -> None:
+        """Deletes temporary directories left by a crash during a save (call on one process only)."""
+        if os.path.isdir(self.directory):
+            for name in os.listdir(self.directory):
+                if name.startswith(".epoch-") or name.startswith(".deleting-"):
+                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+
+    @staticmethod
+    def restore(info: CheckpointInfo, trackable: tf.train.Checkpoint) -> None:
+        """Loads ``info`` into ``trackable``; every variable of the model and optimizer must match."""
+        try:
+            trackable.read(info.prefix).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(
+                f"checkpoint {info.path} does not fit this model and optimizer ({first[:300]}); "
+                "use a new --workdir, or the config that wrote it"
+            ) from None
+
+
+def resume(store: CheckpointStore, trackable: tf.train.Checkpoint) -> Optional[CheckpointInfo]:
+    """Collective: rank 0 loads the latest checkpoint; every rank learns which one.
+
+    Returns the checkpoint's info on every rank (None when there is none). Only rank 0
+    holds the loaded values afterwards: broadcast them (the broadcast callback does at
+    the start of ``fit``). If rank 0 fails to load, every rank raises the same
+    :class:`CheckpointError`, so no rank waits for a partner that has quit.
+    """
+    outcome: Any = None
+    if distributed.is_chief():
+        info = store.latest()
+        try:
+            if info is not None:
+                store.restore(info, trackable)
+            outcome = info
+        except CheckpointError as exc:
+            outcome = exc
+    outcome = distributed.broadcast_object(outcome, name="hvdkeras.resume")
+    if isinstance(outcome, Exception):
+        raise CheckpointError(str(outcome))
+    return outcome
+
+
+def trackable_for(model) -> tf.train.Checkpoint:
+    """What a checkpoint holds: the model's variables and its optimizer's (slots, step, rate)."""
+    return tf.train.Checkpoint(model=model, optimizer=model.optimizer)

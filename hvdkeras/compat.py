@@ -1,0 +1,45 @@
+"""Version differences between Keras stacks, kept in one place.
+
+Today's stack is TensorFlow 2.15 with Keras 2 (``tf.keras``). Code elsewhere
+imports ``keras`` from here and reads or writes optimizer hyperparameters through
+these helpers, so supporting another Keras changes this module only.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+keras = tf.keras
+
+
+def get_learning_rate(optimizer) -> float:
+    """The optimizer's current learning rate as a Python float.
+
+    Raises TypeError when the optimizer was built with a ``LearningRateSchedule``:
+    hvdkeras' learning-rate callbacks own the rate and need a plain value.
+    """
+    lr = optimizer.learning_rate
+    if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
+        raise TypeError(
+            "the optimizer's learning_rate is a LearningRateSchedule; hvdkeras' learning-rate callbacks need a "
+            f"float learning rate (build the optimizer with learning_rate=<float>). Received: {lr!r}"
+        )
+    return float(keras.backend.get_value(lr))
+
+
+def set_learning_rate(optimizer, value: float) -> None:
+    """Sets the optimizer's learning rate in place (the compiled train step reads the variable)."""
+    get_learning_rate(optimizer)  # same check and error as above
+    lr = optimizer.learning_rate
+    if hasattr(lr, "assign"):
+        lr.assign(value)
+    else:
+        optimizer.learning_rate = value
+
+
+def build_optimizer(optimizer, variables) -> None:
+    """Creates the optimizer's slot variables now instead of at the first step."""
+    optimizer.build(variables)
+
+
+def optimizer_built(optimizer) -> bool:
+    return bool(getattr(optimizer, "built", False)) or bool(getattr(optimizer, "_built", False))

@@ -1,0 +1,216 @@
+"""The one place that talks to Horovod's process state.
+
+Everything else in hvdkeras asks this module for the rank, the number of ranks,
+whether it is the chief, and for collectives. Only Horovod's plain TensorFlow ops
+(``allreduce``, ``broadcast``, ``broadcast_object``) are used here, never its Keras
+layer, so this module works unchanged on any Keras version Horovod's ops run on.
+
+Process setup done by :func:`init`, in this order:
+
+1. ``hvd.init()``.
+2. GPU pinning: a process sees only the GPU at index ``local_rank`` of the host's
+   GPU list, with memory growth on. The list is passed in (``gpus=``), so the rule
+   is exercised on CPU-only machines with stand-in devices.
+3. Thread budget on the host's cores, so ranks on one host do not oversubscribe:
+   ``intra_op = max(1, cores // local_size)``, ``inter_op = max(1, intra_op // 4)``,
+   each overridable in ``runtime``.
+4. Seeds: Python, NumPy and TensorFlow seeded with ``runtime.seed + rank`` (initial
+   weights still agree because they are broadcast from rank 0).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+import horovod.tensorflow as hvd
+
+ROOT_RANK = 0
+
+
+# --------------------------------------------------------------------------- process state
+
+
+def rank() -> int:
+    return hvd.rank()
+
+
+def size() -> int:
+    return hvd.size()
+
+
+def local_rank() -> int:
+    return hvd.local_rank()
+
+
+def local_size() -> int:
+    return hvd.local_size()
+
+
+def is_chief() -> bool:
+    """True on rank 0, the one process that writes files and prints."""
+    return hvd.rank() == ROOT_RANK
+
+
+def launcher_rank() -> Optional[int]:
+    """This process's rank as told by the launcher's environment, before ``hvd.init``.
+
+    Used to print start-up errors once; None when not started by a known launcher.
+    """
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
+
+
+# --------------------------------------------------------------------------- setup
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadBudget:
+    intra_op: int
+    inter_op: int
+
+
+def host_cores() -> int:
+    """Cores this process may run on (respects taskset / cgroup CPU affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None,
+                  inter_op: Optional[int] = None) -> ThreadBudget:
+    """``intra_op = max(1, cores // ranks_on_host)``; ``inter_op = max(1, intra_op // 4)``."""
+    intra = intra_op if intra_op is not None else max(1, cores // max(1, ranks_on_host))
+    inter = inter_op if inter_op is not None else max(1, intra // 4)
+    return ThreadBudget(intra_op=intra, inter_op=inter)
+
+
+def select_local_gpu(gpus: Sequence[Any], local_rank_: int) -> Optional[Any]:
+    """The GPU a process with ``local_rank_`` uses: ``gpus[local_rank_]``; None if ``gpus`` is empty."""
+    if not gpus:
+        return None
+    if local_rank_ >= len(gpus):
+        raise RuntimeError(
+            f"local rank {local_rank_} has no GPU: this host has {len(gpus)} GPU(s); start at most "
+            f"{len(gpus)} processes per host (e.g. horovodrun -H host:{len(gpus)})"
+        )
+    return gpus[local_rank_]
+
+
+def pin_local_gpu(gpus: Sequence[Any], local_rank_: int, memory_growth: bool = True,
+                  tf_config: Any = None) -> Optional[Any]:
+    """Makes only ``gpus[local_rank_]`` visible to this process, with memory growth.
+
+    ``tf_config`` defaults to ``tf.config``; tests pass a recorder with the same two
+    methods (``set_visible_devices``, ``experimental.set_memory_growth``).
+    """
+    tf_config = tf.config if tf_config is None else tf_config
+    gpu = select_local_gpu(gpus, local_rank_)
+    if gpu is None:
+        return None
+    if memory_growth:
+        tf_config.experimental.set_memory_growth(gpu, True)
+    tf_config.set_visible_devices([gpu], "GPU")
+    return gpu
+
+
+def set_thread_budget(budget: ThreadBudget) -> bool:
+    """Applies the budget; False (and no change) if TensorFlow's runtime already started."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
+        tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+        return True
+    except RuntimeError:
+        return False
+
+
+def set_seeds(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    tf.random.set_seed(seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessInfo:
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    threads: ThreadBudget
+    gpu: Optional[str]
+    threads_applied: bool
+
+    @property
+    def is_chief(self) -> bool:
+        return self.rank == ROOT_RANK
+
+
+def init(runtime: Any, gpus: Optional[Sequence[Any]] = None) -> ProcessInfo:
+    """Initialises Horovod and this process (see the module docstring).
+
+    ``runtime`` is a :class:`hvdkeras.config.RuntimeConfig`. ``gpus`` defaults to the
+    physical GPUs TensorFlow finds.
+    """
+    hvd.init()
+    if gpus is None:
+        gpus = tf.config.list_physical_devices("GPU")
+    gpu = pin_local_gpu(gpus, hvd.local_rank(), memory_growth=runtime.gpu_memory_growth)
+    budget = thread_budget(host_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
+    applied = set_thread_budget(budget) if gpu is None else False
+    set_seeds(runtime.seed + hvd.rank())
+    return ProcessInfo(
+        rank=hvd.rank(), size=hvd.size(), local_rank=hvd.local_rank(), local_size=hvd.local_size(),
+        threads=budget, gpu=getattr(gpu, "name", None), threads_applied=applied,
+    )
+
+
+# --------------------------------------------------------------------------- collectives
+# Every rank must call these in the same order with the same names.
+
+
+def allreduce_sum(values: np.ndarray, name: str) -> np.ndarray:
+    """Element-wise sum over ranks of a float64 array (exact for counts below 2**53)."""
+    tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
+    return hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
+
+
+def broadcast_object(obj: Any, name: str, root_rank: int = ROOT_RANK) -> Any:
+    """Rank ``root_rank``'s Python object on every rank (pickled)."""
+    return hvd.broadcast_object(obj, root_rank=root_rank, name=name)
+
+
+def broadcast_variables(variables: Sequence[tf.Variable], root_rank: int = ROOT_RANK) -> None:
+    """Assigns rank ``root_rank``'s values to ``variables`` on every rank."""
+    if variables:
+        hvd.broadcast_variables(list(variables), root_rank=root_rank)
+
+
+def fingerprint(arrays: Sequence[np.ndarray]) -> str:
+    """A hash of the exact bytes of ``arrays`` (order matters)."""
+    digest = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        digest.update(str(a.dtype).encode())
+        digest.update(str(a.shape).encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def ranks_disagreeing(arrays: Sequence[np.ndarray], name: str) -> int:
+    """How many ranks hold values different from the root's (0: all agree). Collective."""
+    mine = fingerprint(arrays)
+    root = broadcast_object(mine, name=f"{name}.fingerprint")
+    return int(allreduce_sum(np.array([float(mine != root)]), name=f"{name}.disagree")[0])
+
+
+def run_on_chief(fn: Callable[[], Any]) -> Any:
+    """Runs ``fn`` on rank 0 only and returns its result there (None elsewhere)."""
+    return fn() if is_chief() else None

@@ -1,0 +1,86 @@
+"""Optimizers by name, the learning-rate scaling rule, and the Horovod wrapper.
+
+Linear scaling rule (Goyal et al. 2017): when the global batch grows, the
+learning rate grows with it. ``optimizer.learning_rate`` in the config is the
+single-process rate; the optimizer gets::
+
+    ranks:        scaled_lr = learning_rate * num_ranks
+    global_batch: scaled_lr = learning_rate * global_batch_size / base_batch_size
+    none:         scaled_lr = learning_rate
+
+Warmup (``schedule.warmup_epochs``) starts from ``scaled_lr / num_ranks``.
+
+:func:`distributed_optimizer` is the only place hvdkeras uses Horovod's Keras
+layer; everything else uses Horovod's plain TensorFlow ops.
+"""
+from __future__ import annotations
+
+from hvdkeras import compat
+from hvdkeras.config import HorovodConfig, OptimizerConfig
+from hvdkeras.registry import Registry
+
+keras = compat.keras
+
+REGISTRY = Registry("optimizer", "optimizer.name")
+
+
+def names():
+    return REGISTRY.names()
+
+
+def scaled_learning_rate(cfg: OptimizerConfig, num_ranks: int, global_batch_size: int) -> float:
+    """The rate after the scaling rule in ``cfg.lr_scaling`` (formulas in the module docstring)."""
+    if cfg.lr_scaling == "ranks":
+        return cfg.learning_rate * num_ranks
+    if cfg.lr_scaling == "global_batch":
+        return cfg.learning_rate * global_batch_size / cfg.base_batch_size
+    return cfg.learning_rate
+
+
+def _common(cfg: OptimizerConfig) -> dict:
+    return {"clipnorm": cfg.clipnorm} if cfg.clipnorm else {}
+
+
+@REGISTRY.register("sgd")
+def sgd(cfg: OptimizerConfig, lr: float):
+    return keras.optimizers.SGD(learning_rate=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **_common(cfg))
+
+
+@REGISTRY.register("adam")
+def adam(cfg: OptimizerConfig, lr: float):
+    return keras.optimizers.Adam(learning_rate=lr, **_common(cfg))
+
+
+@REGISTRY.register("adamw")
+def adamw(cfg: OptimizerConfig, lr: float):
+    return keras.optimizers.AdamW(learning_rate=lr, weight_decay=cfg.weight_decay, **_common(cfg))
+
+
+@REGISTRY.register("rmsprop")
+def rmsprop(cfg: OptimizerConfig, lr: float):
+    return keras.optimizers.RMSprop(learning_rate=lr, momentum=cfg.momentum, **_common(cfg))
+
+
+def distributed_optimizer(optimizer, cfg: HorovodConfig):
+    """Wraps ``optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged over ranks).
+
+    Options from the ``horovod`` config section: ``compression`` (none or fp16),
+    ``backward_passes_per_step`` (local gradient accumulation before one
+    allreduce), ``average_aggregated_gradients``, ``sparse_as_dense``.
+    """
+    import horovod.tensorflow.keras as hvd_keras
+
+    compression = hvd_keras.Compression.fp16 if cfg.compression == "fp16" else hvd_keras.Compression.none
+    return hvd_keras.DistributedOptimizer(
+        optimizer,
+        compression=compression,
+        backward_passes_per_step=cfg.backward_passes_per_step,
+        average_aggregated_gradients=cfg.average_aggregated_gradients,
+        sparse_as_dense=cfg.sparse_as_dense,
+    )
+
+
+def build(cfg: OptimizerConfig, horovod: HorovodConfig, num_ranks: int, global_batch_size: int):
+    """(distributed optimizer at the scaled rate, scaled rate)."""
+    lr = scaled_learning_rate(cfg, num_ranks, global_batch_size)
+    return distributed_optimizer(REGISTRY.get(cfg.name)(cfg, lr), horovod), lr

@@ -1,0 +1,54 @@
+"""Command line: ``python -m hvdkeras.train --config FILE [--set a.b=value ...] [--workdir DIR]``.
+
+Run it under a launcher for more than one process, e.g.
+``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train --config configs/digits.yaml``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep its C++ chatter out
+
+from absl import app, flags  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("config", None, "YAML config file (see configs/).")
+flags.DEFINE_multi_string("set", [], "Override one config field: section.key=value (value parsed as YAML). Repeatable.")
+flags.DEFINE_string("workdir", None, "Where config.yaml, metrics.jsonl and checkpoints/ go "
+                    "(default: runs/<config file name>).")
+
+
+def _fail(message: str) -> None:
+    """One line on stderr (once per job when the launcher tells the rank), exit status 2."""
+    from hvdkeras.distributed import launcher_rank
+
+    if launcher_rank() in (None, 0):
+        print(f"hvdkeras: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def main(argv):
+    if len(argv) > 1:
+        _fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
+    if not FLAGS.config:
+        _fail("--config is required, e.g. --config configs/digits.yaml")
+    from hvdkeras import config as config_lib
+    from hvdkeras.checkpointing import CheckpointError
+
+    workdir = FLAGS.workdir or os.path.join("runs", os.path.splitext(os.path.basename(FLAGS.config))[0])
+    try:
+        cfg = config_lib.load(FLAGS.config, FLAGS.set)
+        from hvdkeras.trainer import Trainer
+
+        Trainer(cfg, workdir, config_source=FLAGS.config).fit()
+    except (config_lib.ConfigError, CheckpointError) as exc:
+        _fail(str(exc))
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,190 @@
+"""``Trainer(config, workdir)``: the config-driven data-parallel training loop.
+
+It composes the other modules and owns the order of the callbacks::
+
+    1. BroadcastGlobalVariablesCallback  same start on every rank (also after a resume)
+    2. AverageModelStatisticsCallback    batch-norm statistics agree before validation/saving
+    3. MetricAverageCallback             every later callback reads global metrics
+    4. LearningRateWarmupCallback        per batch, scaled_lr / N -> scaled_lr
+    5. LearningRateScheduleCallback      the decay after warmup
+    rank 0 only:
+    6. ProgbarLogger                     progress, with the averaged epoch metrics
+    7. JsonlMetricsLogger                <workdir>/metrics.jsonl
+    8. EpochCheckpoint                   <workdir>/checkpoints/epoch-NNNN (after the log line:
+                                         a resume drops log lines past the checkpoint)
+
+Files under ``workdir``, all written by rank 0 only: ``config.yaml`` (the resolved
+config), ``metrics.jsonl``, ``checkpoints/``.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import tensorflow as tf
+
+from hvdkeras import checkpointing, compat, distributed, optimizers, schedules
+from hvdkeras import config as config_lib
+from hvdkeras import data as data_lib
+from hvdkeras import models as models_lib
+from hvdkeras.callbacks import (AverageModelStatisticsCallback, BroadcastGlobalVariablesCallback, EpochCheckpoint,
+                                JsonlMetricsLogger, LearningRateScheduleCallback, LearningRateWarmupCallback,
+                                MetricAverageCallback)
+from hvdkeras.callbacks.metric_average import global_results
+
+keras = compat.keras
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+
+
+def make_loss(num_classes: int, label_smoothing: float = 0.0):
+    """Cross-entropy on integer labels and softmax outputs, with optional label smoothing."""
+    if not label_smoothing:
+        return keras.losses.SparseCategoricalCrossentropy(name="loss")
+    smoothed = keras.losses.CategoricalCrossentropy(label_smoothing=label_smoothing)
+
+    def sparse_smoothed_crossentropy(y_true, y_pred):
+        labels = tf.one_hot(tf.cast(tf.reshape(y_true, [-1]), tf.int32), num_classes)
+        return smoothed(labels, y_pred)
+
+    return sparse_smoothed_crossentropy
+
+
+class Trainer:
+    """Trains ``config`` into ``workdir`` on all Horovod ranks; call :meth:`fit` on every rank.
+
+    ``gpus`` overrides the GPUs found on the host (tests pass stand-ins).
+    """
+
+    def __init__(self, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None,
+                 config_source: str = "the config"):
+        self.config = config
+        self.workdir = workdir
+        self.process = distributed.init(config.runtime, gpus=gpus)
+        config_lib.validate_for_world(config, self.process.size, source=config_source)
+        self.is_chief = self.process.is_chief
+        if self.is_chief:
+            os.makedirs(workdir, exist_ok=True)
+            config_lib.save(config, os.path.join(workdir, CONFIG_FILE))
+        self.store = checkpointing.CheckpointStore(os.path.join(workdir, CHECKPOINT_DIR), keep=config.checkpoint.keep)
+
+        cfg = config
+        self.data = data_lib.build(cfg.data, data_lib.Shard(self.process.rank, self.process.size),
+                                   seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch)
+        self.model = models_lib.build(self.data.input_shape, self.data.num_classes, cfg.model)
+        self.optimizer, self.scaled_lr = optimizers.build(cfg.optimizer, cfg.horovod, self.process.size,
+                                                          cfg.data.global_batch_size)
+        self.model.compile(
+            optimizer=self.optimizer,
+            loss=make_loss(self.data.num_classes, cfg.trainer.label_smoothing),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
+        # Slots exist now, so a checkpoint restores the optimizer state immediately.
+        compat.build_optimizer(self.optimizer, self.model.trainable_variables)
+
+    # ------------------------------------------------------------------ helpers
+
+    def log(self, message: str) -> None:
+        """Prints on rank 0 only."""
+        if self.is_chief:
+            print(f"[hvdkeras] {message}", flush=True)
+
+    def callbacks(self) -> List[keras.callbacks.Callback]:
+        cfg = self.config
+        steps = self.data.steps_per_epoch
+        warmup = cfg.schedule.warmup_epochs
+        result: List[keras.callbacks.Callback] = [
+            BroadcastGlobalVariablesCallback(root_rank=distributed.ROOT_RANK),
+            AverageModelStatisticsCallback(),
+            MetricAverageCallback(),
+        ]
+        if warmup > 0:
+            result.append(LearningRateWarmupCallback(self.scaled_lr, warmup_epochs=warmup, steps_per_epoch=steps,
+                                                     size=self.process.size))
+        result.append(LearningRateScheduleCallback(
+            self.scaled_lr, schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs),
+            start_epoch=warmup, staircase=cfg.schedule.name in ("constant", "step"), steps_per_epoch=steps))
+        if self.is_chief:
+            if cfg.trainer.verbose:
+                result.append(keras.callbacks.ProgbarLogger(count_mode="steps"))
+            result.append(JsonlMetricsLogger(os.path.join(self.workdir, METRICS_FILE), cfg.data.global_batch_size))
+        if cfg.checkpoint.enabled:
+            result.append(EpochCheckpoint(self.store.directory, every_epochs=cfg.checkpoint.every_epochs,
+                                          keep=cfg.checkpoint.keep))
+        return result
+
+    def resume_epoch(self) -> int:
+        """Collective: the number of epochs already done (0 for a fresh run); rank 0 loads them."""
+        if not self.config.checkpoint.resume:
+            found = distributed.broadcast_object(self.store.latest() if self.is_chief else None,
+                                                 name="hvdkeras.existing_checkpoint")
+            if found is not None:
+                raise config_lib.ConfigError(
+                    f"{self.workdir} already holds checkpoints up to epoch {found.epoch} and checkpoint.resume is"
+                    " false; set checkpoint.resume=true to continue from them, or pass a new --workdir"
+                )
+            return 0
+        info = checkpointing.resume(self.store, checkpointing.trackable_for(self.model))
+        return info.epoch if info is not None else 0
+
+    def evaluate(self) -> Dict[str, float]:
+        """Validation metrics over every validation example of every rank (collective)."""
+        if self.data.validation is None:
+            return {}
+        self.model.evaluate(self.data.validation, verbose=0)
+        return {f"val_{k}": v for k, v in global_results(self.model.metrics, name="hvdkeras.evaluate").items()}
+
+    # ------------------------------------------------------------------ main entry
+
+    def fit(self) -> Dict[str, float]:
+        """Trains to ``trainer.epochs`` (resuming if possible); returns the final global metrics."""
+        cfg = self.config
+        epochs = cfg.trainer.epochs
+        p = self.process
+        start = self.resume_epoch()
+        threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads"
+        device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
+        where = f"resuming after epoch {start} from {self.store.directory}" if start else "starting fresh"
+        print(f"[hvdkeras] rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
+              f" epoch {start + 1} of {epochs}", flush=True)
+        self.log(f"{cfg.data.name}: global batch {cfg.data.global_batch_size} = {p.size} ranks x"
+                 f" {self.data.per_rank_batch}, {self.data.steps_per_epoch} steps/epoch; {cfg.optimizer.name} at"
+                 f" scaled lr {self.scaled_lr:g} ({cfg.optimizer.lr_scaling} rule); workdir {self.workdir}")
+
+        final: Dict[str, float] = {}
+        if start < epochs:
+            validate = self.data.validation is not None and cfg.trainer.validation_freq > 0
+            tic = time.perf_counter()
+            history = self.model.fit(
+                self.data.train(start, epochs),
+                steps_per_epoch=self.data.steps_per_epoch,
+                epochs=epochs,
+                initial_epoch=start,
+                validation_data=self.data.validation if validate else None,
+                validation_freq=cfg.trainer.validation_freq if validate else 1,
+                callbacks=self.callbacks(),
+                verbose=cfg.trainer.verbose if self.is_chief else 0,
+            )
+            self.log(f"trained epochs {start + 1}-{epochs} in {time.perf_counter() - tic:.1f}s")
+            final = {k: float(v[-1]) for k, v in history.history.items()}
+        else:
+            self.log(f"nothing to train: the checkpoint already holds all {epochs} epochs")
+        if not any(k.startswith("val_") for k in final):
+            final.update(self.evaluate())
+
+        if cfg.trainer.check_weights_agree:
+            weights = [v.numpy() for v in self.model.variables]
+            bad = distributed.ranks_disagreeing(weights, name="hvdkeras.weights_agree")
+            if bad:
+                raise RuntimeError(f"model weights differ from rank 0's on {bad} of {p.size} ranks after training")
+        shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
+        self.log(f"final validation ({p.size} ranks, every example once): {shown or 'no validation data'}")
+        return final
+
+
+def train_and_evaluate(config: config_lib.Config, workdir: str, **kwargs) -> Dict[str, float]:
+    """Library entry point: ``Trainer(config, workdir).fit()``."""
+    return Trainer(config, workdir, **kwargs).fit()
