@@ -310,6 +310,12 @@ def _read_yaml(path: str) -> Dict[str, Any]:
     return tree
 
 
+def _finish(cfg: Config, sources: Dict[str, str]) -> Config:
+    object.__setattr__(cfg, "_sources", dict(sources))  # for error messages only; not a field
+    validate(cfg)
+    return cfg
+
+
 def load(path: Optional[str] = None, overrides: Sequence[str] = ()) -> Config:
     """Defaults, then the YAML file at ``path``, then each ``section.key=value`` override."""
     tree: Dict[str, Any] = {}
@@ -322,9 +328,7 @@ def load(path: Optional[str] = None, overrides: Sequence[str] = ()) -> Config:
         for part in reversed(parts):
             update = {part: update}
         _merge(tree, update, sources, f"--set {text}")
-    cfg = _build(Config, tree, sources)
-    validate(cfg, source=path or "the defaults")
-    return cfg
+    return _finish(_build(Config, tree, sources), sources)
 
 
 def from_dict(tree: Mapping[str, Any], source: str = "a dict") -> Config:
@@ -332,88 +336,89 @@ def from_dict(tree: Mapping[str, Any], source: str = "a dict") -> Config:
     sources: Dict[str, str] = {}
     merged: Dict[str, Any] = {}
     _merge(merged, tree, sources, source)
-    cfg = _build(Config, merged, sources)
-    validate(cfg, source=source)
-    return cfg
+    return _finish(_build(Config, merged, sources), sources)
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
+def _value(cfg: Config, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return list(node) if isinstance(node, tuple) else node
 
 
-def validate(cfg: Config, source: str = "the config") -> None:
+def source_of(cfg: Config, key: str, default: str = "the defaults") -> str:
+    """Where ``key``'s value came from: the YAML file, a ``--set``, or the defaults."""
+    return getattr(cfg, "_sources", {}).get(key, default)
+
+
+class _Checker:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def __call__(self, ok: bool, key: str, rule: str) -> None:
+        """Raises ``<key> in <source> must <rule>; received: <value>`` unless ``ok``."""
+        if not ok:
+            raise ConfigError(f"{key} in {source_of(self.cfg, key)} must {rule}; received: {_value(self.cfg, key)!r}")
+
+
+def validate(cfg: Config) -> None:
     """Checks that do not depend on the number of ranks."""
     from hvdkeras import data, models, optimizers  # registries; imported late
 
+    need = _Checker(cfg)
     d, t, s, o, c, h, r = cfg.data, cfg.trainer, cfg.schedule, cfg.optimizer, cfg.checkpoint, cfg.horovod, cfg.runtime
-    _require(d.name in data.names(),
-             f"data.name in {source} must be one of {', '.join(data.names())}; received: {d.name!r}")
-    _require(cfg.model.name in models.names(),
-             f"model.name in {source} must be one of {', '.join(models.names())}; received: {cfg.model.name!r}")
-    _require(o.name in optimizers.names(),
-             f"optimizer.name in {source} must be one of {', '.join(optimizers.names())}; received: {o.name!r}")
-    _require(d.global_batch_size > 0, f"data.global_batch_size in {source} must be > 0; received: {d.global_batch_size}")
-    _require(d.eval_global_batch_size is None or d.eval_global_batch_size > 0,
-             f"data.eval_global_batch_size in {source} must be > 0 or null; received: {d.eval_global_batch_size}")
-    _require(0.0 < d.validation_fraction < 1.0,
-             f"data.validation_fraction in {source} must be between 0 and 1 (exclusive); received: {d.validation_fraction}")
-    _require(len(d.image_shape) == 3 and all(x > 0 for x in d.image_shape),
-             f"data.image_shape in {source} must be [height, width, channels] with positive sizes; received: {list(d.image_shape)}")
-    _require(d.num_classes >= 2, f"data.num_classes in {source} must be >= 2; received: {d.num_classes}")
-    _require(d.train_examples > 0 and d.eval_examples >= 0,
-             f"data.train_examples must be > 0 and data.eval_examples >= 0 in {source}; received: {d.train_examples}, {d.eval_examples}")
-    _require(d.prefetch == -1 or d.prefetch >= 0, f"data.prefetch in {source} must be -1 (autotune) or >= 0; received: {d.prefetch}")
-    _require(0.0 <= cfg.model.dropout < 1.0, f"model.dropout in {source} must be in [0, 1); received: {cfg.model.dropout}")
-    _require(o.learning_rate > 0, f"optimizer.learning_rate in {source} must be > 0; received: {o.learning_rate}")
-    _require(o.base_batch_size > 0, f"optimizer.base_batch_size in {source} must be > 0; received: {o.base_batch_size}")
-    _require(0.0 <= o.momentum < 1.0, f"optimizer.momentum in {source} must be in [0, 1); received: {o.momentum}")
-    _require(o.weight_decay >= 0, f"optimizer.weight_decay in {source} must be >= 0; received: {o.weight_decay}")
-    _require(o.weight_decay == 0 or o.name == "adamw",
-             f"optimizer.weight_decay in {source} is only used by optimizer.name=adamw; received name {o.name!r}"
-             f" with weight_decay {o.weight_decay} (set it to 0 or use adamw)")
-    _require(o.clipnorm is None or o.clipnorm > 0, f"optimizer.clipnorm in {source} must be > 0 or null; received: {o.clipnorm}")
-    _require(t.epochs > 0, f"trainer.epochs in {source} must be > 0; received: {t.epochs}")
-    _require(t.steps_per_epoch is None or t.steps_per_epoch > 0,
-             f"trainer.steps_per_epoch in {source} must be > 0 or null; received: {t.steps_per_epoch}")
-    _require(t.validation_freq >= 0, f"trainer.validation_freq in {source} must be >= 0; received: {t.validation_freq}")
-    _require(0.0 <= t.label_smoothing < 1.0,
-             f"trainer.label_smoothing in {source} must be in [0, 1); received: {t.label_smoothing}")
-    _require(s.warmup_epochs >= 0, f"schedule.warmup_epochs in {source} must be >= 0; received: {s.warmup_epochs}")
-    _require(s.warmup_epochs < t.epochs or s.warmup_epochs == 0,
-             f"schedule.warmup_epochs ({s.warmup_epochs}) in {source} must be shorter than trainer.epochs ({t.epochs})")
-    _require(s.name != "step" or len(s.boundaries) > 0,
-             f"schedule.boundaries in {source} must list at least one epoch for schedule.name=step; received: []")
-    _require(list(s.boundaries) == sorted(s.boundaries) and all(b > s.warmup_epochs for b in s.boundaries),
-             f"schedule.boundaries in {source} must be increasing epochs after schedule.warmup_epochs ({s.warmup_epochs});"
-             f" received: {list(s.boundaries)}")
-    _require(0.0 < s.decay_rate <= 1.0, f"schedule.decay_rate in {source} must be in (0, 1]; received: {s.decay_rate}")
-    _require(0.0 <= s.end_lr_fraction <= 1.0,
-             f"schedule.end_lr_fraction in {source} must be in [0, 1]; received: {s.end_lr_fraction}")
-    _require(s.power > 0, f"schedule.power in {source} must be > 0; received: {s.power}")
-    _require(c.every_epochs > 0, f"checkpoint.every_epochs in {source} must be > 0; received: {c.every_epochs}")
-    _require(c.keep >= 0, f"checkpoint.keep in {source} must be >= 0 (0 keeps all); received: {c.keep}")
-    _require(h.backward_passes_per_step >= 1,
-             f"horovod.backward_passes_per_step in {source} must be >= 1; received: {h.backward_passes_per_step}")
-    _require(r.intra_op_threads is None or r.intra_op_threads > 0,
-             f"runtime.intra_op_threads in {source} must be > 0 or null (auto); received: {r.intra_op_threads}")
-    _require(r.inter_op_threads is None or r.inter_op_threads > 0,
-             f"runtime.inter_op_threads in {source} must be > 0 or null (auto); received: {r.inter_op_threads}")
+    need(d.name in data.names(), "data.name", f"be one of {', '.join(data.names())}")
+    need(cfg.model.name in models.names(), "model.name", f"be one of {', '.join(models.names())}")
+    need(o.name in optimizers.names(), "optimizer.name", f"be one of {', '.join(optimizers.names())}")
+    need(d.global_batch_size > 0, "data.global_batch_size", "be > 0")
+    need(d.eval_global_batch_size is None or d.eval_global_batch_size > 0, "data.eval_global_batch_size",
+         "be > 0 or null (null: same as global_batch_size)")
+    need(0.0 < d.validation_fraction < 1.0, "data.validation_fraction", "be between 0 and 1 (exclusive)")
+    need(len(d.image_shape) == 3 and all(x > 0 for x in d.image_shape), "data.image_shape",
+         "be [height, width, channels] with positive sizes")
+    need(d.num_classes >= 2, "data.num_classes", "be >= 2")
+    need(d.train_examples > 0, "data.train_examples", "be > 0")
+    need(d.eval_examples >= 0, "data.eval_examples", "be >= 0")
+    need(d.prefetch >= -1, "data.prefetch", "be -1 (autotune) or >= 0")
+    need(0.0 <= cfg.model.dropout < 1.0, "model.dropout", "be in [0, 1)")
+    need(o.learning_rate > 0, "optimizer.learning_rate", "be > 0")
+    need(o.base_batch_size > 0, "optimizer.base_batch_size", "be > 0")
+    need(0.0 <= o.momentum < 1.0, "optimizer.momentum", "be in [0, 1)")
+    need(o.weight_decay >= 0, "optimizer.weight_decay", "be >= 0")
+    need(o.weight_decay == 0 or o.name == "adamw", "optimizer.weight_decay",
+         f"be 0 with optimizer.name={o.name} (decoupled weight decay is used by adamw only)")
+    need(o.clipnorm is None or o.clipnorm > 0, "optimizer.clipnorm", "be > 0 or null")
+    need(t.epochs > 0, "trainer.epochs", "be > 0")
+    need(t.steps_per_epoch is None or t.steps_per_epoch > 0, "trainer.steps_per_epoch", "be > 0 or null")
+    need(t.validation_freq >= 0, "trainer.validation_freq", "be >= 0 (0: never validate)")
+    need(0.0 <= t.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
+    need(s.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
+    need(s.warmup_epochs < t.epochs, "schedule.warmup_epochs", f"be shorter than trainer.epochs ({t.epochs})")
+    need(s.name != "step" or len(s.boundaries) > 0, "schedule.boundaries",
+         "list at least one epoch for schedule.name=step")
+    need(list(s.boundaries) == sorted(s.boundaries) and all(b > s.warmup_epochs for b in s.boundaries),
+         "schedule.boundaries", f"be increasing epochs after schedule.warmup_epochs ({s.warmup_epochs})")
+    need(0.0 < s.decay_rate <= 1.0, "schedule.decay_rate", "be in (0, 1]")
+    need(0.0 <= s.end_lr_fraction <= 1.0, "schedule.end_lr_fraction", "be in [0, 1]")
+    need(s.power > 0, "schedule.power", "be > 0")
+    need(c.every_epochs > 0, "checkpoint.every_epochs", "be > 0")
+    need(c.keep >= 0, "checkpoint.keep", "be >= 0 (0 keeps all)")
+    need(h.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
+    need(r.intra_op_threads is None or r.intra_op_threads > 0, "runtime.intra_op_threads", "be > 0 or null (auto)")
+    need(r.inter_op_threads is None or r.inter_op_threads > 0, "runtime.inter_op_threads", "be > 0 or null (auto)")
 
 
-def validate_for_world(cfg: Config, num_ranks: int, source: str = "the config") -> None:
-    """Checks that depend on the number of ranks: every global batch must split evenly."""
-    d = cfg.data
-    _require(d.global_batch_size % num_ranks == 0,
-             f"data.global_batch_size={d.global_batch_size} in {source} is not divisible by the {num_ranks} ranks;"
-             f" use a multiple of {num_ranks} (e.g. {max(num_ranks, d.global_batch_size // num_ranks * num_ranks)})")
-    eval_batch = d.eval_global_batch_size or d.global_batch_size
-    _require(eval_batch % num_ranks == 0,
-             f"data.eval_global_batch_size={eval_batch} in {source} is not divisible by the {num_ranks} ranks;"
-             f" use a multiple of {num_ranks}")
+def validate_for_world(cfg: Config, num_ranks: int) -> None:
+    """Checks that depend on the number of ranks: every global batch must split evenly over them."""
+    need = _Checker(cfg)
+    need(cfg.data.global_batch_size % num_ranks == 0, "data.global_batch_size",
+         f"be divisible by the {num_ranks} ranks (e.g. {max(1, cfg.data.global_batch_size // num_ranks) * num_ranks})")
+    if cfg.data.eval_global_batch_size is not None:
+        need(cfg.data.eval_global_batch_size % num_ranks == 0, "data.eval_global_batch_size",
+             f"be divisible by the {num_ranks} ranks")
 
 
 # --------------------------------------------------------------------------- output

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep its C++ chatter out
 
@@ -20,11 +21,18 @@ flags.DEFINE_string("workdir", None, "Where config.yaml, metrics.jsonl and check
 
 
 def _fail(message: str) -> None:
-    """One line on stderr (once per job when the launcher tells the rank), exit status 2."""
+    """One line on stderr, then exit status 2.
+
+    Most start-up errors (a bad config) happen on every rank alike. Rank 0 prints at
+    once; the other ranks wait a moment first, so the launcher, which stops the job
+    when rank 0 exits, usually shows the line once. An error only one rank has is
+    still printed, by that rank, after the pause.
+    """
     from hvdkeras.distributed import launcher_rank
 
-    if launcher_rank() in (None, 0):
-        print(f"hvdkeras: error: {message}", file=sys.stderr, flush=True)
+    if launcher_rank() not in (None, 0):
+        time.sleep(3)
+    print(f"hvdkeras: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 
 
@@ -41,7 +49,7 @@ def main(argv):
         cfg = config_lib.load(FLAGS.config, FLAGS.set)
         from hvdkeras.trainer import Trainer
 
-        Trainer(cfg, workdir, config_source=FLAGS.config).fit()
+        Trainer(cfg, workdir).fit()
     except (config_lib.ConfigError, CheckpointError) as exc:
         _fail(str(exc))
 

@@ -59,12 +59,11 @@ class Trainer:
     ``gpus`` overrides the GPUs found on the host (tests pass stand-ins).
     """
 
-    def __init__(self, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None,
-                 config_source: str = "the config"):
+    def __init__(self, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None):
         self.config = config
         self.workdir = workdir
         self.process = distributed.init(config.runtime, gpus=gpus)
-        config_lib.validate_for_world(config, self.process.size, source=config_source)
+        config_lib.validate_for_world(config, self.process.size)
         self.is_chief = self.process.is_chief
         if self.is_chief:
             os.makedirs(workdir, exist_ok=True)
