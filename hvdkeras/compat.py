@@ -17,7 +17,9 @@ def get_learning_rate(optimizer) -> float:
     Raises TypeError when the optimizer was built with a ``LearningRateSchedule``:
     hvdkeras' learning-rate callbacks own the rate and need a plain value.
     """
-    lr = optimizer.learning_rate
+    # The public property evaluates a schedule at the current step; the stored value tells.
+    lr = getattr(optimizer, "_learning_rate", None)
+    lr = optimizer.learning_rate if lr is None else lr
     if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
         raise TypeError(
             "the optimizer's learning_rate is a LearningRateSchedule; hvdkeras' learning-rate callbacks need a "

@@ -396,7 +396,6 @@ def validate(cfg: Config) -> None:
     need(t.validation_freq >= 0, "trainer.validation_freq", "be >= 0 (0: never validate)")
     need(0.0 <= t.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
     need(s.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
-    need(s.warmup_epochs < t.epochs, "schedule.warmup_epochs", f"be shorter than trainer.epochs ({t.epochs})")
     need(s.name != "step" or len(s.boundaries) > 0, "schedule.boundaries",
          "list at least one epoch for schedule.name=step")
     need(list(s.boundaries) == sorted(s.boundaries) and all(b > s.warmup_epochs for b in s.boundaries),
