@@ -1,0 +1,67 @@
+"""Run under horovodrun: trains with hvdkeras.Trainer and reports, per rank, what tests need to check.
+
+    python train_and_report.py REPORT_DIR WORKDIR CONFIG [section.key=value ...]
+
+Writes REPORT_DIR/rank<r>.json (final metrics, every path this rank wrote to) and
+REPORT_DIR/rank<r>.npz (final weights). Rank 0 also evaluates the final model on
+the whole validation set in this one process, for comparison with the averaged
+metrics the distributed run logged.
+"""
+import builtins
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+report_dir, workdir, config_path, *overrides = sys.argv[1:]
+written = set()
+
+# Record every write this process makes (Python file opens, renames, directory
+# creation, TensorFlow checkpoint writes), to prove only rank 0 writes.
+_open = builtins.open
+
+
+def recording_open(file, mode="r", *args, **kwargs):
+    if any(c in mode for c in "wax+"):
+        written.add(os.path.abspath(str(file)))
+    return _open(file, mode, *args, **kwargs)
+
+
+builtins.open = recording_open
+for name in ("rename", "replace", "makedirs", "mkdir"):
+    original = getattr(os, name)
+
+    def recorder(*args, _original=original, **kwargs):
+        written.update(os.path.abspath(a) for a in args if isinstance(a, (str, os.PathLike)))
+        return _original(*args, **kwargs)
+
+    setattr(os, name, recorder)
+_ckpt_write = tf.train.Checkpoint.write
+
+
+def recording_ckpt_write(self, file_prefix, *args, **kwargs):
+    written.add(os.path.abspath(str(file_prefix)))
+    return _ckpt_write(self, file_prefix, *args, **kwargs)
+
+
+tf.train.Checkpoint.write = recording_ckpt_write
+
+from hvdkeras import config as config_lib  # noqa: E402
+from hvdkeras import data as data_lib  # noqa: E402
+from hvdkeras.trainer import Trainer  # noqa: E402
+
+cfg = config_lib.load(config_path, overrides)
+trainer = Trainer(cfg, workdir)
+final = trainer.fit()
+rank = trainer.process.rank
+report = {"rank": rank, "final": final, "written": sorted(written)}
+if rank == 0:
+    whole = data_lib.build(cfg.data, data_lib.Shard(0, 1), seed=cfg.runtime.seed)
+    report["single_process_eval"] = trainer.model.evaluate(whole.validation, verbose=0, return_dict=True)
+builtins.open = _open
+os.makedirs(report_dir, exist_ok=True)
+np.savez(os.path.join(report_dir, f"rank{rank}.npz"), *[v.numpy() for v in trainer.model.variables])
+with open(os.path.join(report_dir, f"rank{rank}.json"), "w") as f:
+    json.dump(report, f)

@@ -1,0 +1,153 @@
+"""Two real Horovod ranks on this machine (Gloo), through the same entry points users run."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, read_jsonl
+
+DIGITS = os.path.join(REPO, "configs", "digits.yaml")
+REPORT = os.path.join(SCRIPTS, "train_and_report.py")
+
+
+def reports(report_dir, np_=2):
+    out = []
+    for r in range(np_):
+        with open(os.path.join(report_dir, f"rank{r}.json")) as f:
+            rep = json.load(f)
+        with np.load(os.path.join(report_dir, f"rank{r}.npz")) as z:
+            rep["weights"] = [z[k] for k in sorted(z.files, key=lambda k: int(k.split("_")[1]))]
+        out.append(rep)
+    return out
+
+
+def assert_identical_weights(reps):
+    assert len(reps[0]["weights"]) == len(reps[1]["weights"]) > 0
+    for a, b in zip(reps[0]["weights"], reps[1]["weights"]):
+        assert np.array_equal(a, b)
+
+
+def under(paths, root):
+    root = os.path.abspath(root)
+    return [p for p in paths if p == root or p.startswith(root + os.sep)]
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    """The default job, exactly as configs/digits.yaml has it, on two ranks."""
+    base = tmp_path_factory.mktemp("digits")
+    workdir, report_dir = base / "work", base / "report"
+    job = horovodrun([REPORT, str(report_dir), str(workdir), DIGITS], timeout=420)
+    return job, workdir, reports(report_dir)
+
+
+def test_default_job_reaches_accuracy_and_prints_it_once(digits_run):
+    job, workdir, reps = digits_run
+    assert reps[0]["final"]["val_accuracy"] >= 0.90
+    final_lines = [line for line in job.output.splitlines() if "final validation" in line]
+    assert len(final_lines) == 1 and final_lines[0].startswith("[0]<stdout>:")
+
+
+def test_weights_identical_on_both_ranks(digits_run):
+    _, _, reps = digits_run
+    assert_identical_weights(reps)
+    assert reps[0]["final"] == reps[1]["final"]  # every rank returns the same global metrics
+
+
+def test_only_rank_0_writes_into_the_workdir(digits_run):
+    _, workdir, reps = digits_run
+    assert under(reps[1]["written"], workdir) == []
+    rank0 = under(reps[0]["written"], workdir)
+    assert any(p.endswith("config.yaml") for p in rank0)
+    assert any(p.endswith("metrics.jsonl") for p in rank0)
+    assert any("/checkpoints/" in p and p.endswith("ckpt") for p in rank0)
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0013", "epoch-0014", "epoch-0015"]
+
+
+def test_metrics_jsonl_has_every_epoch_with_throughput(digits_run):
+    _, workdir, _ = digits_run
+    records = read_jsonl(workdir / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == list(range(1, 16))
+    for r in records:
+        assert {"loss", "accuracy", "val_loss", "val_accuracy", "lr", "epoch_time_s", "images_per_sec"} <= set(r)
+        assert r["images_per_sec"] > 0
+    # warmup: 2 epochs from 0.05 to 0.1 (scaled by 2 ranks), then cosine towards 0
+    assert records[1]["lr"] == pytest.approx(0.1, rel=1e-6)
+    assert records[0]["lr"] < 0.1 and records[-1]["lr"] < 0.001
+
+
+def test_logged_validation_metrics_equal_one_process_on_all_data(digits_run):
+    """The averaged metrics are the metrics of the whole validation set, not a mean of per-rank means."""
+    _, workdir, reps = digits_run
+    last = read_jsonl(workdir / "metrics.jsonl")[-1]
+    single = reps[0]["single_process_eval"]
+    assert last["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-6)
+    assert last["val_loss"] == pytest.approx(single["loss"], rel=1e-4)
+
+
+def test_metric_average_is_exact_on_uneven_shards():
+    job = horovodrun([os.path.join(SCRIPTS, "metric_average_check.py")], timeout=180)
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in job.output.splitlines() if "RESULT " in line]
+    assert len(results) == 2
+    for res in results:
+        assert res["logs"]["val_loss"] == pytest.approx(res["expected_val"]["loss"], rel=1e-5)
+        # and this differs from what a naive mean of per-rank means gives
+        assert abs(res["mean_of_means_val_loss"] - res["expected_val"]["loss"]) > 1e-4
+    assert results[0]["logs"] == results[1]["logs"]
+
+
+def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path):
+    workdir = tmp_path / "work"
+    quick = ["trainer.verbose=0", "checkpoint.keep=0"]
+    horovodrun([REPORT, str(tmp_path / "r1"), str(workdir), DIGITS, "trainer.epochs=2", *quick])
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2]
+
+    job = horovodrun([REPORT, str(tmp_path / "r2"), str(workdir), DIGITS, "trainer.epochs=4", *quick])
+    for rank in (0, 1):
+        starts = [line for line in job.lines_of(rank) if f"rank {rank}/2" in line]
+        assert len(starts) == 1 and "resuming after epoch 2" in starts[0] and "epoch 3 of 4" in starts[0], starts
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4]
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002", "epoch-0003", "epoch-0004"]
+    with open(workdir / "checkpoints" / "epoch-0004" / "meta.json") as f:
+        assert json.load(f)["global_step"] == 4 * 22  # the optimizer's step counter carried on
+    assert_identical_weights(reports(tmp_path / "r2"))
+
+
+def test_checkpoint_that_does_not_fit_fails_every_rank_cleanly(tmp_path):
+    workdir = tmp_path / "work"
+    horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
+                "--set", "trainer.epochs=1", "--set", "trainer.verbose=0"])
+    before = sorted(os.listdir(workdir / "checkpoints"))
+    job = horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
+                      "--set", "trainer.epochs=2", "--set", "model.name=mlp"], timeout=180, check=False)
+    assert job.returncode != 0
+    errors = [line for line in job.output.splitlines() if "hvdkeras: error:" in line]
+    assert errors and "does not fit this model" in errors[0] and "--workdir" in errors[0]
+    assert "Traceback" not in job.output.split("Process 0 exit")[0]
+    assert sorted(os.listdir(workdir / "checkpoints")) == before  # nothing lost
+
+
+def test_config_error_under_horovodrun_is_one_line(tmp_path):
+    job = horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(tmp_path / "w"),
+                      "--set", "data.global_batch_size=63"], timeout=120, check=False)
+    assert job.returncode != 0
+    errors = [line for line in job.output.splitlines() if "hvdkeras: error:" in line]
+    assert errors[0].endswith(
+        "data.global_batch_size in --set data.global_batch_size=63 must be divisible by the 2 ranks (e.g. 62);"
+        " received: 63")
+    assert not (tmp_path / "w").exists()
+
+
+def test_resnet_config_steps_on_synthetic_data(tmp_path):
+    job = horovodrun(["-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "resnet.yaml"),
+                      "--workdir", str(tmp_path / "w"),
+                      "--set", "data.name=synthetic", "--set", "data.global_batch_size=4",
+                      "--set", "data.eval_examples=4", "--set", "trainer.steps_per_epoch=2",
+                      "--set", "trainer.epochs=1", "--set", "trainer.verbose=2"], timeout=420)
+    records = read_jsonl(tmp_path / "w" / "metrics.jsonl")
+    assert len(records) == 1 and np.isfinite(records[0]["loss"])
+    assert os.path.isdir(tmp_path / "w" / "checkpoints" / "epoch-0001")
+    assert "final validation" in job.output
