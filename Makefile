@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 .PHONY: install train test test-unit test-distributed clean
 
 # The stamp is newer than everything the install depends on: a second `make install` does nothing.
-$(STAMP): constraints.txt setup.py tools/install_stack.sh
+$(STAMP): constraints.txt requirements.txt setup.py tools/install_stack.sh
 	PYTHON=$(PYTHON) bash tools/install_stack.sh $(VENV)
 	touch $(STAMP)
 

@@ -6,20 +6,26 @@ from setuptools import find_packages, setup
 HERE = pathlib.Path(__file__).parent
 
 
-def pinned_requirements():
-    """Requirements pinned in constraints.txt, the one tested set.
 
-    cmake and pytest are build/test tools, not runtime requirements. Horovod is
-    listed but must be built from source against the installed TensorFlow
-    (`make install` does that); pip cannot do it for you with build isolation.
+
+def _names(path):
+    lines = (line.split("#", 1)[0].strip() for line in (HERE / path).read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def pinned_requirements():
+    """Each direct requirement pinned as in constraints.txt, the one tested set.
+
+    Horovod must be built from source against the installed TensorFlow, without
+    build isolation; `make install` does that before installing this package.
     """
-    tools = {"cmake", "pytest"}
-    reqs = []
+    pins = {}
     for line in (HERE / "constraints.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if line and line.split("==")[0].lower() not in tools:
-            reqs.append(line)
-    return reqs
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.lower()] = version
+    return [f"{name}=={pins[name.lower()]}" for name in _names("requirements.txt") + ["horovod"]]
 
 
 setup(

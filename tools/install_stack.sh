@@ -27,11 +27,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)
+# pip warns about every package missing from a local index folder this machine may list; drop that noise.
+pip_run() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
 echo "[install] pinned stack (constraints.txt)"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" wheel setuptools "cmake<4" \
-  tensorflow-cpu keras tensorflow-estimator tensorflow-datasets tensorflow-metadata \
-  protobuf numpy scikit-learn absl-py PyYAML pytest cloudpickle psutil packaging
+# The direct requirements, Horovod's own dependencies and the build/test tools;
+# every version comes from the constraints.
+pip_run install -q -c "$CONSTRAINTS" -r "$HERE/requirements.txt" \
+  wheel setuptools "cmake<4" pytest cloudpickle psutil packaging
 
 PYTAG=$("$PY" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
 FLAGS="tf-gloo-cpu"
@@ -39,7 +42,7 @@ CACHE_ROOT=${HVDKERAS_WHEEL_CACHE:-$HOME/.cache/hvdkeras/wheels}
 WHEEL_DIR="$CACHE_ROOT/horovod-$HVD_VERSION-tensorflow-cpu-$TF_VERSION-$PYTAG-$FLAGS"
 
 installed_hvd=$("$PY" -c 'import importlib.metadata as m; print(m.version("horovod"))' 2>/dev/null || true)
-if [ "$installed_hvd" != "$HVD_VERSION" ] || ! "$PY" -c 'import horovod.tensorflow' 2>/dev/null; then
+if [ "$installed_hvd" != "$HVD_VERSION" ] || ! TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c 'import horovod.tensorflow' 2>/dev/null; then
   if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
     echo "[install] building Horovod $HVD_VERSION against TensorFlow $TF_VERSION (4-5 minutes on 2 cores) into $WHEEL_DIR"
     mkdir -p "$WHEEL_DIR.tmp"
@@ -47,21 +50,21 @@ if [ "$installed_hvd" != "$HVD_VERSION" ] || ! "$PY" -c 'import horovod.tensorfl
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
     HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
     MAKEFLAGS="-j$(nproc)" \
-      "${PIP[@]}" wheel --no-build-isolation --no-cache-dir --no-deps \
+      pip_run wheel --no-build-isolation --no-cache-dir --no-deps \
         -w "$WHEEL_DIR.tmp" "horovod==$HVD_VERSION"
     rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
   else
     echo "[install] reusing Horovod wheel from $WHEEL_DIR"
   fi
-  "${PIP[@]}" install -q --no-cache-dir --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
+  pip_run install -q --no-cache-dir --force-reinstall --no-deps "$WHEEL_DIR"/horovod-*.whl
 fi
 
 echo "[install] hvdkeras (editable)"
-"${PIP[@]}" install -q --no-deps --no-build-isolation -e "$HERE"
+pip_run install -q --no-deps --no-build-isolation -e "$HERE"
 
 echo "[install] checking the Horovod build"
-"$PY" -c 'import horovod.tensorflow as hvd, horovod.tensorflow.keras; import tensorflow as tf; print("[install] horovod", hvd.__version__ if hasattr(hvd, "__version__") else "", "tensorflow", tf.__version__)'
-CHECK=$("$VENV/bin/horovodrun" --check-build)
+TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c 'import horovod.tensorflow as hvd, horovod.tensorflow.keras; import tensorflow as tf; print("[install] horovod", hvd.__version__ if hasattr(hvd, "__version__") else "", "tensorflow", tf.__version__)'
+CHECK=$(TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/horovodrun" --check-build)
 echo "$CHECK"
 for need in "TensorFlow" "Gloo"; do
   if ! grep -q "\[X\] $need" <<<"$CHECK"; then

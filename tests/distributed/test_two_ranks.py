@@ -151,3 +151,12 @@ def test_resnet_config_steps_on_synthetic_data(tmp_path):
     assert len(records) == 1 and np.isfinite(records[0]["loss"])
     assert os.path.isdir(tmp_path / "w" / "checkpoints" / "epoch-0001")
     assert "final validation" in job.output
+
+
+def test_keras_fit_example_runs_with_the_callbacks_alone(tmp_path):
+    job = horovodrun([os.path.join(REPO, "examples", "keras_fit.py"), "--epochs", "3",
+                      "--checkpoints", str(tmp_path / "ckpts")], timeout=240)
+    final = [line for line in job.output.splitlines() if "final val_accuracy=" in line]
+    assert len(final) == 1 and final[0].startswith("[0]<stdout>:")
+    assert float(final[0].split("=")[1]) >= 0.85
+    assert sorted(os.listdir(tmp_path / "ckpts")) == ["epoch-0002", "epoch-0003"]
