@@ -23,7 +23,7 @@ import dataclasses
 import hashlib
 import os
 import random
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -210,7 +210,3 @@ def ranks_disagreeing(arrays: Sequence[np.ndarray], name: str) -> int:
     root = broadcast_object(mine, name=f"{name}.fingerprint")
     return int(allreduce_sum(np.array([float(mine != root)]), name=f"{name}.disagree")[0])
 
-
-def run_on_chief(fn: Callable[[], Any]) -> Any:
-    """Runs ``fn`` on rank 0 only and returns its result there (None elsewhere)."""
-    return fn() if is_chief() else None

@@ -160,3 +160,12 @@ def test_keras_fit_example_runs_with_the_callbacks_alone(tmp_path):
     assert len(final) == 1 and final[0].startswith("[0]<stdout>:")
     assert float(final[0].split("=")[1]) >= 0.85
     assert sorted(os.listdir(tmp_path / "ckpts")) == ["epoch-0002", "epoch-0003"]
+
+
+def test_horovod_options_fp16_and_gradient_accumulation_keep_ranks_identical(tmp_path):
+    horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), DIGITS, "trainer.epochs=2", "trainer.verbose=0",
+                "optimizer.name=adam", "optimizer.learning_rate=0.001", "horovod.compression=fp16",
+                "horovod.backward_passes_per_step=2", "horovod.sparse_as_dense=true"])
+    reps = reports(tmp_path / "r")
+    assert_identical_weights(reps)
+    assert reps[0]["final"]["val_accuracy"] > 0.5
