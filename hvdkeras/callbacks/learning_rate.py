@@ -16,6 +16,7 @@ callback writes the current rate to the epoch logs as ``lr``.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Union
 
 from hvdkeras import compat, schedules
@@ -86,7 +87,9 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
                  verbose: int = 0, size: Optional[int] = None):
         if warmup_epochs <= 0:
             raise ValueError(f"warmup_epochs must be > 0; received: warmup_epochs={warmup_epochs}")
-        super().__init__(0, warmup_epochs, staircase=False, steps_per_epoch=steps_per_epoch, verbose=verbose)
+        # The range covers whole epochs: past a fractional end (2.5 epochs) the rate is initial_lr.
+        super().__init__(0, math.ceil(warmup_epochs), staircase=False, steps_per_epoch=steps_per_epoch,
+                         verbose=verbose)
         self.initial_lr = initial_lr
         self.warmup_epochs = warmup_epochs
         if size is None:

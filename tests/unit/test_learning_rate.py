@@ -129,3 +129,14 @@ def test_warmup_needs_steps():
     cb.set_params({"steps": None, "epochs": 1})
     with pytest.raises(ValueError, match="steps_per_epoch"):
         cb.on_train_begin()
+
+
+def test_fractional_warmup_reaches_initial_lr_mid_epoch():
+    model = make_model()
+    per_batch, _ = drive([LearningRateWarmupCallback(1.0, warmup_epochs=1.5, size=2),
+                          LearningRateScheduleCallback(1.0, schedules.step_decay([3], 0.1), start_epoch=1.5)],
+                         model, epochs=4, steps=4)
+    by_epoch = {(e, b): lr for e, b, lr in per_batch}
+    assert by_epoch[(1, 1)] == pytest.approx(0.5 * (1.25 / 1.5 + 1), rel=1e-6)
+    assert by_epoch[(1, 2)] == by_epoch[(1, 3)] == by_epoch[(2, 0)] == 1.0
+    assert by_epoch[(3, 0)] == pytest.approx(0.1, rel=1e-6)
