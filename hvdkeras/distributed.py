@@ -33,6 +33,10 @@ import horovod.tensorflow as hvd
 ROOT_RANK = 0
 
 
+class SetupError(RuntimeError):
+    """This process cannot be set up as asked (for example, no GPU left for its local rank)."""
+
+
 # --------------------------------------------------------------------------- process state
 
 
@@ -98,7 +102,7 @@ def select_local_gpu(gpus: Sequence[Any], local_rank_: int) -> Optional[Any]:
     if not gpus:
         return None
     if local_rank_ >= len(gpus):
-        raise RuntimeError(
+        raise SetupError(
             f"local rank {local_rank_} has no GPU: this host has {len(gpus)} GPU(s); start at most "
             f"{len(gpus)} processes per host (e.g. horovodrun -H host:{len(gpus)})"
         )

@@ -43,6 +43,7 @@ def main(argv):
         _fail("--config is required, e.g. --config configs/digits.yaml")
     from hvdkeras import config as config_lib
     from hvdkeras.checkpointing import CheckpointError
+    from hvdkeras.distributed import SetupError
 
     workdir = FLAGS.workdir or os.path.join("runs", os.path.splitext(os.path.basename(FLAGS.config))[0])
     try:
@@ -50,7 +51,7 @@ def main(argv):
         from hvdkeras.trainer import Trainer
 
         Trainer(cfg, workdir).fit()
-    except (config_lib.ConfigError, CheckpointError) as exc:
+    except (config_lib.ConfigError, CheckpointError, SetupError) as exc:
         _fail(str(exc))
 
 

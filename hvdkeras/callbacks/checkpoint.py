@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+import hvdkeras
 from hvdkeras import checkpointing, compat, distributed
 
 keras = compat.keras
@@ -43,6 +44,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
             "metrics": {k: float(v) for k, v in (logs or {}).items()},
             "global_step": int(self.model.optimizer.iterations.numpy()),
             "num_ranks": distributed.size(),
+            "hvdkeras_version": hvdkeras.__version__,
             "saved_at": time.time(),
         }
         self.last_saved = self.store.save(completed, self._trackable, meta)

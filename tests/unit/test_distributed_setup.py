@@ -52,7 +52,7 @@ def test_no_gpus_means_no_pinning():
 
 
 def test_more_ranks_than_gpus_is_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"local rank 2 has no GPU: this host has 2 GPU\(s\).*-H host:2"):
+    with pytest.raises(distributed.SetupError, match=r"local rank 2 has no GPU: this host has 2 GPU\(s\).*-H host:2"):
         distributed.pin_local_gpu([FakeDevice(0), FakeDevice(1)], 2, tf_config=RecordingConfig())
 
 
