@@ -45,3 +45,38 @@ def build_optimizer(optimizer, variables) -> None:
 
 def optimizer_built(optimizer) -> bool:
     return bool(getattr(optimizer, "built", False)) or bool(getattr(optimizer, "_built", False))
+
+
+def momentum_buffers(optimizer) -> list:
+    """The velocity slots of SGD with momentum (empty for other optimizers or momentum 0).
+
+    Keras' SGD keeps ``velocity = momentum * velocity - learning_rate * grad``: the
+    rate is inside the velocity, which is what momentum correction rescales.
+    """
+    if not isinstance(optimizer, keras.optimizers.SGD) or not getattr(optimizer, "momentum", 0):
+        return []
+    return list(getattr(optimizer, "momentums", []) or [])
+
+
+class _ResumeAt:
+    """What ``Model.fit`` asks, after ``on_train_begin``, for the epoch to start at."""
+
+    def __init__(self, epoch: int):
+        self.epoch = epoch
+
+    def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
+        return max(self.epoch, initial_epoch), 0
+
+
+def start_fit_at_epoch(model, epoch: int) -> None:
+    """Makes the running ``model.fit`` continue at ``epoch`` (call from ``on_train_begin``).
+
+    Keras 2 reads ``model._training_state`` right after ``on_train_begin``; its own
+    BackupAndRestore uses the same hook.
+    """
+    model._training_state = _ResumeAt(epoch)
+
+
+def clear_fit_start(model) -> None:
+    if isinstance(getattr(model, "_training_state", None), _ResumeAt):
+        model._training_state = None

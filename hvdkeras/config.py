@@ -89,6 +89,8 @@ class ScheduleConfig:
     # cosine / polynomial: the rate reached at the last epoch, as a fraction of scaled_lr.
     end_lr_fraction: float = 0.0
     power: float = 1.0  # polynomial only
+    # SGD with momentum: rescale the velocity by new_lr / old_lr when the rate changes (Goyal et al.).
+    momentum_correction: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,8 @@ class TrainerConfig:
     # Progress output on rank 0: 0 silent, 1 progress bar, 2 one line per epoch.
     verbose: int = dataclasses.field(default=2, metadata={"choices": (0, 1, 2)})
     label_smoothing: float = 0.0
+    # Stop every rank at the same batch when any rank's loss is NaN or infinite (one tiny allreduce per batch).
+    terminate_on_nan: bool = True
     # Check at the end that all ranks hold identical weights (one small collective).
     check_weights_agree: bool = True
 

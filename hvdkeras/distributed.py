@@ -186,6 +186,22 @@ def allreduce_sum(values: np.ndarray, name: str) -> np.ndarray:
     return hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
 
 
+def broadcast_array(values: np.ndarray, name: str, root_rank: int = ROOT_RANK) -> np.ndarray:
+    """Rank ``root_rank``'s float64 array on every rank."""
+    tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
+    return hvd.broadcast(tensor, root_rank=root_rank, name=name).numpy()
+
+
+def any_rank(flag: bool, name: str) -> bool:
+    """True on every rank if ``flag`` is true on at least one."""
+    return bool(allreduce_sum(np.array([float(bool(flag))]), name=name)[0] > 0)
+
+
+def root_decides(flag: bool, name: str, root_rank: int = ROOT_RANK) -> bool:
+    """Rank ``root_rank``'s ``flag`` on every rank."""
+    return bool(broadcast_array(np.array([float(bool(flag))]), name=name, root_rank=root_rank)[0] > 0)
+
+
 def broadcast_object(obj: Any, name: str, root_rank: int = ROOT_RANK) -> Any:
     """Rank ``root_rank``'s Python object on every rank (pickled)."""
     return hvd.broadcast_object(obj, root_rank=root_rank, name=name)

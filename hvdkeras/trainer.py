@@ -1,16 +1,20 @@
 """``Trainer(config, workdir)``: the config-driven data-parallel training loop.
 
-It composes the other modules and owns the order of the callbacks::
+It composes the other modules; the callbacks are
+:func:`hvdkeras.callbacks.default_callbacks` (the same list a ``model.fit`` user
+gets), in this order::
 
-    1. BroadcastGlobalVariablesCallback  same start on every rank (also after a resume)
+    1. BroadcastGlobalVariablesCallback  same start on every rank
     2. AverageModelStatisticsCallback    batch-norm statistics agree before validation/saving
     3. MetricAverageCallback             every later callback reads global metrics
-    4. LearningRateWarmupCallback        per batch, scaled_lr / N -> scaled_lr
-    5. LearningRateScheduleCallback      the decay after warmup
+    4. TerminateOnNaN                    a NaN on any rank stops all at the same batch
+    5. LearningRateWarmupCallback        per batch, scaled_lr / N -> scaled_lr
+    6. LearningRateScheduleCallback      the decay after warmup
+    7. ThroughputLogger                  images/s, step time
     rank 0 only:
-    6. ProgbarLogger                     progress, with the averaged epoch metrics
-    7. JsonlMetricsLogger                <workdir>/metrics.jsonl
-    8. EpochCheckpoint                   <workdir>/checkpoints/epoch-NNNN (after the log line:
+    8. ProgbarLogger                     progress, with the global epoch metrics
+    9. JsonlMetricsLogger                <workdir>/metrics.jsonl
+    10. BackupAndRestore                 <workdir>/checkpoints/epoch-NNNN (after the log line:
                                          a resume drops log lines past the checkpoint)
 
 Files under ``workdir``, all written by rank 0 only: ``config.yaml`` (the resolved
@@ -24,13 +28,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
-from hvdkeras import checkpointing, compat, distributed, optimizers, schedules
+from hvdkeras import compat, distributed, optimizers, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
-from hvdkeras.callbacks import (AverageModelStatisticsCallback, BroadcastGlobalVariablesCallback, EpochCheckpoint,
-                                JsonlMetricsLogger, LearningRateScheduleCallback, LearningRateWarmupCallback,
-                                MetricAverageCallback)
+from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
 
 keras = compat.keras
@@ -68,7 +70,9 @@ class Trainer:
         if self.is_chief:
             os.makedirs(workdir, exist_ok=True)
             config_lib.save(config, os.path.join(workdir, CONFIG_FILE))
-        self.store = checkpointing.CheckpointStore(os.path.join(workdir, CHECKPOINT_DIR), keep=config.checkpoint.keep)
+        ckpt = config.checkpoint
+        self.backup = BackupAndRestore(os.path.join(workdir, CHECKPOINT_DIR), delete_checkpoint=False, keep=ckpt.keep,
+                                       every_epochs=ckpt.every_epochs) if ckpt.enabled else None
 
         cfg = config
         self.data = data_lib.build(cfg.data, data_lib.Shard(self.process.rank, self.process.size),
@@ -93,41 +97,34 @@ class Trainer:
 
     def callbacks(self) -> List[keras.callbacks.Callback]:
         cfg = self.config
-        steps = self.data.steps_per_epoch
-        warmup = cfg.schedule.warmup_epochs
-        result: List[keras.callbacks.Callback] = [
-            BroadcastGlobalVariablesCallback(root_rank=distributed.ROOT_RANK),
-            AverageModelStatisticsCallback(),
-            MetricAverageCallback(),
-        ]
-        if warmup > 0:
-            result.append(LearningRateWarmupCallback(self.scaled_lr, warmup_epochs=warmup, steps_per_epoch=steps,
-                                                     size=self.process.size))
-        result.append(LearningRateScheduleCallback(
-            self.scaled_lr, schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs),
-            start_epoch=warmup, staircase=cfg.schedule.name in ("constant", "step"), steps_per_epoch=steps))
-        if self.is_chief:
-            if cfg.trainer.verbose:
-                result.append(keras.callbacks.ProgbarLogger(count_mode="steps"))
-            result.append(JsonlMetricsLogger(os.path.join(self.workdir, METRICS_FILE), cfg.data.global_batch_size))
-        if cfg.checkpoint.enabled:
-            result.append(EpochCheckpoint(self.store.directory, every_epochs=cfg.checkpoint.every_epochs,
-                                          keep=cfg.checkpoint.keep))
-        return result
+        return default_callbacks(
+            initial_lr=self.scaled_lr,
+            warmup_epochs=cfg.schedule.warmup_epochs,
+            lr_schedule=schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs),
+            staircase=cfg.schedule.name in ("constant", "step"),
+            momentum_correction=cfg.schedule.momentum_correction,
+            steps_per_epoch=self.data.steps_per_epoch,
+            backup=self.backup,
+            metrics_file=os.path.join(self.workdir, METRICS_FILE),
+            progress=cfg.trainer.verbose > 0,
+            terminate_on_nan=cfg.trainer.terminate_on_nan,
+            throughput_unit="images",
+        )
 
     def resume_epoch(self) -> int:
         """Collective: the number of epochs already done (0 for a fresh run); rank 0 loads them."""
+        if self.backup is None:
+            return 0
         if not self.config.checkpoint.resume:
-            found = distributed.broadcast_object(self.store.latest() if self.is_chief else None,
+            store = self.backup.store
+            found = distributed.broadcast_object(store.latest() if self.is_chief else None,
                                                  name="hvdkeras.existing_checkpoint")
             if found is not None:
                 raise config_lib.ConfigError(
                     f"{self.workdir} already holds checkpoints up to epoch {found.epoch} and checkpoint.resume is"
                     " false; set checkpoint.resume=true to continue from them, or pass a new --workdir"
                 )
-            return 0
-        info = checkpointing.resume(self.store, checkpointing.trackable_for(self.model))
-        return info.epoch if info is not None else 0
+        return self.backup.restore(self.model)
 
     def evaluate(self) -> Dict[str, float]:
         """Validation metrics over every validation example of every rank (collective)."""
@@ -146,7 +143,7 @@ class Trainer:
         start = self.resume_epoch()
         threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads"
         device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
-        where = f"resuming after epoch {start} from {self.store.directory}" if start else "starting fresh"
+        where = f"resuming after epoch {start} from {self.backup.backup_dir}" if start else "starting fresh"
         print(f"[hvdkeras] rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
               f" epoch {start + 1} of {epochs}", flush=True)
         self.log(f"{cfg.data.name}: global batch {cfg.data.global_batch_size} = {p.size} ranks x"

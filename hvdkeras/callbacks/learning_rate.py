@@ -13,11 +13,21 @@ optimizers (Horovod 0.28.1's warmup fails there). The formulas are in
 
 Epochs are absolute (``fit(initial_epoch=...)`` resumes mid-schedule), and each
 callback writes the current rate to the epoch logs as ``lr``.
+
+Momentum correction (Goyal et al. 2017, on by default as in Horovod): Keras' SGD
+keeps the rate inside its velocity (``v = momentum * v - lr * g``), so when the
+rate changes from ``lr`` to ``lr'`` the velocity is rescaled by ``lr' / lr`` before
+the step. Horovod does this by changing ``momentum`` for one batch, which TF 2.15's
+compiled train step never sees; rescaling the velocity slots is the same update
+and works on any Keras. It costs one multiply over the slots per rate change
+(every batch during warmup or a per-batch decay) and applies to SGD with momentum only.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from typing import Optional
+
+import tensorflow as tf
 
 from hvdkeras import compat, schedules
 
@@ -28,7 +38,7 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
     """Sets ``lr(epoch)`` for fractional epochs in ``[start_epoch, end_epoch)``."""
 
     def __init__(self, start_epoch: float, end_epoch: Optional[float], staircase: bool,
-                 steps_per_epoch: Optional[int], verbose: int = 0):
+                 steps_per_epoch: Optional[int], verbose: int = 0, momentum_correction: bool = True):
         super().__init__()
         if end_epoch is not None and end_epoch <= start_epoch:
             raise ValueError(
@@ -39,8 +49,11 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
         self.staircase = staircase
         self.steps_per_epoch = steps_per_epoch
         self.verbose = verbose
+        self.momentum_correction = momentum_correction
         self._epoch = 0
         self._steps = steps_per_epoch
+        self._rescale = None
+        self._slots_checked = False
 
     def lr_at(self, epoch: float) -> float:
         raise NotImplementedError
@@ -50,7 +63,27 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
 
     def _apply(self, epoch: float) -> None:
         if self._in_range(epoch):
-            compat.set_learning_rate(self.model.optimizer, self.lr_at(epoch))
+            self._set(self.lr_at(epoch))
+
+    def _set(self, new_lr: float) -> None:
+        optimizer = self.model.optimizer
+        old_lr = compat.get_learning_rate(optimizer)
+        compat.set_learning_rate(optimizer, new_lr)
+        if self._rescale is not None and old_lr > 0 and abs(new_lr - old_lr) > 1e-12 * old_lr:
+            self._rescale(tf.constant(new_lr / old_lr, tf.float32))
+
+    def _build_rescale(self) -> None:
+        buffers = compat.momentum_buffers(self.model.optimizer) if self.momentum_correction else []
+        if not buffers:
+            self._rescale = None
+            return
+
+        @tf.function
+        def rescale(factor):
+            for v in buffers:
+                v.assign(v * tf.cast(factor, v.dtype))
+
+        self._rescale = rescale
 
     def on_train_begin(self, logs=None):
         self._steps = self.steps_per_epoch or (self.params or {}).get("steps")
@@ -60,6 +93,13 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
                 "steps_per_epoch= to the callback or to model.fit"
             )
         compat.get_learning_rate(self.model.optimizer)  # fail now, with a clear message, on a schedule
+        self._build_rescale()
+        self._slots_checked = self._rescale is not None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self._slots_checked:  # the optimizer may create its slots in the first step
+            self._build_rescale()
+            self._slots_checked = True
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -83,13 +123,13 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
     number of Horovod ranks.
     """
 
-    def __init__(self, initial_lr: float, warmup_epochs: float = 5, steps_per_epoch: Optional[int] = None,
-                 verbose: int = 0, size: Optional[int] = None):
+    def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
+                 steps_per_epoch: Optional[int] = None, verbose: int = 0, size: Optional[int] = None):
         if warmup_epochs <= 0:
             raise ValueError(f"warmup_epochs must be > 0; received: warmup_epochs={warmup_epochs}")
         # The range covers whole epochs: past a fractional end (2.5 epochs) the rate is initial_lr.
         super().__init__(0, math.ceil(warmup_epochs), staircase=False, steps_per_epoch=steps_per_epoch,
-                         verbose=verbose)
+                         verbose=verbose, momentum_correction=momentum_correction)
         self.initial_lr = initial_lr
         self.warmup_epochs = warmup_epochs
         if size is None:
@@ -103,7 +143,7 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch < self.warmup_epochs <= epoch + 1:
-            compat.set_learning_rate(self.model.optimizer, self.initial_lr)  # land exactly
+            self._set(self.initial_lr)  # land exactly
             if self.verbose:
                 print(f"Epoch {epoch + 1}: finished learning-rate warmup to {self.initial_lr:g}.")
         super().on_epoch_end(epoch, logs)
@@ -112,17 +152,27 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
 class LearningRateScheduleCallback(_EpochRangeLearningRate):
     """``lr = initial_lr * multiplier(epoch)`` for epochs in ``[start_epoch, end_epoch)``.
 
-    ``multiplier`` is a constant or a function of the epoch. With ``staircase=True``
-    the rate changes at epoch starts (integer epochs); otherwise every batch
-    (fractional epochs).
+    ``multiplier`` is a constant, a function of the epoch, or a Keras
+    ``LearningRateSchedule`` used as a multiplier of the step counted from
+    ``start_epoch`` (build it with initial rate 1.0, e.g.
+    ``CosineDecay(1.0, decay_steps)``; it is then evaluated every batch). With
+    ``staircase=True`` the rate changes at epoch starts (integer epochs); otherwise
+    every batch (fractional epochs).
     """
 
-    def __init__(self, initial_lr: float, multiplier: Union[float, Callable[[float], float]],
-                 start_epoch: float = 0, end_epoch: Optional[float] = None, staircase: bool = True,
-                 steps_per_epoch: Optional[int] = None, verbose: int = 0):
-        super().__init__(start_epoch, end_epoch, staircase, steps_per_epoch, verbose)
+    def __init__(self, initial_lr: float, multiplier, start_epoch: float = 0, end_epoch: Optional[float] = None,
+                 staircase: bool = True, momentum_correction: bool = True, steps_per_epoch: Optional[int] = None,
+                 verbose: int = 0):
+        schedule = isinstance(multiplier, keras.optimizers.schedules.LearningRateSchedule)
+        super().__init__(start_epoch, end_epoch, staircase and not schedule, steps_per_epoch, verbose,
+                         momentum_correction)
         self.initial_lr = initial_lr
-        self.multiplier = multiplier if callable(multiplier) else (lambda epoch, m=float(multiplier): m)
+        if schedule:
+            self.multiplier = lambda epoch: float(multiplier((epoch - self.start_epoch) * self._steps))
+        elif callable(multiplier):
+            self.multiplier = multiplier
+        else:
+            self.multiplier = lambda epoch, m=float(multiplier): m
 
     def lr_at(self, epoch: float) -> float:
         return self.initial_lr * self.multiplier(epoch)

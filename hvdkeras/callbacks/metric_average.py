@@ -1,7 +1,7 @@
 """Exact cross-rank metrics: one global value per metric, counted over all examples."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -70,17 +70,38 @@ class MetricAverageCallback(keras.callbacks.Callback):
     epoch, in the same order on every rank. Log entries that are not metrics of the
     model (for example ``lr``) are averaged over ranks.
 
+    With ``batch_frequency=N`` it also replaces the training values in the batch logs
+    every ``N`` batches (one collective each time, at the same batches on every
+    rank), so TensorBoard with ``update_freq=N`` placed after it records global
+    values.
+
     Place it before any callback that reads the logs. The ``ProgbarLogger`` Keras adds
     by itself runs first, so pass ``verbose=0`` to ``fit`` and add
     ``keras.callbacks.ProgbarLogger`` after this callback on rank 0 (the trainer does).
     """
 
-    def __init__(self):
+    def __init__(self, batch_frequency: Optional[int] = None):
         super().__init__()
+        if batch_frequency is not None and batch_frequency < 1:
+            raise ValueError(f"batch_frequency must be >= 1 or None; received: batch_frequency={batch_frequency}")
+        self.batch_frequency = batch_frequency
         self._in_epoch = False
         self._train_states = None
+        self._epoch = 0
+
+    def _implements_train_batch_hooks(self):
+        return self.batch_frequency is not None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.batch_frequency is None or not logs or (batch + 1) % self.batch_frequency:
+            return
+        results = global_results(self.model.metrics, name=f"hvdkeras.batch_metrics.{self._epoch}.{batch}")
+        for key in logs:
+            if key in results:
+                logs[key] = results[key]
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
         self._in_epoch = True
         self._train_states = None
 

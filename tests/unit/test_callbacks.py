@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from hvdkeras import checkpointing
-from hvdkeras.callbacks import (AverageModelStatisticsCallback, BroadcastGlobalVariablesCallback, EpochCheckpoint,
+from hvdkeras.callbacks import (AverageModelStatisticsCallback, BackupAndRestore, BroadcastGlobalVariablesCallback,
                                 JsonlMetricsLogger, MetricAverageCallback)
 from hvdkeras.callbacks.metric_average import _metric_states, _results_from_states
 from hvdkeras.callbacks.metrics_logger import read_metrics
@@ -111,10 +111,10 @@ def test_model_statistics_sync_touches_only_non_trainable_floats(hvd_single):
 # ---------------------------------------------------------------- checkpoints
 
 
-def test_epoch_checkpoint_writes_atomically_and_keeps_the_newest(hvd_single, tmp_path):
+def test_backup_writes_atomically_and_keeps_the_newest(hvd_single, tmp_path):
     model = small_model()
     model.fit(*xy(8, 0), epochs=1, verbose=0)
-    cb = attach(EpochCheckpoint(str(tmp_path), every_epochs=1, keep=2), model, epochs=4)
+    cb = attach(BackupAndRestore(str(tmp_path), keep=2), model, epochs=4)
     cb.on_train_begin()
     for epoch in range(4):
         cb.on_epoch_end(epoch, {"loss": 1.0 / (epoch + 1)})
@@ -125,7 +125,7 @@ def test_epoch_checkpoint_writes_atomically_and_keeps_the_newest(hvd_single, tmp
 
 def test_every_n_epochs_and_always_the_last(hvd_single, tmp_path):
     model = small_model()
-    cb = attach(EpochCheckpoint(str(tmp_path), every_epochs=2, keep=0), model, epochs=5)
+    cb = attach(BackupAndRestore(str(tmp_path), every_epochs=2, keep=0), model, epochs=5)
     cb.on_train_begin()
     for epoch in range(5):
         cb.on_epoch_end(epoch, {})
@@ -182,7 +182,7 @@ def test_restore_round_trip_and_mismatch_error(hvd_single, tmp_path):
 def test_jsonl_logger_writes_one_line_per_epoch_and_drops_lines_after_resume_point(hvd_single, tmp_path):
     path = str(tmp_path / "metrics.jsonl")
     model = small_model()
-    cb = attach(JsonlMetricsLogger(path, global_batch_size=64), model, epochs=4, steps=10)
+    cb = attach(JsonlMetricsLogger(path), model, epochs=4, steps=10)
     cb.on_train_begin()
     for epoch in range(3):
         cb.on_epoch_begin(epoch)
@@ -191,10 +191,10 @@ def test_jsonl_logger_writes_one_line_per_epoch_and_drops_lines_after_resume_poi
     records = read_metrics(path)
     assert [r["epoch"] for r in records] == [1, 2, 3]
     assert records[0]["val_loss"] == 0.6 and records[0]["lr"] == 0.1
-    assert records[0]["images_per_sec"] > 0 and records[0]["train_time_s"] <= records[0]["epoch_time_s"]
+    assert records[0]["epoch_time_s"] >= 0
 
     # a crash after logging epoch 3 but with only epoch 2 checkpointed: fit restarts at epoch index 2
-    cb = attach(JsonlMetricsLogger(path, global_batch_size=64), model, epochs=4, steps=10)
+    cb = attach(JsonlMetricsLogger(path), model, epochs=4, steps=10)
     cb.on_train_begin()
     cb.on_epoch_begin(2)
     cb.on_epoch_end(2, {"loss": 0.4})

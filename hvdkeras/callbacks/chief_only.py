@@ -1,0 +1,58 @@
+"""Keras' logging callbacks that write on rank 0 and do nothing, at no cost, elsewhere."""
+from __future__ import annotations
+
+from hvdkeras import compat, distributed
+
+keras = compat.keras
+
+_HOOKS = (
+    "set_model", "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+    "on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end",
+    "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",
+    "on_predict_begin", "on_predict_end", "on_predict_batch_begin", "on_predict_batch_end",
+)
+_BATCH_HOOK_QUERIES = ("_implements_train_batch_hooks", "_implements_test_batch_hooks",
+                       "_implements_predict_batch_hooks")
+
+
+def _chief_only(base: type, rule: str) -> type:
+    """A subclass of ``base`` whose hooks run on rank 0 only."""
+
+    def make_hook(name):
+        def hook(self, *args, **kwargs):
+            if distributed.is_chief():
+                return getattr(super(cls, self), name)(*args, **kwargs)
+            if name == "set_model":  # keep the reference Keras code may expect, create nothing
+                self.model = args[0] if args else kwargs.get("model")
+            return None
+
+        hook.__name__ = name
+        return hook
+
+    def make_query(name):
+        def query(self):
+            return distributed.is_chief() and getattr(super(cls, self), name)()
+
+        query.__name__ = name
+        return query
+
+    namespace = {name: make_hook(name) for name in _HOOKS if hasattr(base, name)}
+    namespace.update({name: make_query(name) for name in _BATCH_HOOK_QUERIES if hasattr(base, name)})
+    namespace["__doc__"] = f"Keras' ``{base.__name__}``, same arguments. {rule}"
+    namespace["__module__"] = __name__
+    cls = type(base.__name__, (base,), namespace)
+    return cls
+
+
+TensorBoard = _chief_only(
+    keras.callbacks.TensorBoard,
+    "Rule enforced: only rank 0 writes event files; other ranks run none of its hooks. Put it after "
+    "MetricAverageCallback (with the same ``batch_frequency`` as ``update_freq``) to record global metrics.")
+CSVLogger = _chief_only(
+    keras.callbacks.CSVLogger,
+    "Rule enforced: only rank 0 opens and writes the file. Put it after MetricAverageCallback.")
+ProgbarLogger = _chief_only(
+    keras.callbacks.ProgbarLogger,
+    "Rule enforced: only rank 0 prints, even when every rank passes ``verbose=1`` to ``fit`` (Keras does not add "
+    "its own bar when one is in the list). Put it after MetricAverageCallback so the epoch line shows global "
+    "metrics.")

@@ -1,0 +1,79 @@
+"""The recommended callback list for a plain ``model.fit``, in the order that makes it correct."""
+from __future__ import annotations
+
+from typing import List, Optional, Union
+
+from hvdkeras import compat, distributed
+from hvdkeras.callbacks.agreement import TerminateOnNaN
+from hvdkeras.callbacks.backup_and_restore import BackupAndRestore
+from hvdkeras.callbacks.broadcast import BroadcastGlobalVariablesCallback
+from hvdkeras.callbacks.chief_only import ProgbarLogger, TensorBoard
+from hvdkeras.callbacks.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
+from hvdkeras.callbacks.metric_average import MetricAverageCallback
+from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
+from hvdkeras.callbacks.model_statistics import AverageModelStatisticsCallback
+from hvdkeras.callbacks.throughput import ThroughputLogger
+
+keras = compat.keras
+
+
+def default_callbacks(
+    initial_lr: Optional[float] = None,
+    warmup_epochs: float = 5,
+    lr_schedule=None,
+    staircase: bool = False,
+    momentum_correction: bool = True,
+    steps_per_epoch: Optional[int] = None,
+    backup: Union[str, BackupAndRestore, None] = None,
+    metrics_file: Optional[str] = None,
+    tensorboard_dir: Optional[str] = None,
+    progress: bool = True,
+    terminate_on_nan: bool = True,
+    throughput_unit: str = "examples",
+    root_rank: int = distributed.ROOT_RANK,
+) -> List[keras.callbacks.Callback]:
+    """Returns, in order (each only if asked for):
+
+    1. ``BroadcastGlobalVariablesCallback``: the same start on every rank.
+    2. ``AverageModelStatisticsCallback``: batch-norm statistics agree.
+    3. ``MetricAverageCallback``: everything after it reads global metrics.
+    4. ``TerminateOnNaN``: a NaN on any rank stops all ranks at the same batch.
+    5. ``LearningRateWarmupCallback(initial_lr, warmup_epochs)`` (``initial_lr`` is the
+       scaled rate) and, from ``warmup_epochs`` on,
+       ``LearningRateScheduleCallback(initial_lr, lr_schedule)``: ``lr_schedule`` is a
+       multiplier (number, function of the epoch, or Keras ``LearningRateSchedule``).
+    6. ``ThroughputLogger``: examples per second in the logs.
+    7. Rank 0 only: ``ProgbarLogger``, ``TensorBoard(tensorboard_dir)``,
+       ``JsonlMetricsLogger(metrics_file)``.
+    8. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
+
+    Pass ``verbose=1`` (or 2) to ``fit`` on every rank: only rank 0 prints.
+    """
+    callbacks: List[keras.callbacks.Callback] = [
+        BroadcastGlobalVariablesCallback(root_rank=root_rank),
+        AverageModelStatisticsCallback(),
+        MetricAverageCallback(),
+    ]
+    if terminate_on_nan:
+        callbacks.append(TerminateOnNaN())
+    if initial_lr is not None:
+        if warmup_epochs > 0:
+            callbacks.append(LearningRateWarmupCallback(initial_lr, warmup_epochs=warmup_epochs,
+                                                        momentum_correction=momentum_correction,
+                                                        steps_per_epoch=steps_per_epoch))
+        callbacks.append(LearningRateScheduleCallback(initial_lr, 1.0 if lr_schedule is None else lr_schedule,
+                                                      start_epoch=warmup_epochs, staircase=staircase,
+                                                      momentum_correction=momentum_correction,
+                                                      steps_per_epoch=steps_per_epoch))
+    elif lr_schedule is not None:
+        raise ValueError("lr_schedule needs initial_lr (the scaled learning rate it multiplies)")
+    callbacks.append(ThroughputLogger(unit=throughput_unit))
+    if progress:
+        callbacks.append(ProgbarLogger(count_mode="steps"))
+    if tensorboard_dir:
+        callbacks.append(TensorBoard(log_dir=tensorboard_dir))
+    if metrics_file:
+        callbacks.append(JsonlMetricsLogger(metrics_file))
+    if backup is not None:
+        callbacks.append(backup if isinstance(backup, BackupAndRestore) else BackupAndRestore(backup))
+    return callbacks

@@ -1,0 +1,163 @@
+"""Keras' ``ModelCheckpoint``, written by rank 0 only, atomically, with a cap on how many are kept."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import List, Optional
+
+import numpy as np
+
+from hvdkeras import compat, distributed
+
+keras = compat.keras
+
+
+def _atomic_save(path: str, save) -> None:
+    """Calls ``save(tmp_path)`` next to ``path`` and moves the result into place in one rename.
+
+    ``save`` may write one file (``.keras``, ``.h5``), a directory (SavedModel) or a
+    TensorFlow weights prefix (``path.index`` plus ``path.data-*``). A prefix is moved
+    data files first and index last: readers find a checkpoint through its index,
+    so they never see one whose data is missing.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".saving-", dir=directory)
+    try:
+        tmp = os.path.join(staging, os.path.basename(path))
+        save(tmp)
+        if os.path.exists(tmp):  # a file or a directory
+            if os.path.isdir(path):
+                old = os.path.join(staging, ".old")
+                os.rename(path, old)
+            os.replace(tmp, path)
+        else:  # a TensorFlow weights prefix: several files
+            names = sorted(os.listdir(staging), key=lambda n: (n == "checkpoint", n.endswith(".index"), n))
+            for name in names:
+                if name.startswith(os.path.basename(path)) or name == "checkpoint":
+                    target = os.path.join(directory, name)
+                    if name == "checkpoint":  # TF's pointer file: point it at the final prefix
+                        with open(os.path.join(staging, name)) as f:
+                            text = f.read().replace(staging + os.sep, "").replace(staging, directory)
+                        with open(os.path.join(staging, name), "w") as f:
+                            f.write(text)
+                    os.replace(os.path.join(staging, name), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_saved(path: str) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.remove(path)
+    else:  # a weights prefix
+        directory, base = os.path.split(os.path.abspath(path))
+        for name in os.listdir(directory) if os.path.isdir(directory) else []:
+            if name == f"{base}.index" or name.startswith(f"{base}.data-"):
+                os.remove(os.path.join(directory, name))
+
+
+class ModelCheckpoint(keras.callbacks.Callback):
+    """Saves the model or its weights like Keras' ``ModelCheckpoint``; same arguments, plus ``keep``.
+
+    Rule enforced: only rank 0 writes, so ranks never race on one file; each save
+    appears complete or not at all (written beside the target, then renamed);
+    ``save_best_only`` compares the metric in the logs, which are global when
+    :class:`MetricAverageCallback` runs before this callback, so "best" means best
+    over all ranks' data. ``keep=N`` deletes the oldest files this callback wrote
+    once more than ``N`` exist (``None``: keep all).
+
+    ``filepath`` may contain ``{epoch}``, ``{batch}`` (with an integer
+    ``save_freq``) and any log key, e.g. ``"ckpt/weights-{epoch:03d}-{val_loss:.3f}.h5"``.
+    """
+
+    def __init__(self, filepath, monitor: str = "val_loss", verbose: int = 0, save_best_only: bool = False,
+                 save_weights_only: bool = False, mode: str = "auto", save_freq="epoch", options=None,
+                 initial_value_threshold: Optional[float] = None, keep: Optional[int] = None):
+        super().__init__()
+        if mode not in ("auto", "min", "max"):
+            raise ValueError(f"mode must be 'auto', 'min' or 'max'. Received: mode={mode!r}")
+        if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0):
+            raise ValueError(f"save_freq must be 'epoch' or a positive integer (batches). Received: save_freq={save_freq!r}")
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep must be a positive integer or None. Received: keep={keep!r}")
+        self.filepath = os.fspath(filepath)
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        self.save_freq = save_freq
+        self.options = options
+        self.keep = keep
+        if mode == "auto":
+            mode = "max" if ("acc" in monitor or monitor.startswith("fmeasure") or "auc" in monitor) else "min"
+        self.monitor_op = np.greater if mode == "max" else np.less
+        if initial_value_threshold is not None:
+            self.best = initial_value_threshold
+        else:
+            self.best = -np.inf if mode == "max" else np.inf
+        self.written: List[str] = []
+        self._epoch = 0
+        self._batches_seen = 0
+
+    def _implements_train_batch_hooks(self):
+        return self.save_freq != "epoch"
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        self._batches_seen += 1
+        if self._batches_seen % self.save_freq == 0:
+            self._save(self._epoch, batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self._save(epoch, None, logs)
+
+    def _path(self, epoch: int, batch: Optional[int], logs) -> str:
+        values = dict(logs or {})
+        values["epoch"] = epoch + 1
+        if batch is not None:
+            values["batch"] = batch + 1
+        try:
+            return self.filepath.format(**values)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise KeyError(
+                f'Failed to format this callback filepath: "{self.filepath}". Reason: {exc!r}; available keys:'
+                f" {', '.join(sorted(values))}"
+            ) from None
+
+    def _save(self, epoch: int, batch: Optional[int], logs) -> None:
+        logs = logs or {}
+        if self.save_best_only:
+            current = logs.get(self.monitor)
+            if current is None:
+                if distributed.is_chief():
+                    print(f"ModelCheckpoint: can save best model only with {self.monitor} available; skipping"
+                          f" (available: {', '.join(sorted(logs))})")
+                return
+            if not self.monitor_op(current, self.best):
+                if self.verbose and distributed.is_chief():
+                    print(f"\nEpoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
+                return
+            previous, self.best = self.best, current  # the same decision on every rank: logs are global
+        if not distributed.is_chief():
+            return
+        path = self._path(epoch, batch, logs)
+        if self.verbose:
+            why = f"{self.monitor} improved from {previous:.5f} to {current:.5f}, " if self.save_best_only else ""
+            print(f"\nEpoch {epoch + 1}: {why}saving model to {path}")
+        if self.save_weights_only:
+            _atomic_save(path, lambda tmp: self.model.save_weights(tmp, overwrite=True, options=self.options))
+        else:
+            _atomic_save(path, lambda tmp: self.model.save(tmp, overwrite=True, options=self.options))
+        if path in self.written:
+            self.written.remove(path)
+        self.written.append(path)
+        while self.keep is not None and len(self.written) > self.keep:
+            _remove_saved(self.written.pop(0))

@@ -1,0 +1,90 @@
+"""Training throughput in the epoch logs: examples per second, total and per rank, and step time."""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from hvdkeras import compat, distributed
+
+keras = compat.keras
+
+
+def _examples_seen(model) -> Optional[float]:
+    """Examples this rank trained on since the metrics were reset, read from the loss tracker's count.
+
+    Keras updates its ``loss`` mean with the batch size as weight, so its ``count``
+    is the number of examples (sample weights do not change it).
+    """
+    for metric in model.metrics:
+        if metric.name == "loss":
+            for variable in metric.variables:
+                if variable.name.split("/")[-1].startswith("count"):
+                    return float(variable.numpy())
+    return None
+
+
+class ThroughputLogger(keras.callbacks.Callback):
+    """Adds ``<unit>_per_sec`` (all ranks), ``<unit>_per_sec_per_rank``, ``step_time_s`` and ``train_time_s``.
+
+    Rule enforced: the total is the sum over ranks of each rank's examples divided
+    by its training time (validation excluded), reduced in one collective per epoch,
+    so every rank logs the same numbers; ``step_time_s`` is the median time of a
+    training batch, averaged over ranks. Examples are counted from the loss
+    tracker; pass ``batch_size`` (per rank) for models compiled without a loss.
+    Put it after :class:`MetricAverageCallback` (which would otherwise average the
+    total) and before the loggers that should show it.
+    """
+
+    def __init__(self, unit: str = "examples", batch_size: Optional[int] = None):
+        super().__init__()
+        self.unit = unit
+        self.batch_size = batch_size
+        self._start = None
+        self._train_end = None
+        self._examples = None
+        self._batch_start = None
+        self._batch_times = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+        self._train_end = None
+        self._examples = None
+        self._batch_times = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._batch_start is not None:
+            self._batch_times.append(time.perf_counter() - self._batch_start)
+
+    def _stop_clock(self):
+        if self._start is not None and self._train_end is None:
+            self._train_end = time.perf_counter()
+            if self.batch_size is not None:
+                self._examples = float(self.batch_size * len(self._batch_times))
+            else:
+                self._examples = _examples_seen(self.model)
+
+    def on_test_begin(self, logs=None):
+        self._stop_clock()  # validation inside fit: training time ends here
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._stop_clock()
+        if self._start is None:
+            return
+        train_time = max(self._train_end - self._start, 1e-9)
+        rate = (self._examples or 0.0) / train_time
+        step = float(np.median(self._batch_times)) if self._batch_times else 0.0
+        total_rate, total_step, total_time = distributed.allreduce_sum(
+            np.array([rate, step, train_time]), name=f"hvdkeras.throughput.{epoch}")
+        size = distributed.size()
+        self._start = None
+        if logs is not None:
+            if self._examples is not None:
+                logs[f"{self.unit}_per_sec"] = float(total_rate)
+                logs[f"{self.unit}_per_sec_per_rank"] = float(total_rate / size)
+            logs["step_time_s"] = float(total_step / size)
+            logs["train_time_s"] = float(total_time / size)
