@@ -152,10 +152,9 @@ class ModelCheckpoint(keras.callbacks.Callback):
         if self.verbose:
             why = f"{self.monitor} improved from {previous:.5f} to {current:.5f}, " if self.save_best_only else ""
             print(f"\nEpoch {epoch + 1}: {why}saving model to {path}")
-        if self.save_weights_only:
-            _atomic_save(path, lambda tmp: self.model.save_weights(tmp, overwrite=True, options=self.options))
-        else:
-            _atomic_save(path, lambda tmp: self.model.save(tmp, overwrite=True, options=self.options))
+        kwargs = {"overwrite": True} if self.options is None else {"overwrite": True, "options": self.options}
+        save = self.model.save_weights if self.save_weights_only else self.model.save
+        _atomic_save(path, lambda tmp: save(tmp, **kwargs))
         if path in self.written:
             self.written.remove(path)
         self.written.append(path)

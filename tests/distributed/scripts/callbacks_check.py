@@ -1,0 +1,172 @@
+"""Run under horovodrun: one hvdkeras.callbacks scenario on real ranks; prints `RESULT <json>` per rank.
+
+    python callbacks_check.py SCENARIO OUT_DIR [PHASE]
+
+Scenarios: nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers.
+The pytest side (test_callbacks_two_ranks.py) checks the results.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import horovod.tensorflow.keras as hvd
+from hvdkeras import callbacks as hc
+from hvdkeras import checkpointing, distributed
+
+keras = tf.keras
+scenario, out_dir = sys.argv[1], sys.argv[2]
+phase = sys.argv[3] if len(sys.argv) > 3 else ""
+hvd.init()
+rank, size = hvd.rank(), hvd.size()
+BATCH, STEPS = 8, 5
+tf.keras.utils.set_random_seed(rank)  # different initial weights per rank: the broadcast must fix them
+
+
+def model_and_optimizer(lr=0.05, momentum=0.9):
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"),
+                              keras.layers.Dense(3, activation="softmax")])
+    model.compile(hvd.DistributedOptimizer(keras.optimizers.SGD(lr, momentum=momentum)),
+                  "sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def data(n, seed):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, 6).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1).astype("int32")
+
+
+class Record(keras.callbacks.Callback):
+    """Records epochs, batches, the learning rate seen by each batch, and the final logs."""
+
+    def __init__(self):
+        super().__init__()
+        self.epochs, self.batches, self.lrs, self.logs, self.epoch = [], [], [], {}, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        self.epochs.append(epoch)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.lrs.append([self.epoch, batch, float(self.model.optimizer.learning_rate.numpy())])
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches.append([self.epoch, batch])
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs = {k: float(v) for k, v in (logs or {}).items()}
+
+
+class Signal(keras.callbacks.Callback):
+    """Puts a per-rank value in the logs: rank 0's rises from epoch 1 on, rank 1's keeps falling."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs["signal"] = float(epoch) if rank == 0 else -float(epoch)
+
+
+def report(**values):
+    print("RESULT " + json.dumps(dict(values, rank=rank)), flush=True)
+
+
+def weights_fingerprint(model):
+    return distributed.fingerprint([v.numpy() for v in model.variables + model.optimizer.variables])
+
+
+x, y = data(STEPS * BATCH * 4, seed=10 + rank)
+train = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).repeat()
+rec = Record()
+
+if scenario == "nan":
+    # rank 1's inputs are NaN in epoch 2 (index 1), batch 3, and nowhere else
+    if rank == 1:
+        x = x.copy()
+        x[(STEPS + 3) * BATCH:(STEPS + 4) * BATCH] = np.nan
+    train = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).repeat()
+    model = model_and_optimizer()
+    model.fit(train, steps_per_epoch=STEPS, epochs=4, verbose=0,
+              callbacks=[hc.BroadcastGlobalVariablesCallback(0), hc.TerminateOnNaN(), rec])
+    report(last_batch=rec.batches[-1], epochs=rec.epochs)
+
+elif scenario == "early_stopping":
+    model = model_and_optimizer()
+    stopper = hc.EarlyStopping(monitor="signal", patience=0, mode="min")
+    model.fit(train, steps_per_epoch=STEPS, epochs=6, verbose=0,
+              callbacks=[hc.BroadcastGlobalVariablesCallback(0), Signal(), stopper, rec])
+    report(epochs=rec.epochs, stopped_epoch=stopper.stopped_epoch)
+
+elif scenario == "reduce_lr":
+    model = model_and_optimizer()
+    plateau = hc.ReduceLROnPlateau(monitor="signal", patience=0, factor=0.5, mode="min", min_lr=1e-4)
+    model.fit(train, steps_per_epoch=STEPS, epochs=3, verbose=0,
+              callbacks=[hc.BroadcastGlobalVariablesCallback(0), Signal(), plateau, rec])
+    report(lr=float(model.optimizer.learning_rate.numpy()), lrs=rec.lrs)
+
+elif scenario == "uneven_validation":
+    xv, yv = data(12, seed=99)  # the same 12 examples everywhere: rank 0 validates 7, rank 1 the other 5
+    mine = slice(0, 7) if rank == 0 else slice(7, 12)
+    model = model_and_optimizer()
+    model.fit(train, steps_per_epoch=STEPS, epochs=2, verbose=0, validation_data=(xv[mine], yv[mine]),
+              validation_batch_size=3,
+              callbacks=[hc.BroadcastGlobalVariablesCallback(0), hc.MetricAverageCallback(),
+                         hc.ThroughputLogger(), rec])
+    single = model.evaluate(xv, yv, batch_size=12, verbose=0, return_dict=True)
+    local = model.evaluate(xv[mine], yv[mine], verbose=0, return_dict=True)
+    report(logs=rec.logs, single=single, local=local, weights=weights_fingerprint(model))
+
+elif scenario == "warmup":
+    model = model_and_optimizer(lr=0.4)
+    cbs = [hc.BroadcastGlobalVariablesCallback(0),
+           hc.LearningRateWarmupCallback(initial_lr=0.4, warmup_epochs=2, verbose=1),
+           hc.LearningRateScheduleCallback(0.4, multiplier=lambda e: 0.1 ** int(e >= 3), start_epoch=2), rec]
+    model.fit(train, steps_per_epoch=STEPS, epochs=4, verbose=0, callbacks=cbs)
+    report(lrs=rec.lrs, weights=weights_fingerprint(model))
+
+elif scenario == "backup":
+    backup_dir = os.path.join(out_dir, "backup")
+    model = model_and_optimizer()
+
+    class Preempted(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 2 and rank == 1:
+                os._exit(3)  # a hard kill of one rank at the start of the third epoch
+
+    if phase == "1":
+        model.fit(train, steps_per_epoch=STEPS, epochs=4, verbose=0,
+                  callbacks=[hc.BroadcastGlobalVariablesCallback(0), hc.BackupAndRestore(backup_dir), Preempted()])
+    else:
+        class Snapshot(keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                self.at_start = weights_fingerprint(self.model)
+                self.iterations = int(self.model.optimizer.iterations.numpy())
+
+        snap = Snapshot()
+        bnr = hc.BackupAndRestore(backup_dir)
+        # What was saved, read independently into a fresh model on every rank.
+        saved_model = model_and_optimizer()
+        saved_model.optimizer.build(saved_model.trainable_variables)
+        latest = checkpointing.CheckpointStore(backup_dir).latest()
+        checkpointing.CheckpointStore.restore(latest, checkpointing.trackable_for(saved_model))
+        model.fit(train, steps_per_epoch=STEPS, epochs=4, verbose=0,
+                  callbacks=[hc.BroadcastGlobalVariablesCallback(0), bnr, snap, rec])
+        report(at_start=snap.at_start, iterations=snap.iterations, saved=weights_fingerprint(saved_model),
+               saved_epoch=latest.epoch, saved_step=latest.meta["global_step"], epochs=rec.epochs,
+               final=weights_fingerprint(model))
+
+elif scenario == "chief_writers":
+    model = model_and_optimizer()
+    xv, yv = data(20, seed=7 + rank)
+    d = os.path.join(out_dir, f"rank{rank}")
+    cbs = [hc.BroadcastGlobalVariablesCallback(0), hc.MetricAverageCallback(batch_frequency=2),
+           hc.ModelCheckpoint(os.path.join(d, "weights-{epoch:02d}.h5"), save_weights_only=True, keep=2),
+           hc.ModelCheckpoint(os.path.join(d, "best.keras"), monitor="val_accuracy", save_best_only=True),
+           hc.ModelCheckpoint(os.path.join(d, "tf-weights-{epoch:02d}"), save_weights_only=True, keep=1),
+           hc.TensorBoard(log_dir=os.path.join(d, "tb"), update_freq=2),
+           hc.CSVLogger(os.path.join(d, "log.csv")),
+           hc.ProgbarLogger(count_mode="steps"), rec]
+    model.fit(train, steps_per_epoch=STEPS, epochs=3, verbose=2, validation_data=(xv, yv), callbacks=cbs)
+    report(files=sorted(os.listdir(d)) if os.path.isdir(d) else [], logs=rec.logs)
+else:
+    raise SystemExit(f"unknown scenario {scenario!r}")

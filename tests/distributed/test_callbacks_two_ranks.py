@@ -1,0 +1,98 @@
+"""hvdkeras.callbacks on two real Horovod ranks (scenarios in scripts/callbacks_check.py)."""
+import json
+import os
+
+import pytest
+
+from tests.distributed.conftest import SCRIPTS, horovodrun
+
+SCRIPT = os.path.join(SCRIPTS, "callbacks_check.py")
+
+
+def run(scenario, tmp_path, *extra, check=True, timeout=180):
+    job = horovodrun([SCRIPT, scenario, str(tmp_path), *extra], timeout=timeout, check=check)
+    results = {}
+    for line in job.output.splitlines():
+        if "RESULT " in line:
+            res = json.loads(line.split("RESULT ", 1)[1])
+            results[res["rank"]] = res
+    return job, results
+
+
+def test_nan_on_one_rank_stops_both_at_the_same_batch(tmp_path):
+    job, res = run("nan", tmp_path, timeout=120)  # a hang would exceed the timeout and fail here
+    assert res[0]["last_batch"] == res[1]["last_batch"] == [1, 3]  # epoch 2, batch 3: where rank 1 saw the NaN
+    assert res[0]["epochs"] == res[1]["epochs"] == [0, 1]
+    assert "another rank saw an invalid loss" in job.output
+
+
+def test_early_stopping_on_rank_0s_decision_stops_both_ranks_at_the_same_epoch(tmp_path):
+    _, res = run("early_stopping", tmp_path)
+    # rank 0's signal stops improving after epoch 1; rank 1's alone would never stop
+    assert res[0]["epochs"] == res[1]["epochs"] == [0, 1]
+    assert res[0]["stopped_epoch"] == res[1]["stopped_epoch"] == 1
+
+
+def test_reduce_lr_on_plateau_keeps_one_learning_rate(tmp_path):
+    _, res = run("reduce_lr", tmp_path)
+    assert res[0]["lr"] == res[1]["lr"] == pytest.approx(0.05 * 0.5 ** 2)
+    assert res[0]["lrs"] == res[1]["lrs"]
+
+
+def test_uneven_validation_shards_give_the_single_process_metric(tmp_path):
+    _, res = run("uneven_validation", tmp_path)
+    for r in (0, 1):
+        logs, single = res[r]["logs"], res[r]["single"]
+        assert logs["val_loss"] == pytest.approx(single["loss"], rel=1e-5)
+        assert logs["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-6)
+        assert logs["examples_per_sec"] > 0 and logs["step_time_s"] > 0
+    # a mean of the two ranks' own metrics (7 and 5 examples) would be wrong
+    naive = (res[0]["local"]["loss"] + res[1]["local"]["loss"]) / 2
+    assert naive != pytest.approx(res[0]["single"]["loss"], rel=1e-4)
+    assert res[0]["weights"] == res[1]["weights"]
+    assert res[0]["logs"] == res[1]["logs"]
+
+
+def test_warmup_rates_per_batch_match_the_formula_on_both_ranks(tmp_path):
+    job, res = run("warmup", tmp_path)
+    steps, size, lr, warmup = 5, 2, 0.4, 2
+    for r in (0, 1):
+        for epoch, batch, seen in res[r]["lrs"]:
+            e = epoch + batch / steps
+            if e < warmup:
+                expected = lr / size * (e * (size - 1) / warmup + 1)
+            else:
+                expected = lr * (0.1 if epoch >= 3 else 1.0)
+            assert seen == pytest.approx(expected, rel=1e-6), (r, epoch, batch)
+    assert res[0]["lrs"] == res[1]["lrs"] and res[0]["weights"] == res[1]["weights"]
+    assert job.output.count("finished learning-rate warmup") >= 1
+
+
+def test_backup_and_restore_resumes_every_rank_from_the_saved_state(tmp_path):
+    first, _ = run("backup", tmp_path, "1", check=False)
+    assert first.returncode != 0  # rank 1 was killed at the start of epoch 3
+    assert sorted(os.listdir(tmp_path / "backup")) == ["epoch-0002"]
+
+    _, res = run("backup", tmp_path, "2")
+    for r in (0, 1):
+        assert res[r]["saved_epoch"] == 2 and res[r]["saved_step"] == 10
+        assert res[r]["at_start"] == res[r]["saved"]  # weights and optimizer state as saved
+        assert res[r]["iterations"] == 10
+        assert res[r]["epochs"] == [2, 3]  # continued with epoch 3
+    assert res[0]["final"] == res[1]["final"]
+    assert not (tmp_path / "backup").exists()  # Keras semantics: rank 0 removes it after a finished fit
+
+
+def test_only_rank_0_writes_checkpoints_and_logs(tmp_path):
+    job, res = run("chief_writers", tmp_path)
+    assert res[1]["files"] == []
+    assert not (tmp_path / "rank1").exists()
+    files = res[0]["files"]
+    assert "weights-02.h5" in files and "weights-03.h5" in files and "weights-01.h5" not in files  # keep=2
+    assert "best.keras" in files and "log.csv" in files and "tb" in files
+    assert "tf-weights-03.index" in files and not any(f.startswith("tf-weights-02") for f in files)
+    assert not any(f.startswith(".saving-") for f in files)  # no staging left behind
+    assert not [line for line in job.output.splitlines() if line.startswith("[1]<stdout>:Epoch")]
+    assert [line for line in job.output.splitlines() if line.startswith("[0]<stdout>:Epoch 3/3")]
+    with open(tmp_path / "rank0" / "log.csv") as f:
+        assert len(f.read().strip().splitlines()) == 4  # header + 3 epochs
