@@ -53,6 +53,7 @@ def momentum_buffers(optimizer) -> list:
     Keras' SGD keeps ``velocity = momentum * velocity - learning_rate * grad``: the
     rate is inside the velocity, which is what momentum correction rescales.
     """
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
     if not isinstance(optimizer, keras.optimizers.SGD) or not getattr(optimizer, "momentum", 0):
         return []
     return list(getattr(optimizer, "momentums", []) or [])
@@ -80,3 +81,8 @@ def start_fit_at_epoch(model, epoch: int) -> None:
 def clear_fit_start(model) -> None:
     if isinstance(getattr(model, "_training_state", None), _ResumeAt):
         model._training_state = None
+
+
+def set_mixed_precision(policy: str) -> None:
+    """Sets Keras' global dtype policy ("none" restores float32) before models are built."""
+    keras.mixed_precision.set_global_policy("float32" if policy == "none" else policy)

@@ -35,6 +35,7 @@ def _choices(*values: str) -> Dict[str, Any]:
 class DataConfig:
     """Input pipeline. See :mod:`hvdkeras.data` for the sharding rule."""
 
+    # A built-in dataset (digits, synthetic) or any TensorFlow Datasets name (e.g. imagenet2012, cifar10).
     name: str = "digits"
     # Examples per optimizer step summed over all ranks. Each rank's batch is
     # global_batch_size / number of ranks, so it must divide evenly.
@@ -48,16 +49,32 @@ class DataConfig:
     num_classes: int = 1000
     train_examples: int = 1280
     eval_examples: int = 256
-    # tf.data prefetch depth (batches); -1 means tf.data.AUTOTUNE.
+    # TensorFlow Datasets only: splits, where prepared data lives, where manual downloads go.
+    train_split: str = "train"
+    eval_split: Optional[str] = "validation"  # null: no validation
+    data_dir: Optional[str] = None  # null: TFDS' default (~/tensorflow_datasets)
+    manual_dir: Optional[str] = None  # null: <data_dir>/downloads/manual
+    # Per-example transforms (hvdkeras.preprocessing); auto picks by dataset name.
+    pipeline: str = dataclasses.field(default="auto", metadata=_choices("auto", "imagenet", "cifar", "mnist"))
+    shuffle_buffer: int = 10000  # examples, per rank
+    # tf.data: parallel map calls (-1: autotune), prefetch depth in batches (-1: autotune, 0: none),
+    # autotuning, deterministic order, private thread pool size (null: the rank's intra-op threads).
+    parallel_calls: int = -1
     prefetch: int = -1
+    autotune: bool = True
+    deterministic: bool = True
+    private_threadpool_size: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Model by registry name (see :mod:`hvdkeras.models`)."""
 
-    name: str = "digits_cnn"
+    name: str = "small_cnn"
     dropout: float = 0.25
+    # L2 on convolution and dense kernels only (not batch-norm, not biases): adds
+    # weight_decay / 2 * ||w||^2 to the loss, i.e. weight_decay * w to each kernel's gradient.
+    weight_decay: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +157,12 @@ class RuntimeConfig:
     # None: max(1, intra_op_threads // 4).
     inter_op_threads: Optional[int] = None
     gpu_memory_growth: bool = True
+    # Keras mixed precision policy: float32 variables, float16/bfloat16 compute. mixed_float16 adds
+    # dynamic loss scaling (applied after Horovod's allreduce, so every rank skips the same steps).
+    mixed_precision: str = dataclasses.field(default="none",
+                                             metadata=_choices("none", "mixed_float16", "mixed_bfloat16"))
+    # XLA-compile the forward and backward pass (the gradient allreduce stays outside XLA).
+    jit_compile: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,11 +393,10 @@ class _Checker:
 
 def validate(cfg: Config) -> None:
     """Checks that do not depend on the number of ranks."""
-    from hvdkeras import data, models, optimizers  # registries; imported late
+    from hvdkeras import models, optimizers  # registries; imported late
 
     need = _Checker(cfg)
     d, t, s, o, c, h, r = cfg.data, cfg.trainer, cfg.schedule, cfg.optimizer, cfg.checkpoint, cfg.horovod, cfg.runtime
-    need(d.name in data.names(), "data.name", f"be one of {', '.join(data.names())}")
     need(cfg.model.name in models.names(), "model.name", f"be one of {', '.join(models.names())}")
     need(o.name in optimizers.names(), "optimizer.name", f"be one of {', '.join(optimizers.names())}")
     need(d.global_batch_size > 0, "data.global_batch_size", "be > 0")
@@ -387,6 +409,11 @@ def validate(cfg: Config) -> None:
     need(d.train_examples > 0, "data.train_examples", "be > 0")
     need(d.eval_examples >= 0, "data.eval_examples", "be >= 0")
     need(d.prefetch >= -1, "data.prefetch", "be -1 (autotune) or >= 0")
+    need(d.parallel_calls == -1 or d.parallel_calls > 0, "data.parallel_calls", "be -1 (autotune) or > 0")
+    need(d.shuffle_buffer >= 1, "data.shuffle_buffer", "be >= 1")
+    need(d.private_threadpool_size is None or d.private_threadpool_size > 0, "data.private_threadpool_size",
+         "be > 0 or null (the rank's thread budget)")
+    need(cfg.model.weight_decay >= 0, "model.weight_decay", "be >= 0")
     need(0.0 <= cfg.model.dropout < 1.0, "model.dropout", "be in [0, 1)")
     need(o.learning_rate > 0, "optimizer.learning_rate", "be > 0")
     need(o.base_batch_size > 0, "optimizer.base_batch_size", "be > 0")

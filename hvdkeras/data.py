@@ -17,15 +17,31 @@ The rules, written once here:
 * **Validation**: rank ``r`` evaluates examples ``r, r + N, ...`` of the validation
   split, all of them (no remainder dropped); the metric callback sums the metric
   states, so every validation example counts exactly once.
+
+TensorFlow Datasets (any other ``data.name``) follow the same rules, with the
+shard taken *before* anything is read or decoded: ``tfds.even_splits(split, N)``
+gives rank ``r`` the ``r``-th contiguous 1/N of the split (sizes differ by at most
+one), and only those records are read. Each epoch a rank shuffles its records
+with a buffer of ``data.shuffle_buffer`` seeded by ``(seed, rank, epoch)``, takes
+the first ``steps * per_rank_batch`` and decodes and augments them in parallel
+(stateless random ops seeded per example). The remainder, fewer than
+``per_rank_batch + 1`` records per rank, is the tail of that epoch's shuffled
+order, so a different subset waits each epoch and none is left out for good.
+Validation reads each rank's even split completely. A dataset that is not
+prepared in ``data.data_dir`` stops the job with one line saying which files go
+where and which command prepares it (nothing is downloaded at run time).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from hvdkeras import preprocessing
 from hvdkeras.config import ConfigError, DataConfig
 from hvdkeras.registry import Registry
 
@@ -77,8 +93,21 @@ def steps_per_epoch(num_examples: int, global_batch_size: int, num_ranks: int) -
     return (num_examples // num_ranks) // per_rank_batch(global_batch_size, num_ranks)
 
 
-def _prefetch(ds: tf.data.Dataset, depth: int) -> tf.data.Dataset:
-    return ds.prefetch(tf.data.AUTOTUNE if depth < 0 else depth) if depth != 0 else ds
+def finish(ds: tf.data.Dataset, cfg: DataConfig, threads: Optional[int] = None) -> tf.data.Dataset:
+    """Prefetch and the ``tf.data`` options from the config.
+
+    ``threads`` sizes the private thread pool when ``data.private_threadpool_size``
+    is null (auto): the rank's intra-op thread budget.
+    """
+    if cfg.prefetch != 0:
+        ds = ds.prefetch(tf.data.AUTOTUNE if cfg.prefetch < 0 else cfg.prefetch)
+    options = tf.data.Options()
+    options.autotune.enabled = cfg.autotune
+    options.deterministic = cfg.deterministic
+    pool = cfg.private_threadpool_size if cfg.private_threadpool_size is not None else threads
+    if pool:
+        options.threading.private_threadpool_size = pool
+    return ds.with_options(options)
 
 
 def _check_epoch_fits(shard_examples: int, batch: int, steps: int) -> None:
@@ -112,7 +141,7 @@ def shuffled_epochs(x: np.ndarray, y: np.ndarray, batch: int, steps: int, seed: 
 
 
 def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
-              num_classes: int) -> Datasets:
+              num_classes: int, threads: Optional[int] = None) -> Datasets:
     """Shards, batches and shuffles arrays already in memory (see the module docstring)."""
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
     eval_batch = per_rank_batch(cfg.eval_global_batch_size or cfg.global_batch_size, shard.count)
@@ -132,20 +161,20 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
     _check_epoch_fits(len(x_mine), batch, steps)
 
     def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
-        return _prefetch(shuffled_epochs(x_mine, y_mine, batch, steps, seed, shard, start_epoch, end_epoch),
-                         cfg.prefetch)
+        return finish(shuffled_epochs(x_mine, y_mine, batch, steps, seed, shard, start_epoch, end_epoch), cfg,
+                      threads)
 
     val_mine = shard_indices(len(x_val), shard)
     val = tf.data.Dataset.from_tensor_slices((x_val[val_mine], y_val[val_mine])).batch(eval_batch)
     return Datasets(
         make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch,
-        validation=_prefetch(val, cfg.prefetch), validation_examples=len(val_mine),
+        validation=finish(val, cfg, threads), validation_examples=len(val_mine),
         input_shape=tuple(x_train.shape[1:]), num_classes=num_classes,
     )
 
 
 @REGISTRY.register("digits")
-def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int]) -> Datasets:
+def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int], threads: Optional[int] = None) -> Datasets:
     """The 1,797 8x8 handwritten digits that ship with scikit-learn (no download).
 
     Pixels scaled to [0, 1], shape (8, 8, 1), 10 classes. A fixed split (the same for
@@ -160,11 +189,12 @@ def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int]) -> Da
     n_val = int(round(len(images) * cfg.validation_fraction))
     val_idx, train_idx = order[:n_val], order[n_val:]
     return in_memory(images[train_idx], labels[train_idx], images[val_idx], labels[val_idx], cfg, shard, seed,
-                     steps, num_classes=10)
+                     steps, num_classes=10, threads=threads)
 
 
 @REGISTRY.register("synthetic")
-def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int]) -> Datasets:
+def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
+              threads: Optional[int] = None) -> Datasets:
     """Random images of ``image_shape`` and labels of ``num_classes``, for throughput runs.
 
     One random batch per rank is generated once and repeated, as in Horovod's
@@ -185,8 +215,8 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int]) ->
     labels = tf.random.stateless_uniform((batch,), seed=seeds + 1, maxval=cfg.num_classes, dtype=tf.int32)
 
     def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
-        return _prefetch(tf.data.Dataset.from_tensors((images, labels)).repeat((end_epoch - start_epoch) * steps),
-                         cfg.prefetch)
+        return finish(tf.data.Dataset.from_tensors((images, labels)).repeat((end_epoch - start_epoch) * steps),
+                      cfg, threads)
 
     if 0 < cfg.eval_examples < shard.count:
         raise ConfigError(
@@ -198,12 +228,159 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int]) ->
     if n_val:
         val_images = tf.random.stateless_uniform((n_val,) + shape, seed=seeds + 2, dtype=tf.float32)
         val_labels = tf.random.stateless_uniform((n_val,), seed=seeds + 3, maxval=cfg.num_classes, dtype=tf.int32)
-        validation = tf.data.Dataset.from_tensor_slices((val_images, val_labels)).batch(eval_batch)
+        validation = finish(tf.data.Dataset.from_tensor_slices((val_images, val_labels)).batch(eval_batch), cfg,
+                            threads)
     return Datasets(
         make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=validation, validation_examples=n_val, input_shape=shape, num_classes=cfg.num_classes,
     )
 
 
-def build(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int] = None) -> Datasets:
-    """This rank's datasets for ``cfg.name``; ``steps`` overrides the steps per epoch."""
-    return REGISTRY.get(cfg.name)(cfg, shard, seed, steps)
+# --------------------------------------------------------------------------- TensorFlow Datasets
+
+
+def _tfds():
+    import tensorflow_datasets as tfds  # imported on first use: most jobs never need it
+
+    return tfds
+
+
+def tfds_builder(cfg: DataConfig):
+    """The TFDS builder for ``data.name`` in ``data.data_dir``; a ConfigError for an unknown name."""
+    tfds = _tfds()
+    try:
+        return tfds.builder(cfg.name, data_dir=cfg.data_dir)
+    except tfds.core.registered.DatasetNotFoundError:
+        raise ConfigError(
+            f"data.name={cfg.name!r} is neither a built-in dataset ({', '.join(names())}) nor a TensorFlow Datasets"
+            " name (catalog: https://www.tensorflow.org/datasets/catalog/overview)"
+        ) from None
+
+
+def not_prepared_error(builder, cfg: DataConfig) -> ConfigError:
+    """One line: where the dataset's files must go and which command prepares it."""
+    data_dir = cfg.data_dir or os.path.dirname(os.path.dirname(builder.data_dir))
+    name = builder.name
+    if builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
+        manual_dir = cfg.manual_dir or os.path.join(data_dir, "downloads", "manual")
+        files = sorted(set(re.findall(r"[\w.-]+\.(?:tar|zip|tar\.gz|tgz)\b", builder.MANUAL_DOWNLOAD_INSTRUCTIONS)))
+        what = " and ".join(files) if files else "the files named at https://www.tensorflow.org/datasets/catalog/" + name
+        return ConfigError(
+            f"{name} is not prepared in {data_dir} (data.data_dir) and is a manual download: put {what} in"
+            f" {manual_dir} (data.manual_dir), then run once: tfds build {name} --data_dir={data_dir}"
+            f" --manual_dir={manual_dir}"
+        )
+    return ConfigError(
+        f"{name} is not prepared in {data_dir} (data.data_dir) and nothing is downloaded at run time: run"
+        f" `tfds build {name} --data_dir={data_dir}` on a machine with internet access and copy"
+        f" {os.path.join(data_dir, name)} here"
+    )
+
+
+def tfds_records(builder, split: str, shard: Shard, encoded: bool, cfg: DataConfig) -> tf.data.Dataset:
+    """Rank ``shard.index``'s even part of ``split``, undecoded when ``encoded`` (images stay bytes)."""
+    tfds = _tfds()
+    part = tfds.even_splits(split, n=shard.count, drop_remainder=False)[shard.index]
+    decoders = {"image": tfds.decode.SkipDecoding()} if encoded else None
+    read_config = tfds.ReadConfig(try_autocache=False, add_tfds_id=False)
+    try:
+        return builder.as_dataset(split=part, decoders=decoders, shuffle_files=False, read_config=read_config)
+    except AssertionError as exc:
+        if "could not find data" in str(exc):
+            raise not_prepared_error(builder, cfg) from None
+        raise
+    except ValueError as exc:
+        if "split" in str(exc).lower():
+            available = ", ".join(builder.info.splits.keys()) or "see the dataset's catalog page"
+            raise ConfigError(f"split {split!r} of {builder.name} cannot be read ({str(exc).splitlines()[0]});"
+                              f" available splits: {available}") from None
+        raise
+
+
+def split_size(builder, split: str) -> int:
+    try:
+        return int(builder.info.splits[split].num_examples)
+    except (KeyError, ValueError, TypeError):  # mocked or unusual builders: count from the dataset itself
+        count = int(builder.as_dataset(split=split).cardinality())
+        if count < 0:
+            raise ConfigError(f"cannot tell how many examples {builder.name}[{split}] holds")
+        return count
+
+
+def epoch_seed(seed: int, shard: Shard, epoch) -> tf.Tensor:
+    """The int64 seed of rank ``shard.index``'s epoch ``epoch`` (epoch may be a tensor)."""
+    return (tf.constant(seed, tf.int64) * 1_000_003 + shard.index) * 100_003 + tf.cast(epoch, tf.int64)
+
+
+def tfds_train_epochs(records: tf.data.Dataset, pipeline: "preprocessing.Pipeline", batch: int, steps: int,
+                      seed: int, shard: Shard, start_epoch: int, end_epoch: int, cfg: DataConfig) -> tf.data.Dataset:
+    """Epochs ``[start_epoch, end_epoch)`` of ``steps`` batches, reshuffled and augmented per epoch."""
+    buffer = max(1, cfg.shuffle_buffer)
+
+    def one_epoch(epoch):
+        s = epoch_seed(seed, shard, epoch)
+        ds = records.shuffle(buffer, seed=s, reshuffle_each_iteration=False).take(steps * batch)
+
+        def transform(index, example):
+            return pipeline.train(example["image"], tf.stack([s, index])), example["label"]
+
+        ds = ds.enumerate().map(transform, num_parallel_calls=_parallel(cfg), deterministic=cfg.deterministic)
+        return ds.batch(batch, drop_remainder=True)
+
+    ds = tf.data.Dataset.range(start_epoch, end_epoch).flat_map(one_epoch)
+    return ds.apply(tf.data.experimental.assert_cardinality((end_epoch - start_epoch) * steps))
+
+
+def _parallel(cfg: DataConfig) -> int:
+    return tf.data.AUTOTUNE if cfg.parallel_calls < 0 else cfg.parallel_calls
+
+
+def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
+              threads: Optional[int] = None) -> Datasets:
+    """Any TensorFlow Datasets dataset with an ``image`` and a ``label`` feature (see the module docstring)."""
+    builder = tfds_builder(cfg)
+    features = builder.info.features
+    if "image" not in features or "label" not in features:
+        raise ConfigError(f"{cfg.name} has no 'image' and 'label' features (it has {', '.join(features.keys())});"
+                          " hvdkeras trains image classifiers")
+    family = cfg.pipeline if cfg.pipeline != "auto" else preprocessing.AUTO.get(cfg.name)
+    if family is None:
+        raise ConfigError(f"data.pipeline is auto but {cfg.name} has no standard pipeline; set data.pipeline to one"
+                          f" of {', '.join(sorted(preprocessing.pipelines(224)))}")
+    pipeline = preprocessing.pipelines(cfg.image_shape[0])[family]
+    batch = per_rank_batch(cfg.global_batch_size, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch_size or cfg.global_batch_size, shard.count)
+    train_records = tfds_records(builder, cfg.train_split, shard, pipeline.encoded, cfg)
+    total = split_size(builder, cfg.train_split)
+    available = (total // shard.count) // batch
+    if available == 0 and not steps:
+        raise ConfigError(f"data.global_batch_size={cfg.global_batch_size} is larger than the {total} examples of"
+                          f" {cfg.name}[{cfg.train_split}]; use a smaller global batch")
+    steps = steps or available
+
+    def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
+        return finish(tfds_train_epochs(train_records, pipeline, batch, steps, seed, shard, start_epoch, end_epoch,
+                                        cfg), cfg, threads)
+
+    validation, n_val = None, 0
+    if cfg.eval_split:
+        val_records = tfds_records(builder, cfg.eval_split, shard, pipeline.encoded, cfg)
+        n_val = int(val_records.cardinality())
+        validation = val_records.map(lambda ex: (pipeline.evaluate(ex["image"]), ex["label"]),
+                                     num_parallel_calls=_parallel(cfg), deterministic=cfg.deterministic)
+        validation = finish(validation.batch(eval_batch), cfg, threads)
+    stored = tuple(features["image"].shape)
+    return Datasets(make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=validation,
+                    validation_examples=n_val, input_shape=pipeline.output_shape(stored),
+                    num_classes=features["label"].num_classes)
+
+
+def build(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int] = None,
+          threads: Optional[int] = None) -> Datasets:
+    """This rank's datasets: a built-in ``data.name``, else TensorFlow Datasets.
+
+    ``steps`` overrides the steps per epoch; ``threads`` is the rank's thread budget
+    (sizes tf.data's private pool unless the config sets it).
+    """
+    if cfg.name in REGISTRY.names():
+        return REGISTRY.get(cfg.name)(cfg, shard, seed, steps, threads)
+    return from_tfds(cfg, shard, seed, steps, threads)

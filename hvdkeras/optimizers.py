@@ -10,8 +10,9 @@ single-process rate; the optimizer gets::
 
 Warmup (``schedule.warmup_epochs``) starts from ``scaled_lr / num_ranks``.
 
-:func:`distributed_optimizer` is the only place hvdkeras uses Horovod's Keras
-layer; everything else uses Horovod's plain TensorFlow ops.
+:func:`distributed_optimizer` and :func:`use_xla_gradients` are the only places
+hvdkeras uses Horovod's Keras layer; everything else uses Horovod's plain
+TensorFlow ops.
 """
 from __future__ import annotations
 
@@ -84,3 +85,42 @@ def build(cfg: OptimizerConfig, horovod: HorovodConfig, num_ranks: int, global_b
     """(distributed optimizer at the scaled rate, scaled rate)."""
     lr = scaled_learning_rate(cfg, num_ranks, global_batch_size)
     return distributed_optimizer(REGISTRY.get(cfg.name)(cfg, lr), horovod), lr
+
+
+def use_xla_gradients(model) -> None:
+    """XLA-compiles the forward and backward pass of ``model``'s training step.
+
+    Keras' own ``jit_compile=True`` compiles the whole step, Horovod's allreduce
+    included, which only Horovod's GPU build with XLA ops can do. This step
+    compiles loss and gradients, then averages the gradients with the
+    ``DistributedOptimizer``'s own allreduce (same compression, grouping and
+    options) outside XLA, and applies them through the optimizer (so loss scaling
+    and gradient accumulation behave as without XLA).
+    """
+    import tensorflow as tf
+
+    from keras.src.engine import data_adapter as keras_data_adapter  # Keras 2's batch unpacking
+
+    optimizer = model.optimizer
+    distributed = getattr(optimizer, "inner_optimizer", optimizer)
+    scaling = distributed is not optimizer  # a LossScaleOptimizer around the DistributedOptimizer
+    variables = model.trainable_variables
+
+    @tf.function(jit_compile=True)
+    def loss_and_gradients(x, y, sample_weight):
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            loss = model.compute_loss(x, y, y_pred, sample_weight)
+            scaled = optimizer.get_scaled_loss(loss) if scaling else loss
+        return y_pred, tape.gradient(scaled, variables)
+
+    def train_step(data):
+        x, y, sample_weight = keras_data_adapter.unpack_x_y_sample_weight(data)
+        y_pred, grads = loss_and_gradients(x, y, sample_weight)
+        grads = distributed._allreduce(grads, variables)  # Horovod's own averaging, outside XLA
+        if scaling:
+            grads = optimizer.get_unscaled_gradients(grads)
+        optimizer.apply_gradients(zip(grads, variables))
+        return model.compute_metrics(x, y, y_pred, sample_weight)
+
+    model.train_step = train_step

@@ -55,6 +55,25 @@ def make_loss(num_classes: int, label_smoothing: float = 0.0):
     return sparse_smoothed_crossentropy
 
 
+def callbacks_for(cfg: config_lib.Config, scaled_lr: float, steps_per_epoch: int, size: int, workdir: str,
+                  backup: Optional[BackupAndRestore] = None) -> List[keras.callbacks.Callback]:
+    """The trainer's callbacks for ``cfg`` (see the module docstring for the order)."""
+    return default_callbacks(
+        initial_lr=scaled_lr,
+        warmup_epochs=cfg.schedule.warmup_epochs,
+        lr_schedule=schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs),
+        staircase=cfg.schedule.name in ("constant", "step"),
+        momentum_correction=cfg.schedule.momentum_correction,
+        steps_per_epoch=steps_per_epoch,
+        backup=backup,
+        metrics_file=os.path.join(workdir, METRICS_FILE),
+        progress=cfg.trainer.verbose > 0,
+        terminate_on_nan=cfg.trainer.terminate_on_nan,
+        throughput_unit="images",
+        size=size,
+    )
+
+
 class Trainer:
     """Trains ``config`` into ``workdir`` on all Horovod ranks; call :meth:`fit` on every rank.
 
@@ -76,7 +95,9 @@ class Trainer:
 
         cfg = config
         self.data = data_lib.build(cfg.data, data_lib.Shard(self.process.rank, self.process.size),
-                                   seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch)
+                                   seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch,
+                                   threads=self.process.threads.intra_op)
+        compat.set_mixed_precision(cfg.runtime.mixed_precision)
         self.model = models_lib.build(self.data.input_shape, self.data.num_classes, cfg.model)
         self.optimizer, self.scaled_lr = optimizers.build(cfg.optimizer, cfg.horovod, self.process.size,
                                                           cfg.data.global_batch_size)
@@ -85,8 +106,12 @@ class Trainer:
             loss=make_loss(self.data.num_classes, cfg.trainer.label_smoothing),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         )
+        # Under mixed_float16 Keras has put a LossScaleOptimizer around the distributed one: it
+        # unscales and checks the gradients after the allreduce, so all ranks skip the same steps.
+        if cfg.runtime.jit_compile:
+            optimizers.use_xla_gradients(self.model)
         # Slots exist now, so a checkpoint restores the optimizer state immediately.
-        compat.build_optimizer(self.optimizer, self.model.trainable_variables)
+        compat.build_optimizer(self.model.optimizer, self.model.trainable_variables)
 
     # ------------------------------------------------------------------ helpers
 
@@ -96,20 +121,8 @@ class Trainer:
             print(f"[hvdkeras] {message}", flush=True)
 
     def callbacks(self) -> List[keras.callbacks.Callback]:
-        cfg = self.config
-        return default_callbacks(
-            initial_lr=self.scaled_lr,
-            warmup_epochs=cfg.schedule.warmup_epochs,
-            lr_schedule=schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs),
-            staircase=cfg.schedule.name in ("constant", "step"),
-            momentum_correction=cfg.schedule.momentum_correction,
-            steps_per_epoch=self.data.steps_per_epoch,
-            backup=self.backup,
-            metrics_file=os.path.join(self.workdir, METRICS_FILE),
-            progress=cfg.trainer.verbose > 0,
-            terminate_on_nan=cfg.trainer.terminate_on_nan,
-            throughput_unit="images",
-        )
+        return callbacks_for(self.config, self.scaled_lr, self.data.steps_per_epoch, self.process.size,
+                             self.workdir, self.backup)
 
     def resume_epoch(self) -> int:
         """Collective: the number of epochs already done (0 for a fresh run); rank 0 loads them."""

@@ -31,6 +31,7 @@ def default_callbacks(
     terminate_on_nan: bool = True,
     throughput_unit: str = "examples",
     root_rank: int = distributed.ROOT_RANK,
+    size: Optional[int] = None,
 ) -> List[keras.callbacks.Callback]:
     """Returns, in order (each only if asked for):
 
@@ -48,6 +49,7 @@ def default_callbacks(
     8. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
 
     Pass ``verbose=1`` (or 2) to ``fit`` on every rank: only rank 0 prints.
+    ``size`` (the number of ranks the warmup starts from) defaults to Horovod's.
     """
     callbacks: List[keras.callbacks.Callback] = [
         BroadcastGlobalVariablesCallback(root_rank=root_rank),
@@ -60,7 +62,7 @@ def default_callbacks(
         if warmup_epochs > 0:
             callbacks.append(LearningRateWarmupCallback(initial_lr, warmup_epochs=warmup_epochs,
                                                         momentum_correction=momentum_correction,
-                                                        steps_per_epoch=steps_per_epoch))
+                                                        steps_per_epoch=steps_per_epoch, size=size))
         callbacks.append(LearningRateScheduleCallback(initial_lr, 1.0 if lr_schedule is None else lr_schedule,
                                                       start_epoch=warmup_epochs, staircase=staircase,
                                                       momentum_correction=momentum_correction,

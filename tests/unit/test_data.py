@@ -103,3 +103,19 @@ def test_synthetic():
     assert ds.validation_examples == 4  # examples 1, 3, 5, 7 of 9
     with pytest.raises(ConfigError, match="fewer than the 2 ranks"):
         data.build(config_lib.load(None, ["data.name=synthetic", "data.eval_examples=1"]).data, data.Shard(0, 2), 0)
+
+
+def test_unknown_dataset_name_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"data.name='imagenet' is neither a built-in dataset \(digits, synthetic\)"
+                                          r" nor a TensorFlow Datasets name"):
+        data.build(config_lib.load(None, ["data.name=imagenet"]).data, data.Shard(0, 1), seed=0)
+
+
+def test_tf_data_options_come_from_the_config():
+    cfg = config_lib.load(None, ["data.deterministic=false", "data.autotune=false"]).data
+    ds = data.build(cfg, data.Shard(0, 1), seed=0, threads=3)
+    options = ds.train(0, 1).options()
+    assert options.deterministic is False and options.autotune.enabled is False
+    assert options.threading.private_threadpool_size == 3
+    cfg = config_lib.load(None, ["data.private_threadpool_size=5"]).data
+    assert data.build(cfg, data.Shard(0, 1), seed=0, threads=3).validation.options().threading.private_threadpool_size == 5

@@ -140,3 +140,50 @@ def test_fractional_warmup_reaches_initial_lr_mid_epoch():
     assert by_epoch[(1, 1)] == pytest.approx(0.5 * (1.25 / 1.5 + 1), rel=1e-6)
     assert by_epoch[(1, 2)] == by_epoch[(1, 3)] == by_epoch[(2, 0)] == 1.0
     assert by_epoch[(3, 0)] == pytest.approx(0.1, rel=1e-6)
+
+
+def test_resnet_yaml_schedule_at_chosen_steps(hvd_single, tmp_path):
+    """resnet.yaml on 8 ranks: warmup 0.05 -> 0.4 over 5 epochs, then x0.1 at epochs 30, 60 and 80, to epoch 90."""
+    import os
+
+    from hvdkeras import callbacks as hc
+    from hvdkeras import config as config_lib
+    from hvdkeras import optimizers
+    from hvdkeras.trainer import callbacks_for
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = config_lib.load(os.path.join(repo, "configs", "resnet.yaml"))
+    size, steps = 8, 1281167 // cfg.data.global_batch_size
+    scaled = optimizers.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
+    assert scaled == pytest.approx(0.4)
+    cbs = [cb for cb in callbacks_for(cfg, scaled, steps, size, str(tmp_path))
+           if isinstance(cb, (hc.LearningRateWarmupCallback, hc.LearningRateScheduleCallback))]
+    model = make_model()
+    for cb in cbs:
+        cb.set_model(model)
+        cb.set_params({"epochs": 90, "steps": steps})
+        cb.on_train_begin()
+
+    def lr_at(epoch, batch):
+        for cb in cbs:
+            cb.on_epoch_begin(epoch)
+        for cb in cbs:
+            cb.on_train_batch_begin(batch)
+        return lr_of(model)
+
+    warm = lambda e: 0.4 / size * (e * (size - 1) / 5 + 1)  # noqa: E731
+    expected = {
+        (0, 0): 0.05,
+        (0, 600): warm(600 / steps),
+        (2, 0): warm(2),
+        (4, steps - 1): warm(4 + (steps - 1) / steps),
+        (5, 0): 0.4,
+        (29, steps - 1): 0.4,
+        (30, 0): 0.04,
+        (59, steps - 1): 0.04,
+        (60, 0): 0.004,
+        (80, 0): 0.0004,
+        (89, steps - 1): 0.0004,  # the last step
+    }
+    for (epoch, batch), lr in expected.items():
+        assert lr_at(epoch, batch) == pytest.approx(lr, rel=1e-5), (epoch, batch)

@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 report_dir, workdir, config_path, *overrides = sys.argv[1:]
 written = set()
 
@@ -48,6 +50,7 @@ def recording_ckpt_write(self, file_prefix, *args, **kwargs):
 
 tf.train.Checkpoint.write = recording_ckpt_write
 
+import tiny_tfds  # noqa: E402,F401  (registers the hvdkeras_tiny TFDS builder for data tests)
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import data as data_lib  # noqa: E402
 from hvdkeras.trainer import Trainer  # noqa: E402

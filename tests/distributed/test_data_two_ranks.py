@@ -1,0 +1,91 @@
+"""Datasets through TensorFlow Datasets on two real ranks: sharding, validation, every config's loader."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, read_jsonl
+
+DATA_CHECK = os.path.join(SCRIPTS, "data_check.py")
+REPORT = os.path.join(SCRIPTS, "train_and_report.py")
+
+
+def results(job):
+    out = {}
+    for line in job.output.splitlines():
+        if "RESULT " in line:
+            res = json.loads(line.split("RESULT ", 1)[1])
+            out[res["rank"]] = res
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_data_dir(tmp_path_factory):
+    """hvdkeras_tiny (52 train, 17 test examples) prepared for real, offline."""
+    data_dir = tmp_path_factory.mktemp("tfds")
+    code = f"import sys; sys.path.insert(0, {SCRIPTS!r}); import tiny_tfds; tiny_tfds.prepare({str(data_dir)!r})"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, capture_output=True,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return data_dir
+
+
+def test_each_example_is_read_once_per_epoch_across_ranks(tiny_data_dir):
+    res = results(horovodrun([DATA_CHECK, "shard", str(tiny_data_dir)], timeout=240))
+    for epoch in range(2):
+        ids = res[0]["epochs"][epoch] + res[1]["epochs"][epoch]
+        assert sorted(ids) == list(range(52))  # exactly the dataset, each once
+        assert not set(res[0]["epochs"][epoch]) & set(res[1]["epochs"][epoch])
+    for r in (0, 1):
+        assert res[r]["epochs"][0] != res[r]["epochs"][1]  # reshuffled every epoch
+        assert res[r]["resumed_epoch_1"] == res[r]["epochs"][1]  # reproducible from the seed (and on resume)
+        assert sorted(res[r]["epochs"][0]) == sorted(res[r]["epochs"][1])  # a rank keeps its shard
+    assert sorted(res[0]["val"] + res[1]["val"]) == list(range(1000, 1017))  # uneven 9 + 8, all of them
+    assert {len(res[0]["val"]), len(res[1]["val"])} == {9, 8}
+
+
+def test_uneven_validation_shards_match_one_process(tiny_data_dir, tmp_path):
+    horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), os.path.join(REPO, "configs", "mnist.yaml"),
+                "data.name=hvdkeras_tiny", f"data.data_dir={tiny_data_dir}", "data.eval_split=test",
+                "data.global_batch_size=8", "data.eval_global_batch_size=4", "model.name=mlp", "trainer.epochs=2",
+                "trainer.verbose=0", "schedule.warmup_epochs=0"], timeout=240)
+    with open(tmp_path / "r" / "rank0.json") as f:
+        single = json.load(f)["single_process_eval"]
+    last = read_jsonl(tmp_path / "w" / "metrics.jsonl")[-1]
+    assert last["val_loss"] == pytest.approx(single["loss"], abs=1e-5)
+    assert last["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-5)
+
+
+@pytest.mark.parametrize("config, overrides, input_shape", [
+    ("resnet.yaml", ["data.global_batch_size=4", "data.eval_global_batch_size=4", "data.shuffle_buffer=16"],
+     [224, 224, 3]),
+    ("cifar10_resnet56.yaml", ["data.global_batch_size=8", "model.name=resnet20"], [32, 32, 3]),
+    ("mnist.yaml", ["data.global_batch_size=8"], [28, 28, 1]),
+    ("synthetic_resnet50.yaml", ["data.global_batch_size=4", "data.image_shape=[64,64,3]"], [64, 64, 3]),
+])
+def test_every_config_trains_a_few_steps_on_mock_data(config, overrides, input_shape, tmp_path):
+    job = horovodrun([DATA_CHECK, "mock", os.path.join(REPO, "configs", config), str(tmp_path / "w"),
+                      "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", *overrides],
+                     timeout=600)
+    res = results(job)
+    assert res[0]["input_shape"] == res[1]["input_shape"] == input_shape
+    assert res[0]["final"] == res[1]["final"]
+    assert np.isfinite(res[0]["final"]["loss"])
+    assert np.isfinite(res[0]["mean"]) and res[0]["std"] > 0
+    records = read_jsonl(tmp_path / "w" / "metrics.jsonl")
+    assert len(records) == 1 and records[0]["images_per_sec"] > 0 and records[0]["images_per_sec_per_rank"] > 0
+
+
+def test_missing_imagenet_says_which_files_go_where(tmp_path):
+    job = horovodrun(["-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "resnet.yaml"),
+                      "--workdir", str(tmp_path / "w"), "--set", f"data.data_dir={tmp_path / 'tfds'}"],
+                     timeout=180, check=False)
+    assert job.returncode != 0
+    errors = [line for line in job.output.splitlines() if "hvdkeras: error:" in line]
+    assert errors, job.output[-3000:]
+    msg = errors[0]
+    assert "imagenet2012 is not prepared" in msg and "ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar" in msg
+    assert f"{tmp_path / 'tfds'}/downloads/manual" in msg and "tfds build imagenet2012" in msg
+    assert "Traceback" not in job.output.split("Process 0 exit")[0]
