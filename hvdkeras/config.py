@@ -112,6 +112,8 @@ class ScheduleConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
+    # keras: hvdkeras.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
+    api: str = dataclasses.field(default="keras", metadata=_choices("keras", "estimator"))
     epochs: int = 10
     # Optimizer steps per epoch on every rank; None: as many full global batches as the data holds.
     steps_per_epoch: Optional[int] = None

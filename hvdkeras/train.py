@@ -48,11 +48,16 @@ def main(argv):
     workdir = FLAGS.workdir or os.path.join("runs", os.path.splitext(os.path.basename(FLAGS.config))[0])
     try:
         cfg = config_lib.load(FLAGS.config, FLAGS.set)
-        from hvdkeras.trainer import Trainer
+        if cfg.trainer.api == "estimator":
+            from hvdkeras.estimator import train_from_config
 
-        Trainer(cfg, workdir).fit()
-    except (config_lib.ConfigError, CheckpointError, SetupError) as exc:
-        _fail(str(exc))
+            train_from_config(cfg, workdir)
+        else:
+            from hvdkeras.trainer import Trainer
+
+            Trainer(cfg, workdir).fit()
+    except (config_lib.ConfigError, CheckpointError, SetupError, ImportError) as exc:
+        _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
 def run():

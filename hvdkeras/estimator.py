@@ -1,0 +1,400 @@
+"""Horovod training for ``tf.estimator`` code: Horovod's manual recipe, packaged.
+
+    from hvdkeras import estimator as hvd_estimator
+
+    def model_fn(features, labels, mode, params):
+        ...
+        optimizer = tf.compat.v1.train.MomentumOptimizer(params["learning_rate"], 0.9)  # already scaled
+        optimizer = hvd_estimator.distributed_optimizer(optimizer)                     # the one call
+        ...
+
+    est = hvd_estimator.HorovodEstimator(model_fn, model_dir="runs/est", learning_rate=0.01)
+    est.train(train_input_fn, max_steps=10000)   # single-process steps; each rank runs 10000 / ranks
+    est.evaluate(eval_input_fn)                  # every example of every rank counted once
+
+What the wrapper does, on every rank:
+
+* **Devices**: the session sees only the GPU at the local rank (with memory growth);
+  on CPU hosts it gets the rank's thread budget (:mod:`hvdkeras.distributed`).
+* **Learning rate**: ``params["learning_rate"]`` is the rate after the linear
+  scaling rule (``learning_rate * ranks``, or the config's rule).
+* **Optimizer**: :func:`distributed_optimizer` wraps a ``tf.compat.v1`` optimizer in
+  Horovod's ``DistributedOptimizer`` with the configured compression and
+  ``backward_passes_per_step``.
+* **Same start**: a hook broadcasts all global variables (the global step
+  included) from rank 0 when each training or evaluation session starts, also
+  after a restart from rank 0's checkpoint.
+* **One writer**: only rank 0's ``model_dir`` is the one you gave; the other ranks
+  write checkpoints and summaries into a temporary directory that is deleted at
+  exit.
+* **Steps**: ``train(max_steps=N)`` runs ``N // ranks`` steps on each rank (each
+  step consumes ranks x the per-rank batch), as in Horovod's recipe.
+* **Data**: an ``input_fn`` with an ``input_context`` argument receives a
+  ``tf.distribute.InputContext`` with ``num_input_pipelines`` = ranks and
+  ``input_pipeline_id`` = this rank: shard with ``dataset.shard(...)`` or
+  ``tfds.even_splits``.
+* **Evaluation**: every rank evaluates its own shard; before the metric values
+  are read, the states of all ``tf.compat.v1.metrics`` (totals and counts) are
+  summed over ranks, so a metric counts every example of every rank once. The
+  Estimator's own ``loss`` entry is a mean over batches (Estimator's definition),
+  reduced the same way.
+
+Only TensorFlow 2.15 and earlier have ``tf.estimator``; on later versions importing
+this module fails with one line saying so, and nothing else in hvdkeras is affected.
+"""
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import tensorflow as tf
+
+_ESTIMATOR = getattr(tf, "estimator", None)
+if _ESTIMATOR is None or not hasattr(_ESTIMATOR, "Estimator"):
+    raise ImportError(
+        f"hvdkeras.estimator needs tf.estimator, which TensorFlow 2.15 and earlier have (it was removed in 2.16);"
+        f" this is TensorFlow {tf.__version__}: use the default TF 2.15 stack (make install)"
+    )
+
+import horovod.tensorflow as hvd  # noqa: E402
+
+from hvdkeras import distributed, schedules  # noqa: E402
+from hvdkeras.config import HorovodConfig, RuntimeConfig  # noqa: E402
+
+tf_estimator = _ESTIMATOR
+v1 = tf.compat.v1
+
+
+# --------------------------------------------------------------------------- process setup
+
+
+def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[int] = None,
+                   local_rank: Optional[int] = None, local_size: Optional[int] = None) -> "v1.ConfigProto":
+    """The session config of this rank: its local GPU only, or its CPU thread budget.
+
+    ``num_gpus`` defaults to the GPUs TensorFlow finds; tests pass a number to check
+    the rule on CPU-only machines.
+    """
+    local_rank = hvd.local_rank() if local_rank is None else local_rank
+    local_size = hvd.local_size() if local_size is None else local_size
+    if num_gpus is None:
+        num_gpus = len(tf.config.list_physical_devices("GPU"))
+    config = v1.ConfigProto()
+    if num_gpus:
+        distributed.select_local_gpu(list(range(num_gpus)), local_rank)  # same check and message as Keras
+        config.gpu_options.visible_device_list = str(local_rank)
+        config.gpu_options.allow_growth = runtime.gpu_memory_growth
+    else:
+        budget = distributed.thread_budget(distributed.host_cores(), local_size, runtime.intra_op_threads,
+                                           runtime.inter_op_threads)
+        config.intra_op_parallelism_threads = budget.intra_op
+        config.inter_op_parallelism_threads = budget.inter_op
+    return config
+
+
+def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
+    """Wraps a ``tf.compat.v1.train.Optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged)."""
+    compression = hvd.Compression.fp16 if horovod.compression == "fp16" else hvd.Compression.none
+    return hvd.DistributedOptimizer(
+        optimizer, compression=compression, backward_passes_per_step=horovod.backward_passes_per_step,
+        average_aggregated_gradients=horovod.average_aggregated_gradients, sparse_as_dense=horovod.sparse_as_dense)
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+class SumMetricStatesHook(v1.train.SessionRunHook):
+    """At the end of an evaluation, replaces every metric state variable by its sum over ranks.
+
+    Runs before Estimator reads the metric values (its final-ops hook comes last),
+    so ``total / count`` style metrics become exact over all ranks' examples. The
+    variables are taken in name order, the same on every rank.
+    """
+
+    def begin(self):
+        variables = sorted(v1.get_collection(v1.GraphKeys.METRIC_VARIABLES), key=lambda v: v.name)
+        assigns = [v.assign(hvd.allreduce(v.read_value(), op=hvd.Sum, name=f"hvdkeras_metric_{i}"))
+                   for i, v in enumerate(variables) if v.dtype.base_dtype.is_floating or v.dtype.base_dtype.is_integer]
+        self._sum = tf.group(*assigns) if assigns else None
+
+    def end(self, session):
+        if self._sum is not None:
+            session.run(self._sum)
+
+
+def _broadcast_hook():
+    return hvd.BroadcastGlobalVariablesHook(distributed.ROOT_RANK)
+
+
+# --------------------------------------------------------------------------- the wrapper
+
+
+def _call_with_accepted(fn: Callable, available: Dict[str, Any]):
+    accepted = inspect.signature(fn).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        return fn(**available)
+    return fn(**{k: v for k, v in available.items() if k in accepted})
+
+
+def _latest_step(model_dir: Optional[str]) -> int:
+    path = tf.train.latest_checkpoint(model_dir) if model_dir else None
+    if not path:
+        return 0
+    return int(tf.train.load_variable(path, v1.GraphKeys.GLOBAL_STEP))
+
+
+class HorovodEstimator:
+    """A ``tf.estimator.Estimator`` made Horovod-distributed (see the module docstring).
+
+    Give either ``model_fn`` (a classic Estimator model function; its ``params``
+    receive ``learning_rate``, ``num_ranks`` and ``rank``) or ``keras_model`` (a
+    compiled Keras model whose optimizer is Horovod's ``DistributedOptimizer``; see
+    :func:`keras_estimator`). ``learning_rate`` is the single-process rate and is
+    scaled by the number of ranks unless ``scaled_learning_rate`` is given.
+    """
+
+    def __init__(self, model_fn: Optional[Callable] = None, model_dir: Optional[str] = None,
+                 params: Optional[Dict[str, Any]] = None, learning_rate: Optional[float] = None,
+                 scaled_learning_rate: Optional[float] = None, runtime: RuntimeConfig = RuntimeConfig(),
+                 save_checkpoints_steps: Optional[int] = 100, keep_checkpoint_max: int = 5,
+                 save_summary_steps: int = 100, keras_model=None, num_gpus: Optional[int] = None):
+        if (model_fn is None) == (keras_model is None):
+            raise ValueError("give exactly one of model_fn or keras_model")
+        if model_dir is None:
+            raise ValueError("model_dir is required: rank 0 keeps its checkpoints and summaries there")
+        hvd.init()
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.model_dir = model_dir  # rank 0's, the one that matters
+        if self.rank == distributed.ROOT_RANK:
+            own_dir = model_dir
+        else:
+            own_dir = tempfile.mkdtemp(prefix=f"hvdkeras-estimator-rank{self.rank}-")
+            atexit.register(shutil.rmtree, own_dir, ignore_errors=True)
+        self.own_model_dir = own_dir
+        if scaled_learning_rate is None and learning_rate is not None:
+            scaled_learning_rate = learning_rate * self.size
+        self.learning_rate = scaled_learning_rate
+        run_config = tf_estimator.RunConfig(
+            model_dir=own_dir, session_config=session_config(runtime, num_gpus=num_gpus),
+            save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
+            save_summary_steps=save_summary_steps, log_step_count_steps=save_summary_steps,
+            tf_random_seed=runtime.seed)
+        user_params = dict(params or {})
+        user_params.update(num_ranks=self.size, rank=self.rank)
+        if self.learning_rate is not None:
+            user_params["learning_rate"] = self.learning_rate
+        if keras_model is not None:
+            self.estimator = tf.keras.estimator.model_to_estimator(keras_model=keras_model, config=run_config)
+        else:
+            self.estimator = tf_estimator.Estimator(self._wrap_model_fn(model_fn), config=run_config,
+                                                    params=user_params)
+
+    # ------------------------------------------------------------------ model_fn and input_fn
+
+    @staticmethod
+    def _wrap_model_fn(model_fn):
+        def wrapped(features, labels, mode, params, config):
+            spec = _call_with_accepted(model_fn, {"features": features, "labels": labels, "mode": mode,
+                                                  "params": params, "config": config})
+            return spec
+
+        return wrapped
+
+    def _wrap_input_fn(self, input_fn):
+        context = tf.distribute.InputContext(num_input_pipelines=self.size, input_pipeline_id=self.rank)
+
+        def wrapped(params, config, mode):
+            return _call_with_accepted(input_fn, {"params": params, "config": config, "mode": mode,
+                                                  "input_context": context})
+
+        return wrapped
+
+    # ------------------------------------------------------------------ train / evaluate
+
+    def train(self, input_fn, max_steps: int, hooks: Optional[List] = None) -> "HorovodEstimator":
+        """Trains until the global step reaches ``max_steps // ranks`` (``max_steps``: single-process steps)."""
+        last = max(1, max_steps // self.size)
+        start = int(distributed.broadcast_array([_latest_step(self.own_model_dir)], name="hvdkeras.est_step",
+                                                root_rank=distributed.ROOT_RANK)[0])
+        if start >= last:  # decided together: no rank waits in a broadcast the others skip
+            return self
+        self.estimator.train(self._wrap_input_fn(input_fn), max_steps=last,
+                             hooks=[_broadcast_hook()] + list(hooks or []))
+        return self
+
+    def _checkpoint_for_evaluation(self) -> Optional[str]:
+        """This rank's latest checkpoint, or rank 0's (shared filesystem) if this rank has none yet."""
+        own = tf.train.latest_checkpoint(self.own_model_dir)
+        chief = distributed.broadcast_object(tf.train.latest_checkpoint(self.model_dir) if self.rank == 0 else None,
+                                             name="hvdkeras.est_ckpt")
+        if chief is None:
+            raise ValueError(f"nothing to evaluate: no checkpoint in {self.model_dir}; train first")
+        if own is None and not tf.io.gfile.exists(chief + ".index"):
+            raise ValueError(
+                f"rank {self.rank} has not trained in this process and cannot read rank 0's checkpoint {chief};"
+                " evaluate after train() in the same job, or put model_dir on a filesystem every host sees")
+        return own or chief
+
+    def evaluate(self, input_fn, steps: Optional[int] = None, hooks: Optional[List] = None,
+                 name: Optional[str] = None) -> Dict[str, Any]:
+        """Evaluates every rank's shard; the metrics are the same, global numbers on every rank."""
+        checkpoint = self._checkpoint_for_evaluation()
+        results = self.estimator.evaluate(
+            self._wrap_input_fn(input_fn), steps=steps, checkpoint_path=checkpoint, name=name,
+            hooks=[_broadcast_hook(), SumMetricStatesHook()] + list(hooks or []))
+        return {k: (v.item() if hasattr(v, "item") else v) for k, v in results.items()}
+
+    def train_and_evaluate(self, train_input_fn, eval_input_fn, max_steps: int, eval_every_steps: int,
+                           on_evaluation: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+        """Alternates ``train`` to the next multiple of ``eval_every_steps`` and ``evaluate``; returns the last."""
+        results: Dict[str, Any] = {}
+        target = 0
+        while target < max_steps:
+            target = min(max_steps, target + eval_every_steps)
+            tic = time.perf_counter()
+            self.train(train_input_fn, max_steps=target)
+            train_time = time.perf_counter() - tic
+            results = self.evaluate(eval_input_fn)
+            if on_evaluation is not None:
+                on_evaluation(dict(results, train_time_s=train_time))
+        return results
+
+    def variables(self) -> Dict[str, Any]:
+        """This rank's trainable variables, as saved in its latest checkpoint."""
+        names = self.estimator.get_variable_names()
+        skip = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH", "optimizer/")
+        return {n: self.estimator.get_variable_value(n) for n in names
+                if not any(s in n for s in skip) and "Momentum" not in n and "Adam" not in n}
+
+
+def keras_estimator(keras_model, model_dir: str, runtime: RuntimeConfig = RuntimeConfig(), **kwargs):
+    """A compiled Keras model as a :class:`HorovodEstimator`.
+
+    Compile it with ``horovod.tensorflow.keras.DistributedOptimizer`` around a
+    ``tf.keras.optimizers.legacy`` optimizer (Estimator conversion needs the legacy
+    optimizers in TF 2.15), at the scaled learning rate.
+    """
+    return HorovodEstimator(keras_model=keras_model, model_dir=model_dir, runtime=runtime, **kwargs)
+
+
+# --------------------------------------------------------------------------- config-driven
+
+
+def learning_rate_tensor(cfg, scaled_lr: float, steps_per_epoch: int, size: int):
+    """The configured warmup and schedule at the current global step, as a graph tensor.
+
+    The formulas are :mod:`hvdkeras.schedules`' own, evaluated per step.
+    """
+    multiplier = schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs)
+    warmup = cfg.schedule.warmup_epochs
+    staircase = cfg.schedule.name in ("constant", "step")
+
+    def lr_at(step):
+        epoch = float(step) / steps_per_epoch
+        if epoch < warmup:
+            return float(schedules.warmup_lr(epoch, scaled_lr, warmup, size))
+        return float(scaled_lr * multiplier(float(int(epoch)) if staircase else epoch))
+
+    step = v1.train.get_or_create_global_step()
+    lr = tf.numpy_function(lambda s: __import__("numpy").float32(lr_at(int(s))), [step], tf.float32)
+    lr.set_shape([])
+    return lr
+
+
+def _optimizer_v1(name: str, lr, cfg):
+    if name == "sgd":
+        return v1.train.MomentumOptimizer(lr, momentum=cfg.momentum, use_nesterov=cfg.nesterov)
+    if name == "adam":
+        return v1.train.AdamOptimizer(lr)
+    if name == "rmsprop":
+        return v1.train.RMSPropOptimizer(lr, momentum=cfg.momentum)
+    from hvdkeras.config import ConfigError
+
+    raise ConfigError(f"optimizer.name={name!r} has no tf.compat.v1 optimizer for the Estimator path;"
+                      " use sgd, adam or rmsprop")
+
+
+def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
+    """``trainer.api: estimator``: the config's data, model and optimizer through :class:`HorovodEstimator`."""
+    from hvdkeras import config as config_lib
+    from hvdkeras import data as data_lib
+    from hvdkeras import models as models_lib
+    from hvdkeras import optimizers
+    from hvdkeras.trainer import CONFIG_FILE, METRICS_FILE, make_loss
+
+    hvd.init()
+    v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank
+    rank, size = hvd.rank(), hvd.size()
+    config_lib.validate_for_world(cfg, size)
+    if rank == 0:
+        os.makedirs(workdir, exist_ok=True)
+        config_lib.save(cfg, os.path.join(workdir, CONFIG_FILE))
+    shard = data_lib.Shard(rank, size)
+    probe = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch)
+    steps_per_epoch = probe.steps_per_epoch
+    scaled_lr = optimizers.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
+
+    def model_fn(features, labels, mode, params):
+        model = models_lib.build(probe.input_shape, probe.num_classes, cfg.model)
+        training = mode == tf_estimator.ModeKeys.TRAIN
+        probabilities = model(features, training=training)
+        predictions = tf.argmax(probabilities, axis=-1)
+        if mode == tf_estimator.ModeKeys.PREDICT:
+            return tf_estimator.EstimatorSpec(mode, predictions={"class": predictions, "probabilities": probabilities})
+        loss = make_loss(probe.num_classes, cfg.trainer.label_smoothing)(labels, probabilities)
+        loss += tf.add_n(model.losses) if model.losses else 0.0
+        eval_metric_ops = {
+            "accuracy": v1.metrics.accuracy(labels, predictions),
+            "loss_per_example": v1.metrics.mean(tf.keras.losses.sparse_categorical_crossentropy(labels, probabilities)),
+        }
+        if mode == tf_estimator.ModeKeys.EVAL:
+            return tf_estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=eval_metric_ops)
+        lr = learning_rate_tensor(cfg, params["learning_rate"], steps_per_epoch, size)
+        optimizer = distributed_optimizer(_optimizer_v1(cfg.optimizer.name, lr, cfg.optimizer), cfg.horovod)
+        update_ops = list(model.updates) + v1.get_collection(v1.GraphKeys.UPDATE_OPS)  # batch-norm statistics
+        with tf.control_dependencies(update_ops):
+            train_op = optimizer.minimize(loss, global_step=v1.train.get_global_step(),
+                                          var_list=model.trainable_variables)
+        return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    ckpt = cfg.checkpoint
+    est = HorovodEstimator(model_fn, model_dir=os.path.join(workdir, "estimator"), scaled_learning_rate=scaled_lr,
+                           runtime=cfg.runtime, save_checkpoints_steps=ckpt.every_epochs * steps_per_epoch,
+                           keep_checkpoint_max=max(ckpt.keep, 1), save_summary_steps=steps_per_epoch)
+
+    def train_input_fn():
+        return data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch).train(
+            0, cfg.trainer.epochs)
+
+    def eval_input_fn():
+        return data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch).validation
+
+    metrics_path = os.path.join(workdir, METRICS_FILE)
+
+    def log(results):
+        if rank == 0:
+            epoch = int(results["global_step"]) // steps_per_epoch
+            record = {"epoch": epoch, **{k: float(v) for k, v in results.items()}}
+            print(f"[hvdkeras] estimator epoch {epoch}: "
+                  + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results.items()) if k != "global_step"), flush=True)
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    per_epoch = steps_per_epoch * size  # single-process steps in one epoch
+    results = est.train_and_evaluate(train_input_fn, eval_input_fn, max_steps=cfg.trainer.epochs * per_epoch,
+                                     eval_every_steps=per_epoch * cfg.trainer.validation_freq or per_epoch,
+                                     on_evaluation=log)
+    weights = [v for _, v in sorted(est.variables().items())]
+    if distributed.ranks_disagreeing(weights, name="hvdkeras.estimator_weights"):
+        raise RuntimeError("estimator variables differ from rank 0's after training")
+    if rank == 0:
+        print(f"[hvdkeras] final validation ({size} ranks, estimator, every example once): "
+              f"accuracy={results['accuracy']:.4f}, loss_per_example={results['loss_per_example']:.4f}",
+              flush=True)
+    return results

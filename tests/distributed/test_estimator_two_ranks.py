@@ -1,0 +1,70 @@
+"""hvdkeras.estimator on two real ranks, through the API, the config path and the example."""
+import json
+import os
+
+import pytest
+
+from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, read_jsonl
+
+SCRIPT = os.path.join(SCRIPTS, "estimator_check.py")
+
+
+def results(job):
+    out = {}
+    for line in job.output.splitlines():
+        if "RESULT " in line:
+            res = json.loads(line.split("RESULT ", 1)[1])
+            out[res["rank"]] = res
+    return out
+
+
+def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
+    model_dir = tmp_path / "model"
+    res = results(horovodrun([SCRIPT, str(model_dir), "40"], timeout=300))
+    for r in (0, 1):
+        assert res[r]["global_step"] == 20  # 40 single-process steps over 2 ranks
+        assert res[r]["lr"] == pytest.approx(0.1)  # 0.05 scaled by 2 ranks
+        # uneven evaluation shards (7 + 5): every example counted once
+        assert res[r]["accuracy"] == pytest.approx(res[r]["expected_accuracy"], abs=1e-6)
+    assert res[0]["weights"] == res[1]["weights"]
+    assert res[0]["accuracy"] == res[1]["accuracy"]
+    # only rank 0's model_dir holds checkpoints and event files; rank 1 wrote into a temporary folder, now gone
+    assert os.path.abspath(res[0]["own_model_dir"]) == str(model_dir)
+    assert not res[1]["own_model_dir"].startswith(str(tmp_path)) and not os.path.exists(res[1]["own_model_dir"])
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+    files = os.listdir(model_dir)
+    assert "model.ckpt-20.index" in files and any(f.startswith("events.out.tfevents") for f in files)
+
+    res = results(horovodrun([SCRIPT, str(model_dir), "60"], timeout=300))  # restart, same model_dir
+    for r in (0, 1):
+        assert res[r]["first_step"] == 20  # continued from rank 0's checkpoint, on both ranks
+        assert res[r]["global_step"] == 30
+    assert res[0]["weights"] == res[1]["weights"]
+
+
+def test_compiled_keras_model_as_estimator(tmp_path):
+    res = results(horovodrun([SCRIPT, str(tmp_path / "model"), "40", "keras"], timeout=300))
+    for r in (0, 1):
+        assert res[r]["global_step"] == 20
+        assert res[r]["accuracy"] == pytest.approx(res[r]["expected_accuracy"], abs=1e-6)
+    assert res[0]["weights"] == res[1]["weights"]
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+
+
+def test_estimator_config_path_on_digits(tmp_path):
+    job = horovodrun(["-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "estimator_digits.yaml"),
+                      "--workdir", str(tmp_path / "w"), "--set", "trainer.epochs=3"], timeout=400)
+    final = [line for line in job.output.splitlines() if "final validation" in line]
+    assert len(final) == 1 and final[0].startswith("[0]<stdout>:")
+    records = read_jsonl(tmp_path / "w" / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    assert records[-1]["global_step"] == 3 * 22 and records[-1]["accuracy"] > 0.8
+    assert sorted(os.listdir(tmp_path / "w")) == ["config.yaml", "estimator", "metrics.jsonl"]
+
+
+def test_estimator_mnist_example(tmp_path):
+    job = horovodrun([os.path.join(REPO, "examples", "estimator_mnist.py"), "--model_dir", str(tmp_path / "m"),
+                      "--steps", "40", "--mock_examples", "200"], timeout=300)
+    lines = [line for line in job.output.splitlines() if "global_step=" in line]
+    assert len(lines) == 1 and "global_step=20" in lines[0]
+

@@ -1,0 +1,54 @@
+"""hvdkeras.estimator pieces that need no second rank."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hvdkeras.config import RuntimeConfig
+
+
+def test_session_config_pins_the_local_gpu_or_sets_the_thread_budget(hvd_single):
+    from hvdkeras import distributed
+    from hvdkeras.estimator import session_config
+
+    gpu = session_config(RuntimeConfig(), num_gpus=4, local_rank=2, local_size=4)
+    assert gpu.gpu_options.visible_device_list == "2" and gpu.gpu_options.allow_growth
+    cpu = session_config(RuntimeConfig(), num_gpus=0, local_rank=0, local_size=2)
+    budget = distributed.thread_budget(distributed.host_cores(), 2)
+    assert (cpu.intra_op_parallelism_threads, cpu.inter_op_parallelism_threads) == (budget.intra_op, budget.inter_op)
+    with pytest.raises(distributed.SetupError, match="local rank 3 has no GPU"):
+        session_config(RuntimeConfig(), num_gpus=2, local_rank=3, local_size=4)
+
+
+def test_learning_rate_tensor_follows_the_schedule_formulas(hvd_single):
+    import tensorflow as tf
+
+    from hvdkeras import config as config_lib
+    from hvdkeras.estimator import learning_rate_tensor
+
+    cfg = config_lib.load(None, ["schedule.warmup_epochs=2", "schedule.name=step", "schedule.boundaries=[3]",
+                                 "trainer.epochs=5"])
+    with tf.Graph().as_default():
+        step = tf.compat.v1.train.get_or_create_global_step()
+        lr = learning_rate_tensor(cfg, 0.4, steps_per_epoch=10, size=4)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            seen = {}
+            for s in (0, 10, 20, 29, 30, 49):
+                sess.run(step.assign(s))
+                seen[s] = sess.run(lr)
+    assert seen[0] == pytest.approx(0.1) and seen[10] == pytest.approx(0.1 * (1 * 3 / 2 + 1))
+    assert seen[20] == pytest.approx(0.4) and seen[29] == pytest.approx(0.4)
+    assert seen[30] == pytest.approx(0.04) and seen[49] == pytest.approx(0.04)
+
+
+def test_import_fails_in_one_line_without_tf_estimator():
+    code = ("import tensorflow as tf; tf.estimator = None\n"
+            "import hvdkeras.trainer, hvdkeras.callbacks  # unaffected\n"
+            "try:\n    import hvdkeras.estimator\nexcept ImportError as e:\n    print('ERR', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    lines = [line for line in out.stdout.splitlines() if line.startswith("ERR")]
+    assert len(lines) == 1, out.stdout + out.stderr
+    assert "tf.estimator, which TensorFlow 2.15 and earlier have (it was removed in 2.16)" in lines[0]
