@@ -86,3 +86,17 @@ def clear_fit_start(model) -> None:
 def set_mixed_precision(policy: str) -> None:
     """Sets Keras' global dtype policy ("none" restores float32) before models are built."""
     keras.mixed_precision.set_global_policy("float32" if policy == "none" else policy)
+
+
+def optimizer_variables(optimizer) -> list:
+    """Every variable of the optimizer's state: step counter, slots, and the learning-rate variable.
+
+    Keras 2's ``optimizer.variables`` leaves out the learning rate, which a checkpoint
+    restores and the learning-rate callbacks read; a broadcast must include it.
+    """
+    variables = list(optimizer.variables)
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    lr = getattr(inner, "_learning_rate", None)
+    if isinstance(lr, tf.Variable) and not any(v is lr for v in variables):
+        variables.append(lr)
+    return variables

@@ -147,6 +147,10 @@ class HorovodConfig:
     backward_passes_per_step: int = 1
     average_aggregated_gradients: bool = True
     sparse_as_dense: bool = False
+    # Stall inspector: warn (naming the missing ranks) after a collective has waited this long
+    # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
+    stall_warning_seconds: int = 60
+    stall_shutdown_seconds: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -439,6 +443,9 @@ def validate(cfg: Config) -> None:
     need(c.every_epochs > 0, "checkpoint.every_epochs", "be > 0")
     need(c.keep >= 0, "checkpoint.keep", "be >= 0 (0 keeps all)")
     need(h.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
+    need(h.stall_warning_seconds >= 0, "horovod.stall_warning_seconds", "be >= 0 (0: off)")
+    need(h.stall_shutdown_seconds == 0 or h.stall_shutdown_seconds > h.stall_warning_seconds,
+         "horovod.stall_shutdown_seconds", "be 0 (never) or longer than horovod.stall_warning_seconds")
     need(r.intra_op_threads is None or r.intra_op_threads > 0, "runtime.intra_op_threads", "be > 0 or null (auto)")
     need(r.inter_op_threads is None or r.inter_op_threads > 0, "runtime.inter_op_threads", "be > 0 or null (auto)")
 

@@ -37,6 +37,10 @@ class SetupError(RuntimeError):
     """This process cannot be set up as asked (for example, no GPU left for its local rank)."""
 
 
+class PreflightError(SetupError):
+    """Ranks differ in something that must be identical (config, model, steps, versions)."""
+
+
 # --------------------------------------------------------------------------- process state
 
 
@@ -157,12 +161,30 @@ class ProcessInfo:
         return self.rank == ROOT_RANK
 
 
-def init(runtime: Any, gpus: Optional[Sequence[Any]] = None) -> ProcessInfo:
+def stall_environment(horovod_cfg: Any) -> dict:
+    """Horovod's stall-inspector settings for a :class:`hvdkeras.config.HorovodConfig`.
+
+    After ``stall_warning_seconds`` in a collective that not every rank has joined,
+    Horovod logs which ranks are missing for which tensors; after
+    ``stall_shutdown_seconds`` (0: never) it shuts the job down.
+    """
+    if horovod_cfg.stall_warning_seconds == 0:
+        return {"HOROVOD_STALL_CHECK_DISABLE": "1"}
+    return {"HOROVOD_STALL_CHECK_TIME_SECONDS": str(horovod_cfg.stall_warning_seconds),
+            "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(horovod_cfg.stall_shutdown_seconds)}
+
+
+def init(runtime: Any, gpus: Optional[Sequence[Any]] = None, horovod_cfg: Any = None) -> ProcessInfo:
     """Initialises Horovod and this process (see the module docstring).
 
-    ``runtime`` is a :class:`hvdkeras.config.RuntimeConfig`. ``gpus`` defaults to the
+    ``runtime`` is a :class:`hvdkeras.config.RuntimeConfig`, ``horovod_cfg`` a
+    :class:`hvdkeras.config.HorovodConfig` (its stall settings reach Horovod
+    through the environment, before ``hvd.init``). ``gpus`` defaults to the
     physical GPUs TensorFlow finds.
     """
+    if horovod_cfg is not None:
+        for key, value in stall_environment(horovod_cfg).items():
+            os.environ.setdefault(key, value)  # an explicit environment variable wins
     hvd.init()
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")
@@ -200,6 +222,55 @@ def any_rank(flag: bool, name: str) -> bool:
 def root_decides(flag: bool, name: str, root_rank: int = ROOT_RANK) -> bool:
     """Rank ``root_rank``'s ``flag`` on every rank."""
     return bool(broadcast_array(np.array([float(bool(flag))]), name=name, root_rank=root_rank)[0] > 0)
+
+
+def allgather_object(obj: Any, name: str) -> list:
+    """Every rank's Python object, in rank order, on every rank (pickled)."""
+    return hvd.allgather_object(obj, name=name)
+
+
+def agree_min(value: int, name: str) -> int:
+    """The smallest of every rank's ``value`` (for example steps per epoch), on every rank."""
+    return int(min(allgather_object(int(value), name=name)))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def preflight(fields: dict, details: Optional[dict] = None, name: str = "hvdkeras.preflight") -> None:
+    """Collective: every rank must hold the same ``fields``; otherwise all ranks raise the same PreflightError.
+
+    ``fields`` maps a name to a small value (a hash, a version, a number); ``details``
+    maps a field to a flat dict (for example the resolved config) used to name the
+    keys that differ. The message names the field, the ranks and the values.
+    """
+    everyone = allgather_object({"fields": fields, "details": details or {}}, name=name)
+    problems = []
+    reference = everyone[0]
+    for field in sorted(reference["fields"]):
+        values = [r["fields"].get(field) for r in everyone]
+        odd = [rank_ for rank_, v in enumerate(values) if v != values[0]]
+        if not odd:
+            continue
+        what = f"{field} differs: rank 0 has {_short(values[0])}, " + ", ".join(
+            f"rank {r} has {_short(values[r])}" for r in odd)
+        ref_detail = reference["details"].get(field)
+        if isinstance(ref_detail, dict):
+            keys = []
+            for r in odd:
+                other = everyone[r]["details"].get(field) or {}
+                for key in sorted(set(ref_detail) | set(other)):
+                    if ref_detail.get(key) != other.get(key):
+                        keys.append(f"{key}={_short(ref_detail.get(key))} on rank 0 but {_short(other.get(key))}"
+                                    f" on rank {r}")
+            if keys:
+                what = f"{field} differs: " + "; ".join(keys[:5]) + (" ..." if len(keys) > 5 else "")
+        problems.append(what)
+    if problems:
+        raise PreflightError("pre-flight check failed: " + " | ".join(problems)
+                             + "; start every rank with the same code, config and --set overrides")
 
 
 def broadcast_object(obj: Any, name: str, root_rank: int = ROOT_RANK) -> Any:

@@ -43,7 +43,7 @@ def main(argv):
         _fail("--config is required, e.g. --config configs/digits.yaml")
     from hvdkeras import config as config_lib
     from hvdkeras.checkpointing import CheckpointError
-    from hvdkeras.distributed import SetupError
+    from hvdkeras.distributed import SetupError  # includes PreflightError
 
     workdir = FLAGS.workdir or os.path.join("runs", os.path.splitext(os.path.basename(FLAGS.config))[0])
     try:

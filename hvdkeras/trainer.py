@@ -83,7 +83,7 @@ class Trainer:
     def __init__(self, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None):
         self.config = config
         self.workdir = workdir
-        self.process = distributed.init(config.runtime, gpus=gpus)
+        self.process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod)
         config_lib.validate_for_world(config, self.process.size)
         self.is_chief = self.process.is_chief
         if self.is_chief:
@@ -94,9 +94,15 @@ class Trainer:
                                        every_epochs=ckpt.every_epochs) if ckpt.enabled else None
 
         cfg = config
-        self.data = data_lib.build(cfg.data, data_lib.Shard(self.process.rank, self.process.size),
-                                   seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch,
+        shard = data_lib.Shard(self.process.rank, self.process.size)
+        self.data = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch,
                                    threads=self.process.threads.intra_op)
+        # Every rank must run the same number of steps, or the others wait in an allreduce for
+        # ever: the rule is the smallest count any rank can serve, agreed before training.
+        steps = distributed.agree_min(self.data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
+        if steps != self.data.steps_per_epoch:
+            self.data = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=steps,
+                                       threads=self.process.threads.intra_op)
         compat.set_mixed_precision(cfg.runtime.mixed_precision)
         self.model = models_lib.build(self.data.input_shape, self.data.num_classes, cfg.model)
         self.optimizer, self.scaled_lr = optimizers.build(cfg.optimizer, cfg.horovod, self.process.size,
@@ -123,6 +129,33 @@ class Trainer:
     def callbacks(self) -> List[keras.callbacks.Callback]:
         return callbacks_for(self.config, self.scaled_lr, self.data.steps_per_epoch, self.process.size,
                              self.workdir, self.backup)
+
+    def preflight(self) -> None:
+        """Collective: stops every rank with a readable diff if ranks differ in config, model, steps or versions."""
+        import hashlib
+
+        import horovod
+
+        flat = {}
+
+        def flatten(tree, prefix=""):
+            for key, value in tree.items():
+                if isinstance(value, dict):
+                    flatten(value, f"{prefix}{key}.")
+                else:
+                    flat[f"{prefix}{key}"] = value
+
+        flatten(config_lib.to_dict(self.config))
+        variables = [(v.name, tuple(v.shape), v.dtype.name) for v in self.model.variables]
+        fields = {
+            "config": hashlib.sha256(config_lib.to_yaml(self.config).encode()).hexdigest()[:12],
+            "model variables": hashlib.sha256(repr(variables).encode()).hexdigest()[:12] + f" ({len(variables)})",
+            "steps per epoch": self.data.steps_per_epoch,
+            "per-rank batch": self.data.per_rank_batch,
+            "tensorflow": tf.__version__,
+            "horovod": horovod.__version__,
+        }
+        distributed.preflight(fields, details={"config": flat})
 
     def resume_epoch(self) -> int:
         """Collective: the number of epochs already done (0 for a fresh run); rank 0 loads them."""
@@ -153,6 +186,7 @@ class Trainer:
         cfg = self.config
         epochs = cfg.trainer.epochs
         p = self.process
+        self.preflight()
         start = self.resume_epoch()
         threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads"
         device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")

@@ -60,7 +60,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.restored = checkpointing.resume(self.store, checkpointing.trackable_for(model))
         if self.restored is not None:
             distributed.broadcast_variables(model.variables)
-            distributed.broadcast_variables(list(optimizer.variables))
+            distributed.broadcast_variables(compat.optimizer_variables(optimizer))
         self._start_epoch = self.restored.epoch if self.restored else 0
         return self._start_epoch
 

@@ -24,7 +24,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         self._optimizer_variable_count = None
 
     def _optimizer_variables(self):
-        return list(self.model.optimizer.variables)
+        return compat.optimizer_variables(self.model.optimizer)
 
     def on_train_begin(self, logs=None):
         optimizer = self.model.optimizer

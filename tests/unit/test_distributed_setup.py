@@ -84,3 +84,15 @@ def test_launcher_rank(monkeypatch):
     assert distributed.launcher_rank() is None
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
     assert distributed.launcher_rank() == 3
+
+
+def test_stall_settings_become_horovod_environment():
+    from hvdkeras import config as config_lib
+
+    cfg = config_lib.load(None, ["horovod.stall_warning_seconds=30", "horovod.stall_shutdown_seconds=300"])
+    assert distributed.stall_environment(cfg.horovod) == {"HOROVOD_STALL_CHECK_TIME_SECONDS": "30",
+                                                          "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "300"}
+    off = config_lib.load(None, ["horovod.stall_warning_seconds=0"])
+    assert distributed.stall_environment(off.horovod) == {"HOROVOD_STALL_CHECK_DISABLE": "1"}
+    with pytest.raises(config_lib.ConfigError, match="longer than horovod.stall_warning_seconds"):
+        config_lib.load(None, ["horovod.stall_warning_seconds=60", "horovod.stall_shutdown_seconds=30"])
