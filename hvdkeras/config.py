@@ -172,6 +172,21 @@ class RuntimeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ElasticConfig:
+    """Horovod elastic mode (see :mod:`hvdkeras.elastic`); launch with horovodrun --min-np/--max-np."""
+
+    enabled: bool = False
+    min_np: int = 1
+    max_np: Optional[int] = None
+    # Commit the in-memory state every N batches (and at every epoch end).
+    commit_every_batches: int = 10
+    # keep_global_batch: per-rank batch = global / ranks, same lr; keep_rank_batch: per-rank batch fixed,
+    # lr rescaled for the new global batch.
+    on_resize: str = dataclasses.field(default="keep_global_batch",
+                                       metadata=_choices("keep_global_batch", "keep_rank_batch"))
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
@@ -181,6 +196,7 @@ class Config:
     checkpoint: CheckpointConfig = CheckpointConfig()
     horovod: HorovodConfig = HorovodConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    elastic: ElasticConfig = ElasticConfig()
 
 
 # --------------------------------------------------------------------------- building
@@ -446,6 +462,11 @@ def validate(cfg: Config) -> None:
     need(h.stall_warning_seconds >= 0, "horovod.stall_warning_seconds", "be >= 0 (0: off)")
     need(h.stall_shutdown_seconds == 0 or h.stall_shutdown_seconds > h.stall_warning_seconds,
          "horovod.stall_shutdown_seconds", "be 0 (never) or longer than horovod.stall_warning_seconds")
+    e = cfg.elastic
+    need(e.min_np >= 1, "elastic.min_np", "be >= 1")
+    need(e.max_np is None or e.max_np >= e.min_np, "elastic.max_np", f"be null or >= elastic.min_np ({e.min_np})")
+    need(e.commit_every_batches >= 1, "elastic.commit_every_batches", "be >= 1")
+    need(not e.enabled or t.api == "keras", "elastic.enabled", "be false with trainer.api=estimator")
     need(r.intra_op_threads is None or r.intra_op_threads > 0, "runtime.intra_op_threads", "be > 0 or null (auto)")
     need(r.inter_op_threads is None or r.inter_op_threads > 0, "runtime.inter_op_threads", "be > 0 or null (auto)")
 

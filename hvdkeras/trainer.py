@@ -22,13 +22,14 @@ config), ``metrics.jsonl``, ``checkpoints/``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, optimizers, schedules
+from hvdkeras import checkpointing, compat, distributed, optimizers, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
@@ -95,14 +96,11 @@ class Trainer:
 
         cfg = config
         shard = data_lib.Shard(self.process.rank, self.process.size)
+        self.data_config = cfg.data
         self.data = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch,
                                    threads=self.process.threads.intra_op)
-        # Every rank must run the same number of steps, or the others wait in an allreduce for
-        # ever: the rule is the smallest count any rank can serve, agreed before training.
-        steps = distributed.agree_min(self.data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
-        if steps != self.data.steps_per_epoch:
-            self.data = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=steps,
-                                       threads=self.process.threads.intra_op)
+        if not cfg.elastic.enabled:  # elastic: no collective may run before the state sync (see _fit_elastic)
+            self._agree_on_steps()
         compat.set_mixed_precision(cfg.runtime.mixed_precision)
         self.model = models_lib.build(self.data.input_shape, self.data.num_classes, cfg.model)
         self.optimizer, self.scaled_lr = optimizers.build(cfg.optimizer, cfg.horovod, self.process.size,
@@ -120,6 +118,15 @@ class Trainer:
         compat.build_optimizer(self.model.optimizer, self.model.trainable_variables)
 
     # ------------------------------------------------------------------ helpers
+
+    def _agree_on_steps(self) -> None:
+        """Every rank must run the same number of steps, or the others wait in an allreduce for ever:
+        the rule is the smallest count any rank can serve, agreed before training (collective)."""
+        steps = distributed.agree_min(self.data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
+        if steps != self.data.steps_per_epoch:
+            self.data = data_lib.build(self.data_config, data_lib.Shard(distributed.rank(), distributed.size()),
+                                       seed=self.config.runtime.seed, steps=steps,
+                                       threads=self.process.threads.intra_op)
 
     def log(self, message: str) -> None:
         """Prints on rank 0 only."""
@@ -172,6 +179,76 @@ class Trainer:
                 )
         return self.backup.restore(self.model)
 
+    def _fit_elastic(self) -> Dict[str, float]:
+        """Trains under ``hvd.elastic.run``; see :mod:`hvdkeras.elastic`.
+
+        Workers that join later start this method while the others are mid-training, so
+        every collective happens inside the elastic function, after the state sync: the
+        checkpoint is loaded on rank 0 alone and reaches the others through that sync.
+        """
+        import horovod.tensorflow as hvd
+
+        from hvdkeras.elastic import CommitStateCallback, TrainingState
+
+        cfg = self.config
+        epochs = cfg.trainer.epochs
+        initial_size = self.process.size
+        start = 0
+        if self.backup is not None and cfg.checkpoint.resume and self.is_chief:
+            latest = self.backup.store.latest()
+            if latest is not None:
+                self.backup.store.restore(latest, checkpointing.trackable_for(self.model))
+                start = latest.epoch
+        state = TrainingState(self.model, epoch=start, batch=0)
+        history: Dict[str, List[float]] = {}
+
+        def run_fit(dataset, steps, first_epoch, last_epoch, batch_offset):
+            if self.backup is not None:
+                self.backup.continue_at(first_epoch)  # the weights come from the elastic state
+            callbacks = callbacks_for(cfg, self.scaled_lr, steps, hvd.size(), self.workdir, self.backup)
+            callbacks.append(CommitStateCallback(state, cfg.elastic.commit_every_batches, batch_offset))
+            validate = self.data.validation is not None and cfg.trainer.validation_freq > 0
+            result = self.model.fit(dataset, steps_per_epoch=steps, epochs=last_epoch, initial_epoch=first_epoch,
+                                    validation_data=self.data.validation if validate else None,
+                                    validation_freq=cfg.trainer.validation_freq if validate else 1,
+                                    callbacks=callbacks, verbose=cfg.trainer.verbose if hvd.rank() == 0 else 0)
+            for key, values in result.history.items():
+                history.setdefault(key, []).extend(values)
+
+        @hvd.elastic.run
+        def train(state):
+            size, rank = hvd.size(), hvd.rank()
+            self.is_chief = rank == distributed.ROOT_RANK
+            data_cfg = _elastic_data_config(cfg, initial_size, size)
+            config_lib.validate_for_world(dataclasses.replace(cfg, data=data_cfg), size)
+            self.data_config = data_cfg
+            self.data = data_lib.build(data_cfg, data_lib.Shard(rank, size), seed=cfg.runtime.seed,
+                                       steps=cfg.trainer.steps_per_epoch, threads=self.process.threads.intra_op)
+            self._agree_on_steps()
+            self.preflight()
+            self.scaled_lr = optimizers.scaled_learning_rate(cfg.optimizer, size, data_cfg.global_batch_size)
+            steps = self.data.steps_per_epoch
+            epoch, batch = state.epoch, min(state.batch, self.data.steps_per_epoch)
+            print(f"[hvdkeras] rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
+                  f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size})", flush=True)
+            if epoch < epochs and batch:  # the rest of the interrupted epoch
+                run_fit(self.data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch)
+                epoch += 1
+            if epoch < epochs:
+                run_fit(self.data.train(epoch, epochs), steps, epoch, epochs, 0)
+
+        train(state)
+        if cfg.trainer.check_weights_agree:
+            bad = distributed.ranks_disagreeing([v.numpy() for v in self.model.variables], name="hvdkeras.weights")
+            if bad:
+                raise RuntimeError(f"model weights differ from rank 0's on {bad} of {hvd.size()} ranks")
+        final = {k: float(v[-1]) for k, v in history.items()}
+        if not any(k.startswith("val_") for k in final):
+            final.update(self.evaluate())
+        shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
+        self.log(f"final validation ({hvd.size()} ranks, every example once): {shown or 'no validation data'}")
+        return final
+
     def evaluate(self) -> Dict[str, float]:
         """Validation metrics over every validation example of every rank (collective)."""
         if self.data.validation is None:
@@ -186,6 +263,8 @@ class Trainer:
         cfg = self.config
         epochs = cfg.trainer.epochs
         p = self.process
+        if cfg.elastic.enabled:
+            return self._fit_elastic()
         self.preflight()
         start = self.resume_epoch()
         threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads"
@@ -226,6 +305,16 @@ class Trainer:
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
         self.log(f"final validation ({p.size} ranks, every example once): {shown or 'no validation data'}")
         return final
+
+
+def _elastic_data_config(cfg: config_lib.Config, initial_size: int, size: int) -> config_lib.DataConfig:
+    """The data section for ``size`` ranks under ``elastic.on_resize`` (see :mod:`hvdkeras.elastic`)."""
+    if cfg.elastic.on_resize == "keep_global_batch":
+        return cfg.data
+    per_rank = cfg.data.global_batch_size // initial_size
+    eval_per_rank = (cfg.data.eval_global_batch_size or cfg.data.global_batch_size) // initial_size
+    return dataclasses.replace(cfg.data, global_batch_size=per_rank * size,
+                               eval_global_batch_size=eval_per_rank * size)
 
 
 def train_and_evaluate(config: config_lib.Config, workdir: str, **kwargs) -> Dict[str, float]:

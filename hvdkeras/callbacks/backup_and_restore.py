@@ -64,6 +64,10 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._start_epoch = self.restored.epoch if self.restored else 0
         return self._start_epoch
 
+    def continue_at(self, epoch: int) -> None:
+        """The next ``fit`` starts at ``epoch`` with the weights it has, loading nothing (elastic restarts)."""
+        self._start_epoch = epoch
+
     def on_train_begin(self, logs=None):
         if self._start_epoch is None:
             self.restore(self.model)

@@ -178,3 +178,18 @@ def test_cli_prints_one_line_and_no_traceback(tmp_path):
     assert lines == [lines[0]] and lines[0].startswith("hvdkeras: error: unknown key 'optimizer.lr'")
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (tmp_path / "w").exists()
+
+
+def test_elastic_resize_policies():
+    from hvdkeras.trainer import _elastic_data_config
+
+    cfg = config_lib.load(None, ["elastic.enabled=true", "data.global_batch_size=64"])
+    assert _elastic_data_config(cfg, initial_size=2, size=1).global_batch_size == 64  # keep_global_batch
+    cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
+                                 "data.global_batch_size=64", "data.eval_global_batch_size=32"])
+    resized = _elastic_data_config(cfg, initial_size=2, size=3)
+    assert resized.global_batch_size == 96 and resized.eval_global_batch_size == 48  # 32 and 16 per rank
+    with pytest.raises(ConfigError, match="elastic.max_np in --set elastic.max_np=0 must be null or >= elastic.min_np"):
+        config_lib.load(None, ["elastic.max_np=0"])
+    with pytest.raises(ConfigError, match="elastic.enabled .* must be false with trainer.api=estimator"):
+        config_lib.load(None, ["elastic.enabled=true", "trainer.api=estimator"])

@@ -1,0 +1,74 @@
+"""Elastic training with real processes: a worker killed mid-epoch, then a worker added back."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+
+from tests.distributed.conftest import HOROVODRUN, REPO, _kill_tree, read_jsonl
+
+EPOCHS = 120
+
+
+def _wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _worker_on(host: str, marker: str):
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []) and proc.environ().get("HOROVOD_HOSTNAME") == host:
+                return proc.pid
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
+def test_kill_a_worker_then_add_one_back(tmp_path):
+    hosts, workdir, log = tmp_path / "hosts", tmp_path / "work", tmp_path / "job.log"
+    hosts.write_text("localhost:1\n127.0.0.1:1\n")  # two "hosts" on this machine, no ssh
+    cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo",
+           "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
+           sys.executable, "-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "digits.yaml"),
+           "--workdir", str(workdir), "--set", "elastic.enabled=true", "--set", "elastic.commit_every_batches=5",
+           "--set", f"trainer.epochs={EPOCHS}", "--set", "trainer.verbose=0"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", HVDKERAS_HOSTS_FILE=str(hosts))
+    out = open(log, "w")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    text = lambda: log.read_text()  # noqa: E731
+    epochs_done = lambda: len(read_jsonl(workdir / "metrics.jsonl")) if (workdir / "metrics.jsonl").exists() else 0  # noqa: E731,E501
+    try:
+        _wait_for(lambda: epochs_done() >= 5, 180, "five epochs on two ranks")
+        victim = _worker_on("127.0.0.1", str(workdir))
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)  # mid-epoch, without warning
+        before = epochs_done()
+        _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone")
+        resumed_line = [l for l in text().splitlines() if "rank 0/1: elastic resuming" in l][0]
+        resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
+        assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
+        _wait_for(lambda: epochs_done() >= resumed_epoch + 3, 120, "training on one rank")
+
+        hosts.write_text(f"localhost:1\n{socket.gethostname()}:1\n")  # a worker comes back
+        _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join")
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            _kill_tree(proc.pid)
+        out.close()
+    output = text()
+    assert proc.returncode == 0, output[-4000:]
+    records = read_jsonl(workdir / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == list(range(1, EPOCHS + 1))  # none missing, none repeated
+    # both ranks finished together: the end-of-run weight check (a broadcast hash) passed on 2 ranks
+    final = [l for l in output.splitlines() if "final validation" in l]
+    assert len(final) == 1 and "(2 ranks" in final[0]
+    assert sorted(os.listdir(workdir / "checkpoints"))[-1] == f"epoch-{EPOCHS:04d}"
