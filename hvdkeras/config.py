@@ -151,6 +151,19 @@ class HorovodConfig:
     # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
     stall_warning_seconds: int = 60
     stall_shutdown_seconds: int = 0
+    # Horovod's runtime knobs, set before hvd.init(); null means chosen from the host and written
+    # into <workdir>/config.yaml: cycle time 10 ms on CPU (Gloo) hosts, 1 ms (Horovod's default) on
+    # GPU hosts; fusion buffer 128 MB (Horovod's default).
+    cycle_time_ms: Optional[float] = None
+    fusion_threshold_mb: Optional[int] = None
+    cache_capacity: int = 1024
+    hierarchical_allreduce: bool = False
+    hierarchical_allgather: bool = False
+    # Horovod's timeline (written by rank 0; a path relative to the workdir) and autotuning.
+    timeline: Optional[str] = None
+    timeline_mark_cycles: bool = False
+    autotune: bool = False
+    autotune_log: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -459,6 +472,10 @@ def validate(cfg: Config) -> None:
     need(c.every_epochs > 0, "checkpoint.every_epochs", "be > 0")
     need(c.keep >= 0, "checkpoint.keep", "be >= 0 (0 keeps all)")
     need(h.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
+    need(h.cycle_time_ms is None or h.cycle_time_ms > 0, "horovod.cycle_time_ms", "be > 0 or null (auto)")
+    need(h.fusion_threshold_mb is None or h.fusion_threshold_mb >= 0, "horovod.fusion_threshold_mb",
+         "be >= 0 (0: no fusion) or null (auto)")
+    need(h.cache_capacity >= 0, "horovod.cache_capacity", "be >= 0 (0: no response cache)")
     need(h.stall_warning_seconds >= 0, "horovod.stall_warning_seconds", "be >= 0 (0: off)")
     need(h.stall_shutdown_seconds == 0 or h.stall_shutdown_seconds > h.stall_warning_seconds,
          "horovod.stall_shutdown_seconds", "be 0 (never) or longer than horovod.stall_warning_seconds")

@@ -82,10 +82,17 @@ class Trainer:
     """
 
     def __init__(self, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None):
-        self.config = config
+        self.requested_config = config  # what every rank was asked to run (compared before training)
         self.workdir = workdir
-        self.process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod)
+        self.process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod, workdir=workdir)
         config_lib.validate_for_world(config, self.process.size)
+        # The automatic choices made for this host, written down so the run can be repeated.
+        config = dataclasses.replace(
+            config,
+            horovod=distributed.resolve_horovod(config.horovod, self.process.gpu is not None),
+            runtime=dataclasses.replace(config.runtime, intra_op_threads=self.process.threads.intra_op,
+                                        inter_op_threads=self.process.threads.inter_op))
+        self.config = config
         self.is_chief = self.process.is_chief
         if self.is_chief:
             os.makedirs(workdir, exist_ok=True)
@@ -152,10 +159,10 @@ class Trainer:
                 else:
                     flat[f"{prefix}{key}"] = value
 
-        flatten(config_lib.to_dict(self.config))
+        flatten(config_lib.to_dict(self.requested_config))  # host-chosen values may differ by host
         variables = [(v.name, tuple(v.shape), v.dtype.name) for v in self.model.variables]
         fields = {
-            "config": hashlib.sha256(config_lib.to_yaml(self.config).encode()).hexdigest()[:12],
+            "config": hashlib.sha256(config_lib.to_yaml(self.requested_config).encode()).hexdigest()[:12],
             "model variables": hashlib.sha256(repr(variables).encode()).hexdigest()[:12] + f" ({len(variables)})",
             "steps per epoch": self.data.steps_per_epoch,
             "per-rank batch": self.data.per_rank_batch,

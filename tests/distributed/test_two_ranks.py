@@ -170,3 +170,22 @@ def test_horovod_options_fp16_and_gradient_accumulation_keep_ranks_identical(tmp
     reps = reports(tmp_path / "r")
     assert_identical_weights(reps)
     assert reps[0]["final"]["val_accuracy"] > 0.5
+
+
+def test_horovod_timeline_autotune_and_host_choices_from_the_config(tmp_path):
+    import yaml
+
+    workdir = tmp_path / "w"
+    horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.epochs=2",
+                "--set", "trainer.verbose=0", "--set", "horovod.timeline=timeline.json",
+                "--set", "horovod.timeline_mark_cycles=true", "--set", "horovod.autotune=true",
+                "--set", "horovod.autotune_log=autotune.csv"])
+    with open(workdir / "timeline.json") as f:
+        events = json.load(f)  # the whole file parses as JSON
+    names = {e.get("name") for e in events}
+    assert "ALLREDUCE" in names and "CYCLE_START" in names
+    with open(workdir / "autotune.csv") as f:
+        assert f.readline().startswith("hierarchical_allreduce,")
+    resolved = yaml.safe_load((workdir / "config.yaml").read_text())
+    assert resolved["horovod"]["cycle_time_ms"] == 10.0 and resolved["horovod"]["fusion_threshold_mb"] == 128
+    assert resolved["runtime"]["intra_op_threads"] >= 1 and resolved["runtime"]["inter_op_threads"] >= 1

@@ -96,3 +96,20 @@ def test_stall_settings_become_horovod_environment():
     assert distributed.stall_environment(off.horovod) == {"HOROVOD_STALL_CHECK_DISABLE": "1"}
     with pytest.raises(config_lib.ConfigError, match="longer than horovod.stall_warning_seconds"):
         config_lib.load(None, ["horovod.stall_warning_seconds=60", "horovod.stall_shutdown_seconds=30"])
+
+
+def test_horovod_knobs_resolved_per_host_and_exported():
+    from hvdkeras import config as config_lib
+
+    cfg = config_lib.load(None, ["horovod.timeline=timeline.json", "horovod.autotune=true",
+                                 "horovod.autotune_log=autotune.csv", "horovod.hierarchical_allreduce=true"])
+    cpu = distributed.resolve_horovod(cfg.horovod, has_gpu=False)
+    gpu = distributed.resolve_horovod(cfg.horovod, has_gpu=True)
+    assert (cpu.cycle_time_ms, gpu.cycle_time_ms, cpu.fusion_threshold_mb) == (10.0, 1.0, 128)
+    env = distributed.horovod_environment(cpu, workdir="/w")
+    assert env["HOROVOD_CYCLE_TIME"] == "10" and env["HOROVOD_FUSION_THRESHOLD"] == str(128 * 1024 * 1024)
+    assert env["HOROVOD_TIMELINE"] == "/w/timeline.json" and env["HOROVOD_AUTOTUNE_LOG"] == "/w/autotune.csv"
+    assert env["HOROVOD_AUTOTUNE"] == "1" and env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "1"
+    explicit = config_lib.load(None, ["horovod.cycle_time_ms=3.5", "horovod.fusion_threshold_mb=0"]).horovod
+    assert distributed.resolve_horovod(explicit, has_gpu=False).cycle_time_ms == 3.5
+    assert distributed.horovod_environment(distributed.resolve_horovod(explicit, False))["HOROVOD_FUSION_THRESHOLD"] == "0"
