@@ -8,7 +8,7 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.hvdkeras-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install train test test-unit test-distributed clean
+.PHONY: install train test test-unit test-distributed clean bench
 
 # The stamp is newer than everything the install depends on: a second `make install` does nothing.
 $(STAMP): constraints.txt requirements.txt setup.py tools/install_stack.sh
@@ -31,3 +31,7 @@ test-distributed: $(STAMP)
 
 clean:
 	rm -rf runs .pytest_cache
+
+# Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see hvdkeras/bench.py).
+bench: $(STAMP)
+	$(PY) -m hvdkeras.bench --np $(NP) --rounds 3 --out runs/bench

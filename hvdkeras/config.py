@@ -432,7 +432,8 @@ def validate(cfg: Config) -> None:
 
     need = _Checker(cfg)
     d, t, s, o, c, h, r = cfg.data, cfg.trainer, cfg.schedule, cfg.optimizer, cfg.checkpoint, cfg.horovod, cfg.runtime
-    need(cfg.model.name in models.names(), "model.name", f"be one of {', '.join(models.names())}")
+    need(models.is_known(cfg.model.name), "model.name",
+         f"be one of {', '.join(models.names())} or applications.<Name> of keras.applications")
     need(o.name in optimizers.names(), "optimizer.name", f"be one of {', '.join(optimizers.names())}")
     need(d.global_batch_size > 0, "data.global_batch_size", "be > 0")
     need(d.eval_global_batch_size is None or d.eval_global_batch_size > 0, "data.eval_global_batch_size",

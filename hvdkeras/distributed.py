@@ -251,6 +251,12 @@ def allreduce_sum(values: np.ndarray, name: str) -> np.ndarray:
     return hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
 
 
+def allreduce_max(values: np.ndarray, name: str) -> np.ndarray:
+    """Element-wise maximum over ranks of a float64 array."""
+    tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
+    return hvd.allreduce(tensor, op=hvd.Max, name=name).numpy()
+
+
 def broadcast_array(values: np.ndarray, name: str, root_rank: int = ROOT_RANK) -> np.ndarray:
     """Rank ``root_rank``'s float64 array on every rank."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))

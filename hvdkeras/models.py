@@ -153,5 +153,21 @@ def resnet20(input_shape: Tuple[int, ...], num_classes: int, cfg: ModelConfig) -
     return cifar_resnet(20, input_shape, num_classes, cfg)
 
 
+APPLICATIONS_PREFIX = "applications."
+
+
+def is_known(name: str) -> bool:
+    """A registered model, or ``applications.<Name>`` for any ``keras.applications`` model."""
+    if name.startswith(APPLICATIONS_PREFIX):
+        return callable(getattr(keras.applications, name[len(APPLICATIONS_PREFIX):], None))
+    return name in REGISTRY.names()
+
+
 def build(input_shape: Tuple[int, ...], num_classes: int, cfg: ModelConfig) -> keras.Model:
+    """The model named ``cfg.name``; ``applications.MobileNetV2`` (etc.) builds a ``keras.applications``
+    model, randomly initialised, with a float32 softmax over ``num_classes``."""
+    if cfg.name.startswith(APPLICATIONS_PREFIX):
+        constructor = getattr(keras.applications, cfg.name[len(APPLICATIONS_PREFIX):])
+        base = constructor(weights=None, include_top=False, input_shape=tuple(input_shape), pooling="avg")
+        return keras.Model(base.input, _classifier(base.output, num_classes, cfg), name=base.name)
     return REGISTRY.get(cfg.name)(tuple(input_shape), num_classes, cfg)

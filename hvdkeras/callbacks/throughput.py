@@ -25,8 +25,15 @@ def _examples_seen(model) -> Optional[float]:
     return None
 
 
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
 class ThroughputLogger(keras.callbacks.Callback):
-    """Adds ``<unit>_per_sec`` (all ranks), ``<unit>_per_sec_per_rank``, ``step_time_s`` and ``train_time_s``.
+    """Adds ``<unit>_per_sec`` (all ranks), ``<unit>_per_sec_per_rank``, ``step_time_s``, ``train_time_s``
+    and ``peak_rss_mb`` (the largest peak resident memory of any rank so far).
 
     Rule enforced: the total is the sum over ranks of each rank's examples divided
     by its training time (validation excluded), reduced in one collective per epoch,
@@ -81,6 +88,7 @@ class ThroughputLogger(keras.callbacks.Callback):
         total_rate, total_step, total_time = distributed.allreduce_sum(
             np.array([rate, step, train_time]), name=f"hvdkeras.throughput.{epoch}")
         size = distributed.size()
+        peak_mb = float(distributed.allreduce_max(np.array([_peak_rss_mb()]), name=f"hvdkeras.rss.{epoch}")[0])
         self._start = None
         if logs is not None:
             if self._examples is not None:
@@ -88,3 +96,4 @@ class ThroughputLogger(keras.callbacks.Callback):
                 logs[f"{self.unit}_per_sec_per_rank"] = float(total_rate / size)
             logs["step_time_s"] = float(total_step / size)
             logs["train_time_s"] = float(total_time / size)
+            logs["peak_rss_mb"] = peak_mb
