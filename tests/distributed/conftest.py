@@ -58,6 +58,16 @@ def horovodrun(args, np=2, timeout=300, check=True) -> Job:
     return job
 
 
+def rank_results(job: Job) -> dict:
+    """The ``RESULT <json>`` lines a test script printed, by the rank each names."""
+    out = {}
+    for line in job.output.splitlines():
+        if "RESULT " in line:
+            res = json.loads(line.split("RESULT ", 1)[1])
+            out[res["rank"]] = res
+    return out
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

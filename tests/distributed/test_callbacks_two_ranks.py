@@ -1,22 +1,16 @@
 """hvdkeras.callbacks on two real Horovod ranks (scenarios in scripts/callbacks_check.py)."""
-import json
 import os
 
 import pytest
 
-from tests.distributed.conftest import SCRIPTS, horovodrun
+from tests.distributed.conftest import SCRIPTS, horovodrun, rank_results
 
 SCRIPT = os.path.join(SCRIPTS, "callbacks_check.py")
 
 
 def run(scenario, tmp_path, *extra, check=True, timeout=180):
     job = horovodrun([SCRIPT, scenario, str(tmp_path), *extra], timeout=timeout, check=check)
-    results = {}
-    for line in job.output.splitlines():
-        if "RESULT " in line:
-            res = json.loads(line.split("RESULT ", 1)[1])
-            results[res["rank"]] = res
-    return job, results
+    return job, rank_results(job)
 
 
 def test_nan_on_one_rank_stops_both_at_the_same_batch(tmp_path):

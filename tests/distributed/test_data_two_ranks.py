@@ -7,19 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, read_jsonl
+from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
 
 DATA_CHECK = os.path.join(SCRIPTS, "data_check.py")
 REPORT = os.path.join(SCRIPTS, "train_and_report.py")
 
-
-def results(job):
-    out = {}
-    for line in job.output.splitlines():
-        if "RESULT " in line:
-            res = json.loads(line.split("RESULT ", 1)[1])
-            out[res["rank"]] = res
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +25,7 @@ def tiny_data_dir(tmp_path_factory):
 
 
 def test_each_example_is_read_once_per_epoch_across_ranks(tiny_data_dir):
-    res = results(horovodrun([DATA_CHECK, "shard", str(tiny_data_dir)], timeout=240))
+    res = rank_results(horovodrun([DATA_CHECK, "shard", str(tiny_data_dir)], timeout=240))
     for epoch in range(2):
         ids = res[0]["epochs"][epoch] + res[1]["epochs"][epoch]
         assert sorted(ids) == list(range(52))  # exactly the dataset, each once
@@ -69,7 +61,7 @@ def test_every_config_trains_a_few_steps_on_mock_data(config, overrides, input_s
     job = horovodrun([DATA_CHECK, "mock", os.path.join(REPO, "configs", config), str(tmp_path / "w"),
                       "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", *overrides],
                      timeout=600)
-    res = results(job)
+    res = rank_results(job)
     assert res[0]["input_shape"] == res[1]["input_shape"] == input_shape
     assert res[0]["final"] == res[1]["final"]
     assert np.isfinite(res[0]["final"]["loss"])

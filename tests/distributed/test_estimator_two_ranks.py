@@ -1,26 +1,16 @@
 """hvdkeras.estimator on two real ranks, through the API, the config path and the example."""
-import json
 import os
 
 import pytest
 
-from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, read_jsonl
+from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
 
 SCRIPT = os.path.join(SCRIPTS, "estimator_check.py")
 
 
-def results(job):
-    out = {}
-    for line in job.output.splitlines():
-        if "RESULT " in line:
-            res = json.loads(line.split("RESULT ", 1)[1])
-            out[res["rank"]] = res
-    return out
-
-
 def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
     model_dir = tmp_path / "model"
-    res = results(horovodrun([SCRIPT, str(model_dir), "40"], timeout=300))
+    res = rank_results(horovodrun([SCRIPT, str(model_dir), "40"], timeout=300))
     for r in (0, 1):
         assert res[r]["global_step"] == 20  # 40 single-process steps over 2 ranks
         assert res[r]["lr"] == pytest.approx(0.1)  # 0.05 scaled by 2 ranks
@@ -35,7 +25,7 @@ def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
     files = os.listdir(model_dir)
     assert "model.ckpt-20.index" in files and any(f.startswith("events.out.tfevents") for f in files)
 
-    res = results(horovodrun([SCRIPT, str(model_dir), "60"], timeout=300))  # restart, same model_dir
+    res = rank_results(horovodrun([SCRIPT, str(model_dir), "60"], timeout=300))  # restart, same model_dir
     for r in (0, 1):
         assert res[r]["first_step"] == 20  # continued from rank 0's checkpoint, on both ranks
         assert res[r]["global_step"] == 30
@@ -43,7 +33,7 @@ def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
 
 
 def test_compiled_keras_model_as_estimator(tmp_path):
-    res = results(horovodrun([SCRIPT, str(tmp_path / "model"), "40", "keras"], timeout=300))
+    res = rank_results(horovodrun([SCRIPT, str(tmp_path / "model"), "40", "keras"], timeout=300))
     for r in (0, 1):
         assert res[r]["global_step"] == 20
         assert res[r]["accuracy"] == pytest.approx(res[r]["expected_accuracy"], abs=1e-6)

@@ -6,7 +6,6 @@ import sys
 import time
 
 import psutil
-import pytest
 
 from tests.distributed.conftest import HOROVODRUN, REPO, horovodrun, read_jsonl
 

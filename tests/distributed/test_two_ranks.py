@@ -1,7 +1,6 @@
 """Two real Horovod ranks on this machine (Gloo), through the same entry points users run."""
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest

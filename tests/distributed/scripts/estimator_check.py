@@ -8,7 +8,6 @@ next to the accuracy computed in NumPy from the trained variables over all 12,
 and a fingerprint of the variables.
 """
 import json
-import os
 import sys
 
 import numpy as np
