@@ -33,7 +33,8 @@ from hvdkeras import checkpointing, compat, distributed, optimizers, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
-from hvdkeras.callbacks import BackupAndRestore, default_callbacks
+from hvdkeras.callbacks import (BackupAndRestore, LearningRateScheduleCallback, LearningRateWarmupCallback,
+                                default_callbacks)
 from hvdkeras.callbacks.metric_average import global_results
 
 keras = compat.keras
@@ -212,7 +213,12 @@ class Trainer:
         def run_fit(dataset, steps, first_epoch, last_epoch, batch_offset):
             if self.backup is not None:
                 self.backup.continue_at(first_epoch)  # the weights come from the elastic state
-            callbacks = callbacks_for(cfg, self.scaled_lr, steps, hvd.size(), self.workdir, self.backup)
+            # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
+            callbacks = callbacks_for(cfg, self.scaled_lr, self.data.steps_per_epoch, hvd.size(), self.workdir,
+                                      self.backup)
+            for callback in callbacks:
+                if isinstance(callback, (LearningRateWarmupCallback, LearningRateScheduleCallback)):
+                    callback.batch_offset = batch_offset
             callbacks.append(CommitStateCallback(state, cfg.elastic.commit_every_batches, batch_offset))
             validate = self.data.validation is not None and cfg.trainer.validation_freq > 0
             result = self.model.fit(dataset, steps_per_epoch=steps, epochs=last_epoch, initial_epoch=first_epoch,

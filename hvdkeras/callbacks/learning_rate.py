@@ -54,6 +54,9 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
         self._steps = steps_per_epoch
         self._rescale = None
         self._slots_checked = False
+        # Batches of the current epoch already run before this fit started (an elastic restart
+        # mid-epoch): batch b of this fit is batch b + batch_offset of the epoch.
+        self.batch_offset = 0
 
     def lr_at(self, epoch: float) -> float:
         raise NotImplementedError
@@ -107,9 +110,10 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if not self.staircase:
-            self._apply(self._epoch + batch / self._steps)
+            self._apply(self._epoch + (batch + self.batch_offset) / self._steps)
 
     def on_epoch_end(self, epoch, logs=None):
+        self.batch_offset = 0
         if logs is not None:
             logs["lr"] = compat.get_learning_rate(self.model.optimizer)
 

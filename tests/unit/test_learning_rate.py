@@ -187,3 +187,20 @@ def test_resnet_yaml_schedule_at_chosen_steps(hvd_single, tmp_path):
     }
     for (epoch, batch), lr in expected.items():
         assert lr_at(epoch, batch) == pytest.approx(lr, rel=1e-5), (epoch, batch)
+
+
+def test_batch_offset_keeps_the_schedule_position_in_a_partial_epoch():
+    """An elastic restart at batch 3 of epoch 1 continues the warmup curve where it was."""
+    full, _ = drive([LearningRateWarmupCallback(1.0, warmup_epochs=2, size=2)], make_model(), epochs=2, steps=5)
+    cb = LearningRateWarmupCallback(1.0, warmup_epochs=2, size=2, steps_per_epoch=5)
+    cb.batch_offset = 3
+    model = make_model()
+    cb.set_model(model)
+    cb.set_params({"epochs": 2, "steps": 2})
+    cb.on_train_begin()
+    cb.on_epoch_begin(1)
+    seen = []
+    for b in range(2):
+        cb.on_train_batch_begin(b)
+        seen.append(lr_of(model))
+    assert seen == pytest.approx([lr for e, b, lr in full if e == 1 and b >= 3])
