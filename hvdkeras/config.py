@@ -151,9 +151,10 @@ class HorovodConfig:
     # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
     stall_warning_seconds: int = 60
     stall_shutdown_seconds: int = 0
-    # Horovod's runtime knobs, set before hvd.init(); null means chosen from the host and written
-    # into <workdir>/config.yaml: cycle time 10 ms on CPU (Gloo) hosts, 1 ms (Horovod's default) on
-    # GPU hosts; fusion buffer 128 MB (Horovod's default).
+    # Horovod's runtime knobs, set before hvd.init(). cycle_time_ms null: chosen from the host and
+    # written into <workdir>/config.yaml (10 ms on CPU/Gloo hosts, Horovod's 1 ms on GPU hosts).
+    # fusion_threshold_mb null: Horovod's own default; an explicit value crashes
+    # Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
     cycle_time_ms: Optional[float] = None
     fusion_threshold_mb: Optional[int] = None
     cache_capacity: int = 1024
@@ -485,6 +486,8 @@ def validate(cfg: Config) -> None:
     need(e.max_np is None or e.max_np >= e.min_np, "elastic.max_np", f"be null or >= elastic.min_np ({e.min_np})")
     need(e.commit_every_batches >= 1, "elastic.commit_every_batches", "be >= 1")
     need(not e.enabled or t.api == "keras", "elastic.enabled", "be false with trainer.api=estimator")
+    need(not e.enabled or h.fusion_threshold_mb is None, "horovod.fusion_threshold_mb",
+         "be null with elastic.enabled (Horovod 0.28.1 segfaults re-forming an elastic job with it set)")
     need(r.intra_op_threads is None or r.intra_op_threads > 0, "runtime.intra_op_threads", "be > 0 or null (auto)")
     need(r.inter_op_threads is None or r.inter_op_threads > 0, "runtime.inter_op_threads", "be > 0 or null (auto)")
 

@@ -176,7 +176,7 @@ def stall_environment(horovod_cfg: Any) -> dict:
 
 CPU_CYCLE_TIME_MS = 10.0  # measured on 2-core CPU hosts with Gloo: steadier and faster than Horovod's 1 ms
 GPU_CYCLE_TIME_MS = 1.0  # Horovod's own default
-FUSION_THRESHOLD_MB = 128  # Horovod's own default
+DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
 
 
 def resolve_horovod(horovod_cfg: Any, has_gpu: bool) -> Any:
@@ -184,8 +184,6 @@ def resolve_horovod(horovod_cfg: Any, has_gpu: bool) -> Any:
     return dataclasses.replace(
         horovod_cfg,
         cycle_time_ms=horovod_cfg.cycle_time_ms or (GPU_CYCLE_TIME_MS if has_gpu else CPU_CYCLE_TIME_MS),
-        fusion_threshold_mb=(FUSION_THRESHOLD_MB if horovod_cfg.fusion_threshold_mb is None
-                             else horovod_cfg.fusion_threshold_mb),
     )
 
 
@@ -193,10 +191,15 @@ def horovod_environment(horovod_cfg: Any, workdir: Optional[str] = None) -> dict
     """The ``HOROVOD_*`` variables for a resolved :class:`hvdkeras.config.HorovodConfig`."""
     env = dict(stall_environment(horovod_cfg))
     env["HOROVOD_CYCLE_TIME"] = f"{horovod_cfg.cycle_time_ms:g}"
-    env["HOROVOD_FUSION_THRESHOLD"] = str(int(horovod_cfg.fusion_threshold_mb) * 1024 * 1024)
-    env["HOROVOD_CACHE_CAPACITY"] = str(horovod_cfg.cache_capacity)
-    env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1" if horovod_cfg.hierarchical_allreduce else "0"
-    env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1" if horovod_cfg.hierarchical_allgather else "0"
+    if horovod_cfg.fusion_threshold_mb is not None:  # null: Horovod's own default
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(horovod_cfg.fusion_threshold_mb) * 1024 * 1024)
+    # Only what differs from Horovod's own defaults.
+    if horovod_cfg.cache_capacity != DEFAULT_CACHE_CAPACITY:
+        env["HOROVOD_CACHE_CAPACITY"] = str(horovod_cfg.cache_capacity)
+    if horovod_cfg.hierarchical_allreduce:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
+    if horovod_cfg.hierarchical_allgather:
+        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
 
     def place(path):
         return path if os.path.isabs(path) or workdir is None else os.path.join(workdir, path)

@@ -13,13 +13,14 @@ from tests.distributed.conftest import HOROVODRUN, REPO, _kill_tree, read_jsonl
 EPOCHS = 120
 
 
-def _wait_for(predicate, timeout, what):
+def _wait_for(predicate, timeout, what, log=None):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    tail = log.read_text()[-6000:] if log is not None and log.exists() else ""
+    raise AssertionError(f"timed out waiting for {what}\n{tail}")
 
 
 def _worker_on(host: str, marker: str):
@@ -46,19 +47,19 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
     text = lambda: log.read_text()  # noqa: E731
     epochs_done = lambda: len(read_jsonl(workdir / "metrics.jsonl")) if (workdir / "metrics.jsonl").exists() else 0  # noqa: E731,E501
     try:
-        _wait_for(lambda: epochs_done() >= 5, 180, "five epochs on two ranks")
+        _wait_for(lambda: epochs_done() >= 5, 180, "five epochs on two ranks", log)
         victim = _worker_on("127.0.0.1", str(workdir))
         assert victim is not None
         os.kill(victim, signal.SIGKILL)  # mid-epoch, without warning
         before = epochs_done()
-        _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone")
+        _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone", log)
         resumed_line = [l for l in text().splitlines() if "rank 0/1: elastic resuming" in l][0]
         resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
         assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
-        _wait_for(lambda: epochs_done() >= resumed_epoch + 3, 120, "training on one rank")
+        _wait_for(lambda: epochs_done() >= resumed_epoch + 3, 120, "training on one rank", log)
 
         hosts.write_text(f"localhost:1\n{socket.gethostname()}:1\n")  # a worker comes back
-        _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join")
+        _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join", log)
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:

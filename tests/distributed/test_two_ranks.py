@@ -186,5 +186,5 @@ def test_horovod_timeline_autotune_and_host_choices_from_the_config(tmp_path):
     with open(workdir / "autotune.csv") as f:
         assert f.readline().startswith("hierarchical_allreduce,")
     resolved = yaml.safe_load((workdir / "config.yaml").read_text())
-    assert resolved["horovod"]["cycle_time_ms"] == 10.0 and resolved["horovod"]["fusion_threshold_mb"] == 128
+    assert resolved["horovod"]["cycle_time_ms"] == 10.0 and resolved["horovod"]["fusion_threshold_mb"] is None
     assert resolved["runtime"]["intra_op_threads"] >= 1 and resolved["runtime"]["inter_op_threads"] >= 1

@@ -105,9 +105,9 @@ def test_horovod_knobs_resolved_per_host_and_exported():
                                  "horovod.autotune_log=autotune.csv", "horovod.hierarchical_allreduce=true"])
     cpu = distributed.resolve_horovod(cfg.horovod, has_gpu=False)
     gpu = distributed.resolve_horovod(cfg.horovod, has_gpu=True)
-    assert (cpu.cycle_time_ms, gpu.cycle_time_ms, cpu.fusion_threshold_mb) == (10.0, 1.0, 128)
+    assert (cpu.cycle_time_ms, gpu.cycle_time_ms, cpu.fusion_threshold_mb) == (10.0, 1.0, None)
     env = distributed.horovod_environment(cpu, workdir="/w")
-    assert env["HOROVOD_CYCLE_TIME"] == "10" and env["HOROVOD_FUSION_THRESHOLD"] == str(128 * 1024 * 1024)
+    assert env["HOROVOD_CYCLE_TIME"] == "10" and "HOROVOD_FUSION_THRESHOLD" not in env  # Horovod's default
     assert env["HOROVOD_TIMELINE"] == "/w/timeline.json" and env["HOROVOD_AUTOTUNE_LOG"] == "/w/autotune.csv"
     assert env["HOROVOD_AUTOTUNE"] == "1" and env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "1"
     explicit = config_lib.load(None, ["horovod.cycle_time_ms=3.5", "horovod.fusion_threshold_mb=0"]).horovod
