@@ -44,6 +44,10 @@ METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 
 
+def _ranks(n: int) -> str:
+    return f"{n} rank" if n == 1 else f"{n} ranks"
+
+
 def make_loss(num_classes: int, label_smoothing: float = 0.0):
     """Cross-entropy on integer labels and softmax outputs, with optional label smoothing."""
     if not label_smoothing:
@@ -259,7 +263,7 @@ class Trainer:
         if not any(k.startswith("val_") for k in final):
             final.update(self.evaluate())
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
-        self.log(f"final validation ({hvd.size()} ranks, every example once): {shown or 'no validation data'}")
+        self.log(f"final validation ({_ranks(hvd.size())}, every example once): {shown or 'no validation data'}")
         return final
 
     def evaluate(self) -> Dict[str, float]:
@@ -316,7 +320,7 @@ class Trainer:
             if bad:
                 raise RuntimeError(f"model weights differ from rank 0's on {bad} of {p.size} ranks after training")
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
-        self.log(f"final validation ({p.size} ranks, every example once): {shown or 'no validation data'}")
+        self.log(f"final validation ({_ranks(p.size)}, every example once): {shown or 'no validation data'}")
         return final
 
 
