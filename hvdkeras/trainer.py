@@ -224,12 +224,7 @@ class Trainer:
                 if isinstance(callback, (LearningRateWarmupCallback, LearningRateScheduleCallback)):
                     callback.batch_offset = batch_offset
             callbacks.append(CommitStateCallback(state, cfg.elastic.commit_every_batches, batch_offset))
-            validate = self.data.validation is not None and cfg.trainer.validation_freq > 0
-            result = self.model.fit(dataset, steps_per_epoch=steps, epochs=last_epoch, initial_epoch=first_epoch,
-                                    validation_data=self.data.validation if validate else None,
-                                    validation_freq=cfg.trainer.validation_freq if validate else 1,
-                                    callbacks=callbacks, verbose=cfg.trainer.verbose if hvd.rank() == 0 else 0)
-            for key, values in result.history.items():
+            for key, values in self._run_fit(dataset, steps, first_epoch, last_epoch, callbacks).items():
                 history.setdefault(key, []).extend(values)
 
         @hvd.elastic.run
@@ -255,15 +250,29 @@ class Trainer:
                 run_fit(self.data.train(epoch, epochs), steps, epoch, epochs, 0)
 
         train(state)
-        if cfg.trainer.check_weights_agree:
-            bad = distributed.ranks_disagreeing([v.numpy() for v in self.model.variables], name="hvdkeras.weights")
-            if bad:
-                raise RuntimeError(f"model weights differ from rank 0's on {bad} of {hvd.size()} ranks")
-        final = {k: float(v[-1]) for k, v in history.items()}
+        return self._finish({k: float(v[-1]) for k, v in history.items()})
+
+    def _run_fit(self, dataset, steps: int, first_epoch: int, last_epoch: int, callbacks) -> Dict[str, List[float]]:
+        """``model.fit`` over epochs ``[first_epoch, last_epoch)`` with validation as configured; its history."""
+        cfg = self.config
+        validate = self.data.validation is not None and cfg.trainer.validation_freq > 0
+        result = self.model.fit(dataset, steps_per_epoch=steps, epochs=last_epoch, initial_epoch=first_epoch,
+                                validation_data=self.data.validation if validate else None,
+                                validation_freq=cfg.trainer.validation_freq if validate else 1,
+                                callbacks=callbacks, verbose=cfg.trainer.verbose if distributed.is_chief() else 0)
+        return result.history
+
+    def _finish(self, final: Dict[str, float]) -> Dict[str, float]:
+        """Collective: validates if the last epoch did not, checks the ranks agree, prints once."""
         if not any(k.startswith("val_") for k in final):
             final.update(self.evaluate())
+        size = distributed.size()
+        if self.config.trainer.check_weights_agree:
+            bad = distributed.ranks_disagreeing([v.numpy() for v in self.model.variables], name="hvdkeras.weights")
+            if bad:
+                raise RuntimeError(f"model weights differ from rank 0's on {bad} of {size} ranks after training")
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
-        self.log(f"final validation ({_ranks(hvd.size())}, every example once): {shown or 'no validation data'}")
+        self.log(f"final validation ({_ranks(size)}, every example once): {shown or 'no validation data'}")
         return final
 
     def evaluate(self) -> Dict[str, float]:
@@ -295,33 +304,14 @@ class Trainer:
 
         final: Dict[str, float] = {}
         if start < epochs:
-            validate = self.data.validation is not None and cfg.trainer.validation_freq > 0
             tic = time.perf_counter()
-            history = self.model.fit(
-                self.data.train(start, epochs),
-                steps_per_epoch=self.data.steps_per_epoch,
-                epochs=epochs,
-                initial_epoch=start,
-                validation_data=self.data.validation if validate else None,
-                validation_freq=cfg.trainer.validation_freq if validate else 1,
-                callbacks=self.callbacks(),
-                verbose=cfg.trainer.verbose if self.is_chief else 0,
-            )
+            history = self._run_fit(self.data.train(start, epochs), self.data.steps_per_epoch, start, epochs,
+                                    self.callbacks())
             self.log(f"trained epochs {start + 1}-{epochs} in {time.perf_counter() - tic:.1f}s")
-            final = {k: float(v[-1]) for k, v in history.history.items()}
+            final = {k: float(v[-1]) for k, v in history.items()}
         else:
             self.log(f"nothing to train: the checkpoint already holds all {epochs} epochs")
-        if not any(k.startswith("val_") for k in final):
-            final.update(self.evaluate())
-
-        if cfg.trainer.check_weights_agree:
-            weights = [v.numpy() for v in self.model.variables]
-            bad = distributed.ranks_disagreeing(weights, name="hvdkeras.weights_agree")
-            if bad:
-                raise RuntimeError(f"model weights differ from rank 0's on {bad} of {p.size} ranks after training")
-        shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
-        self.log(f"final validation ({_ranks(p.size)}, every example once): {shown or 'no validation data'}")
-        return final
+        return self._finish(final)
 
 
 def _elastic_data_config(cfg: config_lib.Config, initial_size: int, size: int) -> config_lib.DataConfig:
