@@ -1,26 +1,70 @@
 # hvdkeras: `make train` and `make test` on a fresh machine (Python 3.11, a C++ compiler, pip).
+#
+#   STACK=keras2|keras3   which pinned stack (stacks/<STACK>/); each has its own venv
+#   LAUNCHER=gloo|mpi|mpirun  how `make train` starts its NP processes
 PYTHON   ?= python3.11
-VENV     ?= .venv
+STACK    ?= keras2
+STACKS   := keras2 keras3
+# `make test` without STACK= runs the suite on every tested stack, one after the other.
+TEST_STACKS ?= $(if $(filter command line environment,$(origin STACK)),$(STACK),$(TESTED_STACKS))
+TESTED_STACKS := keras2
+VENV_keras2 := .venv
+VENV_keras3 := .venv-keras3
+VENV     ?= $(VENV_$(STACK))
 NP       ?= 2
+LAUNCHER ?= gloo
 CONFIG   ?= configs/digits.yaml
 WORKDIR  ?= runs/digits
 PY       := $(VENV)/bin/python
-STAMP    := $(VENV)/.hvdkeras-installed
+# Horovod is built with MPI when OpenMPI is installed: the stamp records which build this venv has.
+MPI      := $(if $(shell command -v mpicxx 2>/dev/null),mpi,gloo-only)
+STAMP    := $(VENV)/.hvdkeras-installed-$(MPI)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# OpenMPI refuses to start as root without these, and its shared-memory single-copy path
+# needs ptrace rights containers rarely grant.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMPI_MCA_btl_vader_single_copy_mechanism := none
 
-.PHONY: install train test test-unit test-distributed clean bench
+ifeq ($(VENV),)
+$(error unknown STACK=$(STACK); choose one of: $(STACKS))
+endif
+
+LAUNCH_gloo   := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo
+LAUNCH_mpi    := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --mpi
+LAUNCH_mpirun := mpirun -np $(NP) -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib -x PATH -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL
+LAUNCH   := $(LAUNCH_$(LAUNCHER))
+
+.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed clean bench
 
 # The stamp is newer than everything the install depends on: a second `make install` does nothing.
-$(STAMP): constraints.txt requirements.txt setup.py tools/install_stack.sh
-	PYTHON=$(PYTHON) bash tools/install_stack.sh $(VENV)
+$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt setup.py tools/install_stack.sh
+	PYTHON=$(PYTHON) bash tools/install_stack.sh $(VENV) $(STACK)
+	rm -f $(VENV)/.hvdkeras-installed-*
 	touch $(STAMP)
 
 install: $(STAMP)
 
-train: $(STAMP)
-	$(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo $(PY) -m hvdkeras.train --config $(CONFIG) --workdir $(WORKDIR)
+# Debian's OpenMPI; `make install` then builds Horovod with MPI as well as Gloo.
+install-mpi:
+	bash tools/system_deps.sh openmpi-bin libopenmpi-dev
 
-test: $(STAMP)
+# What the whole suite needs from the system: OpenMPI (MPI tests) and an sshd (the
+# two-host test). Installed when running as root with apt; otherwise those tests skip and say why.
+system-deps:
+	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server
+
+train: $(STAMP)
+	@test -n "$(LAUNCH)" || { echo "unknown LAUNCHER=$(LAUNCHER); choose gloo, mpi or mpirun" >&2; exit 2; }
+	$(LAUNCH) $(PY) -m hvdkeras.train --config $(CONFIG) --workdir $(WORKDIR)
+
+# System packages first (they change how Horovod is built), then each stack in turn.
+test:
+	$(MAKE) --no-print-directory system-deps
+	set -e; for s in $(TEST_STACKS); do $(MAKE) --no-print-directory test-stack STACK=$$s; done
+
+test-stack: $(STAMP)
+	@echo "== test suite on stack $(STACK) ($(VENV)) =="
 	$(PY) -m pytest -q tests
 
 test-unit: $(STAMP)
