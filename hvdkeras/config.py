@@ -126,6 +126,9 @@ class TrainerConfig:
     terminate_on_nan: bool = True
     # Check at the end that all ranks hold identical weights (one small collective).
     check_weights_agree: bool = True
+    # Rank 0 writes TensorBoard event files to <workdir>/tensorboard: per epoch the global losses and
+    # metrics, lr and images_per_sec (keras API only; the estimator writes its own into <workdir>/estimator).
+    tensorboard: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -462,6 +465,8 @@ def validate(cfg: Config) -> None:
     need(t.epochs > 0, "trainer.epochs", "be > 0")
     need(t.steps_per_epoch is None or t.steps_per_epoch > 0, "trainer.steps_per_epoch", "be > 0 or null")
     need(t.validation_freq >= 0, "trainer.validation_freq", "be >= 0 (0: never validate)")
+    need(not t.tensorboard or t.api == "keras", "trainer.tensorboard",
+         "be false with trainer.api=estimator (the estimator writes its own summaries into <workdir>/estimator)")
     need(0.0 <= t.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
     need(s.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
     need(s.name != "step" or len(s.boundaries) > 0, "schedule.boundaries",

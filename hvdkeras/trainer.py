@@ -13,12 +13,14 @@ gets), in this order::
     7. ThroughputLogger                  images/s, step time
     rank 0 only:
     8. ProgbarLogger                     progress, with the global epoch metrics
-    9. JsonlMetricsLogger                <workdir>/metrics.jsonl
-    10. BackupAndRestore                 <workdir>/checkpoints/epoch-NNNN (after the log line:
+    9. TensorBoard                       <workdir>/tensorboard (trainer.tensorboard: true): the global
+                                         epoch metrics and what 5-7 put in the logs (lr, images_per_sec)
+    10. JsonlMetricsLogger               <workdir>/metrics.jsonl
+    11. BackupAndRestore                 <workdir>/checkpoints/epoch-NNNN (after the log line:
                                          a resume drops log lines past the checkpoint)
 
 Files under ``workdir``, all written by rank 0 only: ``config.yaml`` (the resolved
-config), ``metrics.jsonl``, ``checkpoints/``.
+config), ``metrics.jsonl``, ``checkpoints/``, and ``tensorboard/`` if switched on.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ keras = compat.keras
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
+TENSORBOARD_DIR = "tensorboard"
 
 
 def _ranks(n: int) -> str:
@@ -73,6 +76,7 @@ def callbacks_for(cfg: config_lib.Config, scaled_lr: float, steps_per_epoch: int
         steps_per_epoch=steps_per_epoch,
         backup=backup,
         metrics_file=os.path.join(workdir, METRICS_FILE),
+        tensorboard_dir=os.path.join(workdir, TENSORBOARD_DIR) if cfg.trainer.tensorboard else None,
         progress=cfg.trainer.verbose > 0,
         terminate_on_nan=cfg.trainer.terminate_on_nan,
         throughput_unit="images",

@@ -44,10 +44,31 @@ def _chief_only(base: type, rule: str) -> type:
     return cls
 
 
+class _GlobalTensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard without the scalars only this rank's data made.
+
+    At the end of each validation Keras writes ``evaluation_<metric>_vs_iterations``
+    from the ``on_test_end`` logs, which no callback averages over ranks: with more
+    than one rank they would be rank 0's shard alone, so they are left out (the
+    ``epoch_<metric>`` scalars of the validation run hold the global values).
+    """
+
+    def on_test_end(self, logs=None):
+        if distributed.size() > 1:
+            self._pop_writer()  # what Keras does after writing them
+            return None
+        return super().on_test_end(logs)
+
+
+_GlobalTensorBoard.__name__ = _GlobalTensorBoard.__qualname__ = "TensorBoard"
+
 TensorBoard = _chief_only(
-    keras.callbacks.TensorBoard,
+    _GlobalTensorBoard,
     "Rule enforced: only rank 0 writes event files; other ranks run none of its hooks. Put it after "
-    "MetricAverageCallback (with the same ``batch_frequency`` as ``update_freq``) to record global metrics.")
+    "MetricAverageCallback (with the same ``batch_frequency`` as ``update_freq``) to record global metrics; "
+    "with more than one rank the per-rank ``evaluation_<metric>_vs_iterations`` scalars are not written. "
+    "Epoch-end log entries that earlier callbacks add (``lr``, :class:`ThroughputLogger`'s "
+    "``<unit>_per_sec``) become scalars too.")
 CSVLogger = _chief_only(
     keras.callbacks.CSVLogger,
     "Rule enforced: only rank 0 opens and writes the file. Put it after MetricAverageCallback.")

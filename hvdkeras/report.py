@@ -1,0 +1,210 @@
+"""A picture of a run: ``python -m hvdkeras.report <workdir> [--out FILE] [--title TEXT]``.
+
+Reads ``<workdir>/metrics.jsonl`` (one JSON line per epoch, written by rank 0,
+see :class:`hvdkeras.callbacks.JsonlMetricsLogger`) and draws, by epoch: loss
+(train and validation), accuracy (train and validation), the learning rate, and
+images per second (all ranks, and per rank when there is more than one). The PNG
+goes to ``<workdir>/report.png`` unless ``--out`` says otherwise.
+
+Rules: when an epoch appears more than once (a job that ran it again, e.g. after
+an elastic restart, or files joined by hand) its last record wins; a metric that
+was never recorded leaves its panel saying so; a line that is not a JSON object
+(a write cut short by a crash) is skipped with a note. A missing or empty file
+stops with one line naming it and how to produce it (exit status 2).
+
+Only matplotlib (Agg backend) is needed: no TensorFlow, so it runs anywhere the
+file is copied to.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+METRICS_FILE = "metrics.jsonl"  # hvdkeras.trainer.METRICS_FILE (not imported: it pulls in TensorFlow)
+REPORT_FILE = "report.png"
+
+# (panel title, y label, [(record key, legend label, style)])
+PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
+    ("Loss", "loss", (("loss", "train", "-"), ("val_loss", "validation", "--"))),
+    ("Accuracy", "accuracy", (("accuracy", "train", "-"), ("val_accuracy", "validation", "--"))),
+    ("Learning rate", "learning rate (end of epoch)", (("lr", "lr", "-"),)),
+    ("Images per second", "images/s (training only)",
+     (("images_per_sec", "all ranks", "-"), ("images_per_sec_per_rank", "per rank", "--"))),
+)
+
+
+class ReportError(Exception):
+    """A problem with the input, reported as one line without a traceback."""
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def last_per_epoch(records: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One record per epoch, the last one seen for each, ordered by epoch.
+
+    Records without an integer ``epoch`` are dropped.
+    """
+    by_epoch: Dict[int, Dict[str, Any]] = {}
+    for record in records:
+        epoch = record.get("epoch") if isinstance(record, dict) else None
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, float)) or epoch != int(epoch):
+            continue
+        by_epoch[int(epoch)] = record
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def read_records(path: str, workdir: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The records of ``path`` (a ``metrics.jsonl``); raises :class:`ReportError` if there are none."""
+    workdir = workdir or os.path.dirname(path) or "."
+    how = (f"rank 0 writes it while training, e.g. python -m hvdkeras.train --config configs/digits.yaml"
+           f" --workdir {workdir}")
+    if not os.path.exists(path):
+        raise ReportError(f"{path} does not exist; {how}")
+    skipped = 0
+    records = []
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                skipped += 1
+    if skipped:
+        print(f"hvdkeras: note: skipped {skipped} line(s) of {path} that are not JSON objects", file=sys.stderr)
+    if not last_per_epoch(records):
+        raise ReportError(f"{path} holds no epoch records; {how}")
+    return records
+
+
+def _series(records: Sequence[Dict[str, Any]], key: str) -> Tuple[List[int], List[float]]:
+    epochs, values = [], []
+    for record in records:
+        value = _number(record.get(key))
+        if value is not None:
+            epochs.append(int(record["epoch"]))
+            values.append(value)
+    return epochs, values
+
+
+def _last_finite(values: Sequence[float]) -> Optional[float]:
+    for value in reversed(values):
+        if math.isfinite(value):
+            return value
+    return None
+
+
+def _fmt(value: float) -> str:
+    if value == 0 or 1e-3 <= abs(value) < 1e5:
+        return f"{value:.4g}"
+    return f"{value:.2e}"
+
+
+def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[str] = None) -> str:
+    """Draws the four panels for ``records`` (dicts as in ``metrics.jsonl``) into the PNG at ``path``.
+
+    Duplicate epochs keep their last record; missing keys leave "not recorded" in
+    their panel. Returns ``path``. Raises ``ValueError`` when no record has an epoch.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    records = last_per_epoch(records)
+    if not records:
+        raise ValueError("no records with an 'epoch' to plot")
+
+    fig = Figure(figsize=(11, 7.5), dpi=100)
+    FigureCanvasAgg(fig)  # Agg, without pyplot's global state
+    axes = fig.subplots(2, 2)
+    first, last = int(records[0]["epoch"]), int(records[-1]["epoch"])
+    for ax, (panel, ylabel, lines) in zip(axes.flat, PANELS):
+        ax.set_title(panel, fontsize=12)
+        drawn = 0
+        plotted: List[float] = []
+        for key, label, style in lines:
+            epochs, values = _series(records, key)
+            if key == "images_per_sec_per_rank":  # one rank: the same line as all ranks
+                _, total = _series(records, "images_per_sec")
+                if total == values:
+                    continue
+            if not epochs:
+                continue
+            shown = _last_finite(values)
+            ax.plot(epochs, values, style, marker="o" if len(epochs) <= 30 else None, markersize=3.5,
+                    label=f"{label} (last {_fmt(shown)})" if shown is not None else label)
+            drawn += 1
+            plotted.extend(v for v in values if math.isfinite(v))
+        if drawn:
+            ax.set_xlabel("epoch")
+            ax.set_ylabel(ylabel)
+            pad = 0.5 if first != last else 1.0
+            ax.set_xlim(first - pad, last + pad)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=9, loc="best")
+            if panel == "Loss" and plotted and all(v > 0 for v in plotted):  # the tail (and any gap) stays visible
+                ax.set_yscale("log")
+                ax.set_ylabel("loss (log scale)")
+            if panel == "Learning rate":
+                ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+        else:
+            keys = " / ".join(key for key, _, _ in lines)
+            ax.text(0.5, 0.5, f"not recorded\n({keys} not in metrics.jsonl)", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=11, color="0.4")
+            ax.set_xticks([])
+            ax.set_yticks([])
+    summary = f"{len(records)} epoch{'s' if len(records) != 1 else ''}"
+    if first != 1:
+        summary += f" ({first}-{last})"
+    val_epochs, val_acc = _series(records, "val_accuracy")
+    if val_acc and math.isfinite(val_acc[-1]):
+        when = "final" if val_epochs[-1] == last else f"epoch {val_epochs[-1]}"
+        summary += f", {when} val_accuracy {val_acc[-1]:.4f}"
+    fig.suptitle(f"{title}: {summary}" if title else summary, fontsize=13)
+    fig.tight_layout()
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m hvdkeras.report",
+        description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, images/s by epoch) into a PNG.")
+    parser.add_argument("workdir", help="a training workdir holding metrics.jsonl (or the metrics.jsonl file itself)")
+    parser.add_argument("--out", default=None, help="PNG to write (default: <workdir>/report.png)")
+    parser.add_argument("--title", default=None, help="heading of the picture (default: the workdir's name)")
+    args = parser.parse_args(argv)
+
+    if os.path.isfile(args.workdir):
+        path, workdir = args.workdir, os.path.dirname(args.workdir) or "."
+    else:
+        path, workdir = os.path.join(args.workdir, METRICS_FILE), args.workdir
+    out = args.out or os.path.join(workdir, REPORT_FILE)
+    try:
+        records = read_records(path, workdir)
+        title = args.title or os.path.basename(os.path.normpath(os.path.abspath(workdir)))
+        plot_metrics(records, out, title=title)
+    except (ReportError, OSError) as exc:
+        print(f"hvdkeras: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""python -m hvdkeras.report: metrics.jsonl -> PNG (no TensorFlow needed)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hvdkeras import report
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def write_jsonl(path, records, extra_lines=()):
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+        for line in extra_lines:
+            f.write(line + "\n")
+
+
+def synthetic_records():
+    """Five epochs; epoch 3 logged twice (the second wins); validation and per-rank rate only sometimes;
+    no learning rate at all."""
+    records = []
+    for epoch in range(1, 6):
+        r = {"epoch": epoch, "loss": 2.0 / epoch, "accuracy": 0.5 + 0.08 * epoch,
+             "images_per_sec": 1000.0 + epoch, "images_per_sec_per_rank": 500.0 + epoch / 2}
+        if epoch % 2 == 0:
+            r.update(val_loss=2.2 / epoch, val_accuracy=0.45 + 0.08 * epoch)
+        records.append(r)
+    records.insert(3, {"epoch": 3, "loss": 99.0, "accuracy": 0.0, "images_per_sec": 1.0})  # repeated, then replaced
+    records.append({"epoch": 3, "loss": 0.6, "accuracy": 0.75, "images_per_sec": 1003.0})
+    return records
+
+
+def assert_png(path):
+    assert os.path.getsize(path) > 1000
+    with open(path, "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE
+    from matplotlib import image
+
+    height, width = image.imread(path).shape[:2]
+    assert width >= 800 and height >= 500
+
+
+def test_last_record_per_epoch_wins_and_order_is_by_epoch():
+    kept = report.last_per_epoch(synthetic_records() + [{"loss": 1.0}, {"epoch": "x"}, {"epoch": 2.5}])
+    assert [r["epoch"] for r in kept] == [1, 2, 3, 4, 5]
+    assert kept[2]["loss"] == 0.6 and "images_per_sec_per_rank" not in kept[2]
+
+
+def test_plot_metrics_with_duplicates_and_missing_keys(tmp_path):
+    out = tmp_path / "nested" / "report.png"
+    assert report.plot_metrics(synthetic_records(), str(out), title="synthetic") == str(out)
+    assert_png(out)
+
+
+def test_plot_metrics_one_epoch_and_nan(tmp_path):
+    out = tmp_path / "one.png"
+    report.plot_metrics([{"epoch": 1, "loss": float("nan"), "lr": 0.1}], str(out))
+    assert_png(out)
+    with pytest.raises(ValueError, match="no records"):
+        report.plot_metrics([{"loss": 1.0}], str(tmp_path / "none.png"))
+
+
+def test_main_writes_report_png_into_the_workdir(tmp_path, capsys):
+    write_jsonl(tmp_path / "metrics.jsonl", synthetic_records(), extra_lines=['{"epoch": 6, "loss": 0.'])
+    assert report.main([str(tmp_path)]) == 0
+    assert_png(tmp_path / "report.png")
+    captured = capsys.readouterr()
+    assert f"wrote {tmp_path / 'report.png'}" in captured.out
+    assert "skipped 1 line(s)" in captured.err  # the cut-off last line
+    # --out, and the file itself instead of its workdir
+    assert report.main([str(tmp_path / "metrics.jsonl"), "--out", str(tmp_path / "x.png")]) == 0
+    assert_png(tmp_path / "x.png")
+
+
+@pytest.mark.parametrize("content", [None, "", "\n\n", '{"loss": 1.0}\n'])
+def test_missing_or_empty_metrics_is_one_line_with_status_2(tmp_path, capsys, content):
+    path = tmp_path / "metrics.jsonl"
+    if content is not None:
+        path.write_text(content)
+    assert report.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("hvdkeras: error: ")
+    assert str(path) in err and "python -m hvdkeras.train --config" in err
+    assert not (tmp_path / "report.png").exists()
+
+
+def test_command_line_error_exit_status(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "hvdkeras.report", str(tmp_path / "nowhere")], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"hvdkeras: error: {tmp_path / 'nowhere' / 'metrics.jsonl'} does not exist; rank 0 writes it while"
+        f" training, e.g. python -m hvdkeras.train --config configs/digits.yaml --workdir {tmp_path / 'nowhere'}")
