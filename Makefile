@@ -52,7 +52,7 @@ install-mpi:
 # What the whole suite needs from the system: OpenMPI (MPI tests) and an sshd (the
 # two-host test). Installed when running as root with apt; otherwise those tests skip and say why.
 system-deps:
-	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server
+	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2
 
 train: $(STAMP)
 	@test -n "$(LAUNCH)" || { echo "unknown LAUNCHER=$(LAUNCHER); choose gloo, mpi or mpirun" >&2; exit 2; }
@@ -65,13 +65,13 @@ test:
 
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -rs tests
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -rs tests/unit
 
 test-distributed: $(STAMP)
-	$(PY) -m pytest -q tests/distributed
+	$(PY) -m pytest -q -rs tests/distributed
 
 clean:
 	rm -rf runs .pytest_cache

@@ -27,12 +27,12 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   exit 1
 fi
 
-had_sshd=$(pgrep -x sshd >/dev/null && echo yes || echo no)
 echo "[system-deps] apt-get install ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
   || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
-if [ "$had_sshd" = no ] && pgrep -x sshd >/dev/null; then
-  (service ssh stop || pkill -x sshd) >/dev/null 2>&1 || true
+if printf '%s\n' "${missing[@]}" | grep -qx openssh-server; then
+  # The package enables and starts a system sshd on 0.0.0.0:22 where systemd runs; nothing here needs it.
+  { systemctl disable --now ssh.service ssh.socket || service ssh stop; } >/dev/null 2>&1 || true
 fi
 echo "[system-deps] done"

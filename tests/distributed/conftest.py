@@ -6,6 +6,7 @@ fails with the tail of its output: a hang fails the test, not CI's clock.
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -23,8 +24,9 @@ class Job:
     output: str
 
     def lines_of(self, rank: int):
-        prefix = f"[{rank}]<stdout>:"
-        return [line[len(prefix):] for line in self.output.splitlines() if line.startswith(prefix)]
+        """What ``rank`` printed to stdout: horovodrun --gloo tags lines ``[r]<stdout>:``, MPI ``[1,r]<stdout>:``."""
+        tag = re.compile(rf"^\[(?:\d+,)?{rank}\]<stdout>:")
+        return [line[tag.match(line).end():] for line in self.output.splitlines() if tag.match(line)]
 
 
 def _kill_tree(pid: int) -> None:
@@ -41,20 +43,70 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=10)
 
 
-def horovodrun(args, np=2, timeout=300, check=True) -> Job:
-    """Runs ``python <args>`` on ``np`` local ranks with Gloo; fails the test on timeout (or error if ``check``)."""
-    cmd = [HOROVODRUN, "-np", str(np), "-H", f"localhost:{np}", "--gloo", sys.executable] + list(args)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+# OpenMPI refuses root without these (the Makefile exports them too; tests may run without make),
+# and its shared-memory single-copy path needs ptrace rights containers rarely grant.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+LAUNCHERS = ("gloo", "mpi", "mpirun")
+
+
+def mpi_skip_reason():
+    """Why MPI launches cannot run here, or None when Horovod has MPI built in and mpirun exists."""
+    import shutil
+
+    if shutil.which("mpirun") is None:
+        return "OpenMPI is not installed (make install-mpi, then make install rebuilds Horovod with MPI)"
+    import horovod.common.util as hvd_util
+
+    if not hvd_util.mpi_built():
+        return "this Horovod build has no MPI (OpenMPI was installed after it: run make install to rebuild)"
+    return None
+
+
+def launch_command(np, launcher="gloo"):
+    """The command that starts ``np`` local ranks: ``horovodrun --gloo``, ``horovodrun --mpi`` or ``mpirun``."""
+    if launcher == "mpirun":
+        return ["mpirun", "-np", str(np), "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
+                "-mca", "btl", "^openib", "--tag-output", "-x", "PATH", "-x", "LD_LIBRARY_PATH",
+                "-x", "TF_CPP_MIN_LOG_LEVEL", "-x", "PYTHONUNBUFFERED"]
+    if launcher in ("gloo", "mpi"):
+        return [HOROVODRUN, "-np", str(np), "-H", f"localhost:{np}", f"--{launcher}"]
+    raise ValueError(f"launcher must be one of {LAUNCHERS}; received: {launcher!r}")
+
+
+def horovodrun(args, np=2, timeout=300, check=True, launcher="gloo") -> Job:
+    """Runs ``python <args>`` on ``np`` local ranks (Gloo unless ``launcher`` says otherwise);
+    fails the test on timeout (or error if ``check``)."""
+    cmd = launch_command(np, launcher) + [sys.executable] + list(args)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **MPI_ENV)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_tree(proc.pid)
         out, _ = proc.communicate()
-        pytest.fail(f"horovodrun hung for {timeout}s and was killed: {' '.join(args)}\n" + out[-4000:])
+        pytest.fail(f"{cmd[0]} hung for {timeout}s and was killed: {' '.join(args)}\n" + out[-4000:])
     job = Job(proc.returncode, out)
     if check and job.returncode != 0:
-        pytest.fail(f"horovodrun exited {job.returncode}: {' '.join(args)}\n" + out[-6000:])
+        pytest.fail(f"{cmd[0]} exited {job.returncode}: {' '.join(args)}\n" + out[-6000:])
+    return job
+
+
+def launch(cmd, env=None, timeout=300, check=True) -> Job:
+    """Runs a whole launcher command line (``cmd[0]`` is e.g. HOROVODRUN with its own hosts and
+    options) from REPO with the same timeout, kill-the-tree and failure rules as ``horovodrun``;
+    ``env`` (default os.environ) gets TF_CPP_MIN_LOG_LEVEL=2 and PYTHONUNBUFFERED=1."""
+    env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(list(cmd), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc.pid)
+        out, _ = proc.communicate()
+        pytest.fail(f"launcher hung for {timeout}s and was killed: {' '.join(cmd)}\n" + out[-4000:])
+    job = Job(proc.returncode, out)
+    if check and job.returncode != 0:
+        pytest.fail(f"launcher exited {job.returncode}: {' '.join(cmd)}\n" + out[-6000:])
     return job
 
 

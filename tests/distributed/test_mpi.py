@@ -1,0 +1,63 @@
+"""The same jobs under MPI: ``mpirun -np 2`` and ``horovodrun --mpi``.
+
+Runs where Horovod was built with MPI and OpenMPI's ``mpirun`` exists; elsewhere every
+test here is skipped with the reason (``make install-mpi`` then ``make install`` adds it).
+"""
+import json
+import os
+
+import pytest
+
+from tests.distributed.conftest import SCRIPTS, horovodrun, mpi_skip_reason, read_jsonl
+from tests.distributed.test_two_ranks import DIGITS, REPORT, assert_identical_weights, reports, under
+
+REASON = mpi_skip_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"MPI tests skipped: {REASON}")
+
+
+@pytest.fixture(scope="module", params=["mpirun", "mpi"], ids=["mpirun", "horovodrun-mpi"])
+def digits_run_mpi(request, tmp_path_factory):
+    """The default job, exactly as configs/digits.yaml has it, on two MPI ranks."""
+    base = tmp_path_factory.mktemp(f"digits-{request.param}")
+    workdir, report_dir = base / "work", base / "report"
+    job = horovodrun([REPORT, str(report_dir), str(workdir), DIGITS], timeout=420, launcher=request.param)
+    return job, workdir, reports(report_dir)
+
+
+def test_default_job_under_mpi_trains_identical_ranks_with_one_writer(digits_run_mpi):
+    job, workdir, reps = digits_run_mpi
+    assert reps[0]["final"]["val_accuracy"] >= 0.90
+    assert_identical_weights(reps)
+    assert reps[0]["final"] == reps[1]["final"]
+    assert len([line for line in job.output.splitlines() if "final validation" in line]) == 1
+    assert any("final validation" in line for line in job.lines_of(0))  # printed by rank 0
+    assert under(reps[1]["written"], workdir) == []
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0013", "epoch-0014", "epoch-0015"]
+
+
+def test_default_job_under_mpi_logs_metrics_of_the_whole_validation_set(digits_run_mpi):
+    _, workdir, reps = digits_run_mpi
+    records = read_jsonl(workdir / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == list(range(1, 16))
+    single = reps[0]["single_process_eval"]
+    assert records[-1]["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-6)
+    assert records[-1]["val_loss"] == pytest.approx(single["loss"], rel=1e-4)
+
+
+def test_metric_average_is_exact_under_mpirun():
+    job = horovodrun([os.path.join(SCRIPTS, "metric_average_check.py")], timeout=180, launcher="mpirun")
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in job.output.splitlines() if "RESULT " in line]
+    assert len(results) == 2
+    for res in results:
+        assert res["logs"]["val_loss"] == pytest.approx(res["expected_val"]["loss"], rel=1e-5)
+    assert results[0]["logs"] == results[1]["logs"]
+
+
+def test_config_error_under_mpirun_is_one_line(tmp_path):
+    job = horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(tmp_path / "w"),
+                      "--set", "trainer.epochz=3"], timeout=120, check=False, launcher="mpirun")
+    assert job.returncode != 0
+    errors = [line for line in job.output.splitlines() if "hvdkeras: error:" in line]
+    assert errors and "trainer.epochz" in errors[0]
+    assert not (tmp_path / "w").exists()
+
