@@ -1,0 +1,271 @@
+"""Launch recipes and the dry run (hvdkeras/launch.py): the numbers match the trainer's, the files parse."""
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from hvdkeras import config as config_lib
+from hvdkeras import data as data_lib
+from hvdkeras import distributed, launch, optimizers
+from hvdkeras.config import ConfigError
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(REPO, "tests", "distributed", "scripts")
+
+
+def load(name, *overrides):
+    return config_lib.load(os.path.join(REPO, "configs", name), list(overrides))
+
+
+def digits_plan(**kwargs):
+    kwargs.setdefault("cores_per_host", 8)
+    return launch.plan(load("digits.yaml"), 8, "a:4,b:4", train_args=["--config", "configs/digits.yaml"], **kwargs)
+
+
+def trainer_lr(cfg, np_):
+    """The rate the trainer builds its optimizer with (Trainer.__init__ calls exactly this)."""
+    return optimizers.build(cfg.optimizer, cfg.horovod, np_, cfg.data.global_batch_size)[1]
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def test_digits_numbers_match_the_trainer():
+    cfg = load("digits.yaml")
+    p = digits_plan()
+    assert (p.np, [(h.name, h.slots) for h in p.hosts]) == (8, [("a", 4), ("b", 4)])
+    assert (p.global_batch, p.per_rank_batch, p.eval_per_rank_batch) == (64, 8, 8)
+    assert p.scaled_lr == pytest.approx(0.4) and p.scaled_lr == trainer_lr(cfg, 8)
+    assert p.warmup_start_lr == pytest.approx(0.05)  # scaled_lr / ranks: the single-process rate
+    # Every rank of 8 gets the same count from the trainer's data code: (1438 // 8) // 8.
+    for rank in (0, 7):
+        assert data_lib.build(cfg.data, data_lib.Shard(rank, 8), seed=42).steps_per_epoch == p.steps_per_epoch == 22
+    assert p.warmup_steps == 2 * 22 and p.total_steps == 15 * 22
+    assert p.threads == ((4, distributed.thread_budget(8, 4)),)
+    assert p.horovod.cycle_time_ms == distributed.CPU_CYCLE_TIME_MS
+    assert p.horovod_env == distributed.horovod_environment(distributed.resolve_horovod(cfg.horovod, False))
+
+
+def test_the_plan_calls_the_trainers_scaling_function(monkeypatch):
+    calls = []
+    real = optimizers.scaled_learning_rate
+
+    def spy(cfg, num_ranks, global_batch_size):
+        calls.append((num_ranks, global_batch_size))
+        return real(cfg, num_ranks, global_batch_size)
+
+    monkeypatch.setattr(optimizers, "scaled_learning_rate", spy)
+    launch.plan(load("digits.yaml"), 4, cores_per_host=4)
+    assert calls == [(4, 64)]
+
+
+def test_resnet_numbers_and_unknown_imagenet_size(tmp_path):
+    cfg = load("resnet.yaml", f"data.data_dir={tmp_path}")  # an empty data_dir: not prepared here
+    p = launch.plan(cfg, 8, "a:4,b:4", gpus_per_host=4, cores_per_host=32)
+    assert (p.global_batch, p.per_rank_batch) == (1024, 128)
+    assert p.scaled_lr == pytest.approx(0.1 * 1024 / 256) and p.scaled_lr == trainer_lr(cfg, 8)
+    assert p.warmup_start_lr == pytest.approx(0.4 / 8)
+    assert p.steps_per_epoch is None and p.warmup_steps is None and p.total_steps is None
+    assert "unknown" in p.steps_note and "imagenet2012 is not prepared" in p.steps_note
+    assert "tfds build imagenet2012" in p.steps_note
+    assert p.horovod.cycle_time_ms == distributed.GPU_CYCLE_TIME_MS
+    assert p.threads == ((4, distributed.thread_budget(32, 4)),)
+    text = launch.describe(p)
+    assert "steps per epoch   unknown" in text and "total steps       unknown" in text
+
+
+def test_resnet_with_steps_per_epoch_given(tmp_path):
+    cfg = load("resnet.yaml", f"data.data_dir={tmp_path}", "trainer.steps_per_epoch=1251")
+    p = launch.plan(cfg, 8, "a:4,b:4", gpus_per_host=4, cores_per_host=32)
+    assert p.steps_per_epoch == 1251 and p.steps_note.startswith("trainer.steps_per_epoch")
+    assert p.warmup_steps == 5 * 1251 and p.total_steps == 90 * 1251
+    assert "steps 37530, 75060, 100080" in launch.describe(p)  # the step boundaries 30, 60, 80
+
+
+def test_cifar10_resnet56_numbers(tmp_path):
+    cfg = load("cifar10_resnet56.yaml", f"data.data_dir={tmp_path}")
+    p = launch.plan(cfg, 4, cores_per_host=8)
+    assert (p.global_batch, p.per_rank_batch, p.hosts) == (128, 32, (launch.Host("localhost", 4),))
+    assert p.scaled_lr == pytest.approx(0.1) and p.scaled_lr == trainer_lr(cfg, 4)  # 0.1 * 128 / 128
+    assert p.warmup_epochs == 0 and p.steps_per_epoch is None and "cifar10 is not prepared" in p.steps_note
+    assert "tfds build cifar10" in p.steps_note
+    assert "warmup            none" in launch.describe(p)
+
+
+def test_known_split_size_of_a_prepared_tfds_dataset(tmp_path):
+    sys.path.insert(0, SCRIPTS)
+    try:
+        import tiny_tfds  # registers the hvdkeras_tiny builder
+    finally:
+        sys.path.remove(SCRIPTS)
+    tiny_tfds.prepare(str(tmp_path))
+    cfg = load("cifar10_resnet56.yaml", "data.name=hvdkeras_tiny", f"data.data_dir={tmp_path}",
+               "data.global_batch_size=8")
+    p = launch.plan(cfg, 2, cores_per_host=2)
+    assert p.steps_per_epoch == data_lib.steps_per_epoch(tiny_tfds.TRAIN, 8, 2) == 6  # (52 // 2) // 4
+    assert p.steps_note.startswith("hvdkeras_tiny[train]")
+    assert p.total_steps == 164 * 6
+
+
+# --------------------------------------------------------------------------- commands and files
+
+
+def test_horovodrun_command_follows_the_readme():
+    assert launch.render_command(digits_plan(), "horovodrun") == (
+        "horovodrun -np 8 -H a:4,b:4 --gloo python -m hvdkeras.train --config configs/digits.yaml")
+    gpu = digits_plan(gpus_per_host=4)
+    assert launch.render_command(gpu, "horovodrun").startswith("horovodrun -np 8 -H a:4,b:4 python -m")
+
+
+def test_user_arguments_are_shell_quoted():
+    p = launch.plan(load("digits.yaml"), 2, cores_per_host=2,
+                    train_args=["--config", "configs/digits.yaml", "--set", "data.image_shape=[8, 8, 1]"])
+    assert launch.render_command(p).endswith("--set 'data.image_shape=[8, 8, 1]'")
+
+
+def test_elastic_horovodrun_uses_host_discovery():
+    cfg = load("digits.yaml", "elastic.enabled=true", "elastic.min_np=4", "elastic.max_np=12")
+    p = launch.plan(cfg, 8, "a:4,b:4", cores_per_host=8, train_args=["--config", "configs/digits.yaml"])
+    first, second = launch.render_command(p, "horovodrun").splitlines()
+    assert first == "printf 'a:4\\nb:4\\n' > hosts.txt"
+    assert second.startswith("HVDKERAS_HOSTS_FILE=hosts.txt horovodrun -np 8 --min-np 4 --max-np 12"
+                             " --host-discovery-script tools/discover_hosts.sh python -m hvdkeras.train")
+    with pytest.raises(launch.LaunchError, match="elastic.enabled=true runs only under horovodrun"):
+        launch.render_command(p, "mpirun")
+
+
+def test_mpirun_command_is_horovods_recipe():
+    assert launch.render_command(digits_plan(), "mpirun") == (
+        "mpirun -np 8 -H a:4,b:4 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH"
+        " -mca pml ob1 -mca btl ^openib python -m hvdkeras.train --config configs/digits.yaml")
+
+
+def test_slurm_script_counts_and_command(tmp_path):
+    script = launch.render_command(digits_plan(), "slurm")
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    for directive in ("--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=2", "--job-name=hvdkeras-digits",
+                      "--output=hvdkeras-digits-%j.out"):
+        assert f"#SBATCH {directive}" in lines
+    assert not any("--gpus-per-node" in line for line in lines)  # CPU hosts
+    assert any(line.startswith("# Launcher: horovodrun") for line in lines)  # the choice, in a comment
+    assert lines[-1] == 'horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train --config configs/digits.yaml'
+    assert 'sed "s/$/:4/"' in script
+    # All #SBATCH lines come before the first command (sbatch stops reading them there).
+    first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < first_command
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    gpu = launch.render_command(digits_plan(gpus_per_host=4), "slurm")
+    assert "#SBATCH --gpus-per-node=4" in gpu and "--gloo" not in gpu
+
+
+@pytest.mark.parametrize("gpus", [0, 4])
+def test_kubernetes_mpijob_parses_and_adds_up(gpus):
+    text = launch.render_command(digits_plan(gpus_per_host=gpus), "kubernetes", image="registry.example/hk:1.0")
+    job = yaml.safe_load(text)
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v2beta1", "MPIJob")
+    replicas = job["spec"]["mpiReplicaSpecs"]
+    launcher, = replicas["Launcher"]["template"]["spec"]["containers"]
+    worker, = replicas["Worker"]["template"]["spec"]["containers"]
+    assert replicas["Launcher"]["replicas"] == 1
+    assert job["spec"]["slotsPerWorker"] * replicas["Worker"]["replicas"] == 8
+    assert replicas["Worker"]["replicas"] == 2
+    assert launcher["image"] == worker["image"] == "registry.example/hk:1.0"
+    argv = launcher["command"] + launcher["args"]
+    assert all(isinstance(a, str) for a in argv)
+    assert argv[:3] == ["mpirun", "-np", "8"] and "-H" not in argv
+    assert " ".join(argv).endswith("-mca btl ^openib python -m hvdkeras.train --config configs/digits.yaml")
+    limits = worker["resources"]["limits"]
+    assert limits.get("nvidia.com/gpu") == (gpus or None) and limits["cpu"] == 8
+
+
+def test_default_image():
+    job = yaml.safe_load(launch.render_command(digits_plan(), "kubernetes"))
+    worker, = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    assert worker["image"] == launch.DEFAULT_IMAGE == "hvdkeras:latest"
+
+
+def test_dry_run_writes_only_the_launch_file(tmp_path, monkeypatch):
+    import horovod.tensorflow as hvd
+
+    def no_init(*args, **kwargs):
+        raise AssertionError("hvd.init called by a dry run")
+
+    monkeypatch.setattr(hvd, "init", no_init)
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "job.sbatch"
+    text = launch.dry_run("configs/digits.yaml", ["trainer.epochs=3"], workdir=str(tmp_path / "wd"), np=4,
+                          launcher="slurm", cores_per_host=4, output=str(out))
+    assert "total steps       66 = 3 epochs x 22" in text  # (1438 // 4) // 16 = 22
+    assert out.read_text() in text and "--set trainer.epochs=3 --workdir" in out.read_text()
+    assert os.listdir(tmp_path) == ["job.sbatch"]  # no workdir, no checkpoints
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_np_and_hosts_must_agree():
+    with pytest.raises(launch.LaunchError) as err:
+        launch.plan(load("digits.yaml"), 6, "a:4,b:4")
+    message = str(err.value)
+    assert "--np 6" in message and "--hosts a:4,b:4" in message and "\n" not in message
+
+
+def test_np_defaults_to_the_hosts_slots_else_one():
+    assert launch.plan(load("digits.yaml"), None, "a:3,b", cores_per_host=2).np == 4  # b: 1 slot
+    assert launch.plan(load("digits.yaml"), cores_per_host=2).np == 1
+
+
+def test_bad_launcher_lists_the_valid_ones():
+    valid = "horovodrun, mpirun, slurm, kubernetes"
+    with pytest.raises(launch.LaunchError, match=f"^--launcher pbs is not one of {valid}$"):
+        launch.render_command(digits_plan(), "pbs")
+
+
+@pytest.mark.parametrize("hosts", ["a:0", "a:x", ":4", "a:4,a:4"])
+def test_bad_hosts(hosts):
+    with pytest.raises(launch.LaunchError, match="--hosts"):
+        launch.parse_hosts(hosts)
+
+
+def test_what_the_trainer_would_refuse():
+    with pytest.raises(ConfigError, match="must be divisible by the 3 ranks"):
+        launch.plan(load("digits.yaml"), 3)
+    with pytest.raises(distributed.SetupError, match="local rank 4 has no GPU"):
+        launch.plan(load("digits.yaml"), 8, "a:8", gpus_per_host=4)
+
+
+def test_uneven_hosts_need_horovodrun_or_mpirun():
+    p = launch.plan(load("digits.yaml"), 8, "a:6,b:2", cores_per_host=8)
+    assert "-H a:6,b:2" in launch.render_command(p, "horovodrun")
+    for launcher in ("slurm", "kubernetes"):
+        with pytest.raises(launch.LaunchError, match="same number of processes on every host"):
+            launch.render_command(p, launcher)
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_train_dry_run_command_line(tmp_path):
+    workdir = tmp_path / "wd"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--dry_run", "--np", "8",
+         "--hosts", "a:4,b:4", "--workdir", str(workdir)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for line in ("world size        8 process(es) on 2 host(s): a:4,b:4",
+                 "batch             global 64 = 8 ranks x 8 per rank",
+                 "learning rate     scaled 0.4 = 0.05 x 8 ranks",
+                 "steps per epoch   22",
+                 "total steps       330 = 15 epochs x 22",
+                 "horovod env       HOROVOD_STALL_CHECK_TIME_SECONDS=60",
+                 f"horovodrun -np 8 -H a:4,b:4 --gloo python -m hvdkeras.train --config configs/digits.yaml"
+                 f" --workdir {workdir}"):
+        assert line in out, out
+    assert not workdir.exists()  # no config.yaml, no checkpoints
