@@ -1,14 +1,29 @@
-"""Version differences between Keras stacks, kept in one place.
+"""Version differences between the Keras stacks, kept in one place.
 
-Today's stack is TensorFlow 2.15 with Keras 2 (``tf.keras``). Code elsewhere
-imports ``keras`` from here and reads or writes optimizer hyperparameters through
-these helpers, so supporting another Keras changes this module only.
+Two stacks are tested (see ``stacks/``): ``keras2`` (TensorFlow 2.15, Keras 2 as
+``tf.keras``, ``tf.estimator``) and ``keras3`` (TensorFlow 2.18, Keras 3). Code
+elsewhere imports ``keras`` from here and goes through these helpers wherever the
+two differ, so no other module checks a version.
 """
 from __future__ import annotations
 
+import importlib.metadata
+
+import numpy as np
 import tensorflow as tf
 
-keras = tf.keras
+if int(tf.__version__.split(".")[1]) >= 16:  # TF 2.16+: Keras 3 is `keras` (tf.keras points at it too)
+    import keras
+else:
+    keras = tf.keras
+
+KERAS_VERSION = importlib.metadata.version("keras")
+KERAS_3 = int(KERAS_VERSION.split(".")[0]) >= 3
+STACK = "keras3" if KERAS_3 else "keras2"
+
+
+def _float(value) -> float:
+    return float(np.asarray(value))
 
 
 def get_learning_rate(optimizer) -> float:
@@ -25,7 +40,7 @@ def get_learning_rate(optimizer) -> float:
             "the optimizer's learning_rate is a LearningRateSchedule; hvdkeras' learning-rate callbacks need a "
             f"float learning rate (build the optimizer with learning_rate=<float>). Received: {lr!r}"
         )
-    return float(keras.backend.get_value(lr))
+    return _float(lr)
 
 
 def set_learning_rate(optimizer, value: float) -> None:
@@ -41,6 +56,7 @@ def set_learning_rate(optimizer, value: float) -> None:
 def build_optimizer(optimizer, variables) -> None:
     """Creates the optimizer's slot variables now instead of at the first step."""
     optimizer.build(variables)
+    optimizer.built = True  # Keras 3 sets this in apply(), not in build()
 
 
 def optimizer_built(optimizer) -> bool:
@@ -72,14 +88,19 @@ class _ResumeAt:
 def start_fit_at_epoch(model, epoch: int) -> None:
     """Makes the running ``model.fit`` continue at ``epoch`` (call from ``on_train_begin``).
 
-    Keras 2 reads ``model._training_state`` right after ``on_train_begin``; its own
-    BackupAndRestore uses the same hook.
+    Keras 2 reads ``model._training_state`` right after ``on_train_begin``, Keras 3
+    ``model._initial_epoch``; their own BackupAndRestore callbacks use the same hooks.
     """
-    model._training_state = _ResumeAt(epoch)
+    if KERAS_3:
+        model._initial_epoch = epoch
+    else:
+        model._training_state = _ResumeAt(epoch)
 
 
 def clear_fit_start(model) -> None:
-    if isinstance(getattr(model, "_training_state", None), _ResumeAt):
+    if KERAS_3:
+        model._initial_epoch = None
+    elif isinstance(getattr(model, "_training_state", None), _ResumeAt):
         model._training_state = None
 
 
@@ -95,8 +116,36 @@ def optimizer_variables(optimizer) -> list:
     restores and the learning-rate callbacks read; a broadcast must include it.
     """
     variables = list(optimizer.variables)
+    if KERAS_3:  # the step counter and the learning rate are among them
+        return variables
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     lr = getattr(inner, "_learning_rate", None)
     if isinstance(lr, tf.Variable) and not any(v is lr for v in variables):
         variables.append(lr)
     return variables
+
+
+def tf_variables(variables) -> list:
+    """The ``tf.Variable`` behind each Keras variable (Keras 3 wraps them), for Horovod's ops."""
+    if not KERAS_3:
+        return list(variables)
+    return [v.value if isinstance(v, keras.Variable) else v for v in variables]
+
+
+def unpack_batch(data):
+    """(x, y, sample_weight) of one batch as ``Model.fit`` passes it to ``train_step``."""
+    return keras.utils.unpack_x_y_sample_weight(data)
+
+
+def compute_loss(model, x, y, y_pred, sample_weight):
+    if KERAS_3:
+        return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+    return model.compute_loss(x, y, y_pred, sample_weight)
+
+
+def estimator_unavailable() -> str:
+    """Why ``tf.estimator`` cannot be used here, or "" when it can."""
+    if not KERAS_3 and hasattr(getattr(tf, "estimator", None), "Estimator"):
+        return ""
+    return (f"tf.estimator is not available on this stack (TensorFlow {tf.__version__}, Keras {KERAS_VERSION}); "
+            "the Estimator API needs the keras2 stack: make install STACK=keras2 (the default) and run there")

@@ -333,7 +333,9 @@ def broadcast_object(obj: Any, name: str, root_rank: int = ROOT_RANK) -> Any:
 def broadcast_variables(variables: Sequence[tf.Variable], root_rank: int = ROOT_RANK) -> None:
     """Assigns rank ``root_rank``'s values to ``variables`` on every rank."""
     if variables:
-        hvd.broadcast_variables(list(variables), root_rank=root_rank)
+        from hvdkeras import compat
+
+        hvd.broadcast_variables(compat.tf_variables(variables), root_rank=root_rank)
 
 
 def fingerprint(arrays: Sequence[np.ndarray]) -> str:

@@ -55,12 +55,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-_ESTIMATOR = getattr(tf, "estimator", None)
-if _ESTIMATOR is None or not hasattr(_ESTIMATOR, "Estimator"):
-    raise ImportError(
-        f"hvdkeras.estimator needs tf.estimator, which TensorFlow 2.15 and earlier have (it was removed in 2.16);"
-        f" this is TensorFlow {tf.__version__}: use the default TF 2.15 stack (make install)"
-    )
+from hvdkeras import compat
+
+if compat.estimator_unavailable():
+    raise ImportError(compat.estimator_unavailable())
+_ESTIMATOR = tf.estimator
 
 import horovod.tensorflow as hvd  # noqa: E402
 

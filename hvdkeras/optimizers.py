@@ -10,9 +10,10 @@ single-process rate; the optimizer gets::
 
 Warmup (``schedule.warmup_epochs``) starts from ``scaled_lr / num_ranks``.
 
-:func:`distributed_optimizer` and :func:`use_xla_gradients` are the only places
-hvdkeras uses Horovod's Keras layer; everything else uses Horovod's plain
-TensorFlow ops.
+:func:`DistributedOptimizer` is the one call that averages gradients over ranks,
+the same in user code on both stacks: on Keras 2 it is Horovod's own Keras
+``DistributedOptimizer`` (the only place hvdkeras uses Horovod's Keras layer), on
+Keras 3 :mod:`hvdkeras.gradient_exchange` (Horovod's ``grouped_allreduce``).
 """
 from __future__ import annotations
 
@@ -62,23 +63,40 @@ def rmsprop(cfg: OptimizerConfig, lr: float):
     return keras.optimizers.RMSprop(learning_rate=lr, momentum=cfg.momentum, **_common(cfg))
 
 
-def distributed_optimizer(optimizer, cfg: HorovodConfig):
-    """Wraps ``optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged over ranks).
+def DistributedOptimizer(optimizer, compression: str = "none", backward_passes_per_step: int = 1,  # noqa: N802
+                         average_aggregated_gradients: bool = False, sparse_as_dense: bool = False):
+    """``optimizer`` with its gradients averaged over ranks before they are applied.
 
-    Options from the ``horovod`` config section: ``compression`` (none or fp16),
-    ``backward_passes_per_step`` (local gradient accumulation before one
-    allreduce), ``average_aggregated_gradients``, ``sparse_as_dense``.
+    Same options and meaning as Horovod's ``DistributedOptimizer``: ``compression``
+    ("none" or "fp16", the wire format of the allreduce), ``backward_passes_per_step``
+    (local gradient accumulation before one allreduce), ``average_aggregated_gradients``
+    (divide the accumulated sum by the passes), ``sparse_as_dense`` (embedding
+    gradients averaged as dense tensors).
     """
+    if compat.KERAS_3:
+        from hvdkeras import gradient_exchange
+
+        return gradient_exchange.distribute(optimizer, compression, backward_passes_per_step,
+                                            average_aggregated_gradients, sparse_as_dense)
     import horovod.tensorflow.keras as hvd_keras
 
-    compression = hvd_keras.Compression.fp16 if cfg.compression == "fp16" else hvd_keras.Compression.none
+    if compression not in ("none", "fp16"):
+        raise ValueError(f"compression must be 'none' or 'fp16'; received: {compression!r}")
     return hvd_keras.DistributedOptimizer(
         optimizer,
-        compression=compression,
-        backward_passes_per_step=cfg.backward_passes_per_step,
-        average_aggregated_gradients=cfg.average_aggregated_gradients,
-        sparse_as_dense=cfg.sparse_as_dense,
+        compression=hvd_keras.Compression.fp16 if compression == "fp16" else hvd_keras.Compression.none,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients,
+        sparse_as_dense=sparse_as_dense,
     )
+
+
+def distributed_optimizer(optimizer, cfg: HorovodConfig):
+    """:func:`DistributedOptimizer` with the options of the config's ``horovod`` section."""
+    return DistributedOptimizer(optimizer, compression=cfg.compression,
+                                backward_passes_per_step=cfg.backward_passes_per_step,
+                                average_aggregated_gradients=cfg.average_aggregated_gradients,
+                                sparse_as_dense=cfg.sparse_as_dense)
 
 
 def build(cfg: OptimizerConfig, horovod: HorovodConfig, num_ranks: int, global_batch_size: int):
@@ -99,28 +117,32 @@ def use_xla_gradients(model) -> None:
     """
     import tensorflow as tf
 
-    from keras.src.engine import data_adapter as keras_data_adapter  # Keras 2's batch unpacking
-
     optimizer = model.optimizer
     distributed = getattr(optimizer, "inner_optimizer", optimizer)
-    scaling = distributed is not optimizer  # a LossScaleOptimizer around the DistributedOptimizer
+    # Keras 2: a LossScaleOptimizer around the DistributedOptimizer. Keras 3: the distributed
+    # optimizer's own apply() averages (and unscales, when it is a loss-scale optimizer).
+    scaling = distributed is not optimizer and not compat.KERAS_3
     variables = model.trainable_variables
 
     @tf.function(jit_compile=True)
     def loss_and_gradients(x, y, sample_weight):
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
-            loss = model.compute_loss(x, y, y_pred, sample_weight)
-            scaled = optimizer.get_scaled_loss(loss) if scaling else loss
+            loss = compat.compute_loss(model, x, y, y_pred, sample_weight)
+            if compat.KERAS_3 and hasattr(optimizer, "scale_loss"):
+                scaled = optimizer.scale_loss(loss)
+            else:
+                scaled = optimizer.get_scaled_loss(loss) if scaling else loss
         return y_pred, tape.gradient(scaled, variables)
 
     def train_step(data):
-        x, y, sample_weight = keras_data_adapter.unpack_x_y_sample_weight(data)
+        x, y, sample_weight = compat.unpack_batch(data)
         y_pred, grads = loss_and_gradients(x, y, sample_weight)
-        grads = distributed._allreduce(grads, variables)  # Horovod's own averaging, outside XLA
+        if not compat.KERAS_3:
+            grads = distributed._allreduce(grads, variables)  # Horovod's own averaging, outside XLA
         if scaling:
             grads = optimizer.get_unscaled_gradients(grads)
-        optimizer.apply_gradients(zip(grads, variables))
+        optimizer.apply_gradients(zip(grads, variables))  # on Keras 3 this averages, outside XLA
         return model.compute_metrics(x, y, y_pred, sample_weight)
 
     model.train_step = train_step

@@ -85,7 +85,7 @@ HVDKERAS_STACK=$STACK pip_run install -q --no-deps --no-build-isolation -e "$HER
 echo "$STACK" > "$VENV/.hvdkeras-stack"
 
 echo "[install] checking the Horovod build"
-TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c 'import horovod.tensorflow as hvd; import tensorflow as tf, keras; print("[install] horovod", hvd.__version__, "tensorflow", tf.__version__, "keras", keras.__version__)'
+TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c 'import horovod, horovod.tensorflow; import tensorflow as tf, keras; print("[install] horovod", horovod.__version__, "tensorflow", tf.__version__, "keras", keras.__version__)'
 CHECK=$(TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/horovodrun" --check-build)
 echo "$CHECK"
 for need in "${NEED[@]}"; do

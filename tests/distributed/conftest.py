@@ -110,14 +110,20 @@ def launch(cmd, env=None, timeout=300, check=True) -> Job:
     return job
 
 
+def results(job: Job) -> list:
+    """Every ``RESULT <json>`` a test script printed, in output order.
+
+    Parsed up to the end of the JSON value: OpenMPI's ``--tag-output`` can append a
+    stray tag to the same line.
+    """
+    decoder = json.JSONDecoder()
+    return [decoder.raw_decode(line.split("RESULT ", 1)[1])[0] for line in job.output.splitlines()
+            if "RESULT " in line]
+
+
 def rank_results(job: Job) -> dict:
     """The ``RESULT <json>`` lines a test script printed, by the rank each names."""
-    out = {}
-    for line in job.output.splitlines():
-        if "RESULT " in line:
-            res = json.loads(line.split("RESULT ", 1)[1])
-            out[res["rank"]] = res
-    return out
+    return {res["rank"]: res for res in results(job)}
 
 
 def read_jsonl(path):

@@ -3,12 +3,11 @@
 Runs where Horovod was built with MPI and OpenMPI's ``mpirun`` exists; elsewhere every
 test here is skipped with the reason (``make install-mpi`` then ``make install`` adds it).
 """
-import json
 import os
 
 import pytest
 
-from tests.distributed.conftest import SCRIPTS, horovodrun, mpi_skip_reason, read_jsonl
+from tests.distributed.conftest import results as job_results, SCRIPTS, horovodrun, mpi_skip_reason, read_jsonl
 from tests.distributed.test_two_ranks import DIGITS, REPORT, assert_identical_weights, reports, under
 
 REASON = mpi_skip_reason()
@@ -46,7 +45,7 @@ def test_default_job_under_mpi_logs_metrics_of_the_whole_validation_set(digits_r
 
 def test_metric_average_is_exact_under_mpirun():
     job = horovodrun([os.path.join(SCRIPTS, "metric_average_check.py")], timeout=180, launcher="mpirun")
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in job.output.splitlines() if "RESULT " in line]
+    results = job_results(job)
     assert len(results) == 2
     for res in results:
         assert res["logs"]["val_loss"] == pytest.approx(res["expected_val"]["loss"], rel=1e-5)

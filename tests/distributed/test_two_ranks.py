@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, read_jsonl
+from tests.distributed.conftest import results as job_results, REPO, SCRIPTS, horovodrun, read_jsonl
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 REPORT = os.path.join(SCRIPTS, "train_and_report.py")
@@ -90,7 +90,7 @@ def test_logged_validation_metrics_equal_one_process_on_all_data(digits_run):
 
 def test_metric_average_is_exact_on_uneven_shards():
     job = horovodrun([os.path.join(SCRIPTS, "metric_average_check.py")], timeout=180)
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in job.output.splitlines() if "RESULT " in line]
+    results = job_results(job)
     assert len(results) == 2
     for res in results:
         assert res["logs"]["val_loss"] == pytest.approx(res["expected_val"]["loss"], rel=1e-5)

@@ -1,0 +1,94 @@
+"""Run under horovodrun: checks hvdkeras' DistributedOptimizer against gradients computed by hand.
+
+    python gradient_check.py
+
+For a dense model and an embedding model (sparse gradients), each rank computes its
+own gradient on its own batch; the ranks exchange them with ``allgather_object``
+(pickled numpy: no allreduce involved) and compute their mean. One SGD step at
+learning rate 1 through the distributed optimizer must then move each weight by
+exactly minus that mean (one ``model.fit`` step). Then ``backward_passes_per_step=2``: the weights change on
+every second batch only, to the same values on every rank. Prints one
+``RESULT <json>`` line per rank.
+"""
+import json
+
+import numpy as np
+import tensorflow as tf
+
+import horovod.tensorflow as hvd
+from hvdkeras import compat
+from hvdkeras.optimizers import DistributedOptimizer
+
+keras = compat.keras
+hvd.init()
+rank, size = hvd.rank(), hvd.size()
+
+
+def dense_model():
+    keras.utils.set_random_seed(7)  # the same initial weights on every rank
+    return keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="tanh"), keras.layers.Dense(3)])
+
+
+def embedding_model():
+    keras.utils.set_random_seed(7)
+    return keras.Sequential([keras.Input((4,), dtype="int32"), keras.layers.Embedding(50, 8),
+                             keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(3)])
+
+
+def batch(kind, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(8, 6)).astype("float32") if kind == "dense" else rng.integers(0, 50, (8, 4)).astype("int32")
+    return x, rng.integers(0, 3, 8).astype("int32")
+
+
+def local_gradients(model, x, y):
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    return tape.gradient(loss, model.trainable_variables)
+
+
+def check_mean(kind, make, sparse_as_dense):
+    model = make()
+    x, y = batch(kind, seed=100 + rank)  # different data on every rank
+    grads = local_gradients(model, x, y)
+    kinds = [type(g).__name__ for g in grads]
+    mine = [tf.convert_to_tensor(g).numpy() for g in grads]
+    expected = np.mean(np.array(hvd.allgather_object(mine, name=f"grads.{kind}.{sparse_as_dense}"), dtype=object),
+                       axis=0)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    # One training step the way users train: model.fit with the distributed optimizer.
+    model.compile(DistributedOptimizer(keras.optimizers.SGD(learning_rate=1.0), sparse_as_dense=sparse_as_dense),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+    steps = [b - v.numpy() for b, v in zip(before, model.trainable_variables)]
+    err = max(float(np.max(np.abs(s - e))) for s, e in zip(steps, expected))
+    own = max(float(np.max(np.abs(s - m))) for s, m in zip(steps, mine))  # differs from this rank's own gradient
+    return {"max_abs_error": err, "distance_from_local": own, "gradient_types": kinds}
+
+
+def check_accumulation():
+    model = dense_model()
+    opt = DistributedOptimizer(keras.optimizers.SGD(learning_rate=0.1), backward_passes_per_step=2,
+                               average_aggregated_gradients=True)
+    model.compile(opt, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = batch("dense", seed=200 + rank)
+    snapshots = []
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            snapshots.append(np.concatenate([v.numpy().ravel() for v in model.trainable_variables]))
+
+    start = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    data = tf.data.Dataset.from_tensor_slices((np.repeat(x, 6, 0), np.repeat(y, 6, 0))).batch(8)
+    model.fit(data, epochs=1, verbose=0, callbacks=[Record()])
+    changed = [bool(np.any(a != b)) for a, b in zip([start] + snapshots[:-1], snapshots)]
+    return {"changed_after_batch": changed, "final_digest": float(np.sum(snapshots[-1] * np.arange(snapshots[-1].size)))}
+
+
+result = {"rank": rank, "stack": compat.STACK,
+          "dense": check_mean("dense", dense_model, sparse_as_dense=False),
+          "embedding_sparse": check_mean("embedding", embedding_model, sparse_as_dense=False),
+          "embedding_as_dense": check_mean("embedding", embedding_model, sparse_as_dense=True),
+          "accumulation": check_accumulation()}
+print("RESULT " + json.dumps(result), flush=True)

@@ -1,0 +1,45 @@
+"""hvdkeras' DistributedOptimizer on two real ranks, on whichever stack runs the suite.
+
+On Keras 3 it is hvdkeras' own (Horovod's grouped_allreduce); on Keras 2 Horovod's
+Keras DistributedOptimizer. The same call, the same guarantees.
+"""
+import os
+
+import pytest
+
+from tests.distributed.conftest import SCRIPTS, horovodrun, rank_results
+from tests.distributed.test_two_ranks import DIGITS, REPORT, assert_identical_weights, reports
+
+
+@pytest.fixture(scope="module")
+def gradient_results():
+    job = horovodrun([os.path.join(SCRIPTS, "gradient_check.py")], timeout=240)
+    results = rank_results(job)
+    assert sorted(results) == [0, 1]
+    return results
+
+
+@pytest.mark.parametrize("case", ["dense", "embedding_sparse", "embedding_as_dense"])
+def test_averaged_gradient_is_the_mean_of_the_ranks_gradients(gradient_results, case):
+    for rank in (0, 1):
+        res = gradient_results[rank][case]
+        assert res["max_abs_error"] < 1e-6, res
+        assert res["distance_from_local"] > 1e-4  # not simply this rank's own gradient
+
+
+def test_embedding_gradients_are_sparse_when_sent_sparse(gradient_results):
+    assert "IndexedSlices" in gradient_results[0]["embedding_sparse"]["gradient_types"]
+
+
+def test_two_backward_passes_per_step_change_weights_every_second_batch(gradient_results):
+    for rank in (0, 1):
+        assert gradient_results[rank]["accumulation"]["changed_after_batch"] == [False, True] * 3
+    assert gradient_results[0]["accumulation"]["final_digest"] == gradient_results[1]["accumulation"]["final_digest"]
+
+
+def test_fp16_compression_trains_the_default_job_to_the_same_accuracy(tmp_path):
+    horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), DIGITS, "trainer.verbose=0",
+                "horovod.compression=fp16", "checkpoint.enabled=false"], timeout=300)
+    reps = reports(tmp_path / "r")
+    assert_identical_weights(reps)
+    assert reps[0]["final"]["val_accuracy"] >= 0.90  # the default job's threshold (test_two_ranks)
