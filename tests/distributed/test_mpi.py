@@ -14,17 +14,17 @@ REASON = mpi_skip_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"MPI tests skipped: {REASON}")
 
 
-@pytest.fixture(scope="module", params=["mpirun", "mpi"], ids=["mpirun", "horovodrun-mpi"])
-def digits_run_mpi(request, tmp_path_factory):
-    """The default job, exactly as configs/digits.yaml has it, on two MPI ranks."""
-    base = tmp_path_factory.mktemp(f"digits-{request.param}")
+@pytest.fixture(scope="module")
+def digits_run_mpirun(tmp_path_factory):
+    """The default job, exactly as configs/digits.yaml has it, on two ranks started by mpirun."""
+    base = tmp_path_factory.mktemp("digits-mpirun")
     workdir, report_dir = base / "work", base / "report"
-    job = horovodrun([REPORT, str(report_dir), str(workdir), DIGITS], timeout=420, launcher=request.param)
+    job = horovodrun([REPORT, str(report_dir), str(workdir), DIGITS], timeout=420, launcher="mpirun")
     return job, workdir, reports(report_dir)
 
 
-def test_default_job_under_mpi_trains_identical_ranks_with_one_writer(digits_run_mpi):
-    job, workdir, reps = digits_run_mpi
+def test_default_job_under_mpirun_trains_identical_ranks_with_one_writer(digits_run_mpirun):
+    job, workdir, reps = digits_run_mpirun
     assert reps[0]["final"]["val_accuracy"] >= 0.90
     assert_identical_weights(reps)
     assert reps[0]["final"] == reps[1]["final"]
@@ -34,13 +34,27 @@ def test_default_job_under_mpi_trains_identical_ranks_with_one_writer(digits_run
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0013", "epoch-0014", "epoch-0015"]
 
 
-def test_default_job_under_mpi_logs_metrics_of_the_whole_validation_set(digits_run_mpi):
-    _, workdir, reps = digits_run_mpi
+def test_default_job_under_mpirun_logs_metrics_of_the_whole_validation_set(digits_run_mpirun):
+    _, workdir, reps = digits_run_mpirun
     records = read_jsonl(workdir / "metrics.jsonl")
     assert [r["epoch"] for r in records] == list(range(1, 16))
     single = reps[0]["single_process_eval"]
     assert records[-1]["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-6)
     assert records[-1]["val_loss"] == pytest.approx(single["loss"], rel=1e-4)
+
+
+def test_horovodrun_mpi_trains_identical_ranks_and_resumes(tmp_path):
+    """``horovodrun --mpi``: two epochs, then two more resumed from rank 0's checkpoint."""
+    workdir = tmp_path / "work"
+    quick = ["trainer.verbose=0", "checkpoint.keep=0"]
+    horovodrun([REPORT, str(tmp_path / "r1"), str(workdir), DIGITS, "trainer.epochs=2", *quick], launcher="mpi")
+    job = horovodrun([REPORT, str(tmp_path / "r2"), str(workdir), DIGITS, "trainer.epochs=4", *quick],
+                     launcher="mpi")
+    assert any("resuming after epoch 2" in line for line in job.lines_of(1))
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4]
+    reps = reports(tmp_path / "r2")
+    assert_identical_weights(reps)
+    assert under(reps[1]["written"], workdir) == []
 
 
 def test_metric_average_is_exact_under_mpirun():
