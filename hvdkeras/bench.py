@@ -12,11 +12,14 @@ that machine noise hits all of them alike; each job trains two epochs of
   allreduce), to price them;
 * ``horovod``: Horovod's published Keras recipe (init, scale the rate,
   ``DistributedOptimizer``, broadcast and metric-average callbacks) with Horovod's
-  and TensorFlow's default settings;
+  and TensorFlow's default settings (on Keras 3, where Horovod 0.28.1's Keras layer
+  does not run, the same recipe on Horovod's TensorFlow ops with
+  ``hvdkeras.DistributedOptimizer``);
 * ``horovod-tuned``: the same recipe with hvdkeras' host settings (cycle time,
   threads per rank): the difference to ``hvdkeras`` is the framework's own cost;
 * ``mwms``: ``tf.distribute.MultiWorkerMirroredStrategy`` with the same number of
-  processes, model and per-process batch.
+  processes, model and per-process batch (``model.fit``; on Keras 3, whose ``fit``
+  fails under this strategy, TensorFlow's custom training loop for it).
 
 It prints a table (median images/s total and per rank, min-max spread over
 rounds, peak memory per rank, ratios to hvdkeras), writes it as JSON and draws a
@@ -81,6 +84,35 @@ model.fit(data(), steps_per_epoch=steps, epochs=2, verbose=0,
 report(hvd.rank(), clock, batch * hvd.size())
 '''
 
+# The same recipe where Horovod's Keras layer does not run (Keras 3): Horovod's TensorFlow ops,
+# hvdkeras.DistributedOptimizer for the gradient averaging, and Horovod's two callbacks as they
+# behave in its Keras layer (broadcast after the first batch, per-metric allreduce at epoch ends).
+HOROVOD_OPS_SCRIPT = _COMMON + r'''
+import horovod.tensorflow as hvd
+from hvdkeras.optimizers import DistributedOptimizer
+hvd.init()
+model = make_model()
+opt = DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size(), momentum=0.9))
+model.compile(opt, "sparse_categorical_crossentropy")
+
+class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
+    done = False
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.done:
+            hvd.broadcast_variables([v.value for v in model.variables + opt.variables], root_rank=0)
+            self.done = True
+
+class MetricAverageCallback(tf.keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        for key in sorted(logs or {}):
+            logs[key] = float(hvd.allreduce(tf.constant(logs[key], tf.float32), op=hvd.Average, name=key))
+
+clock = Clock()
+model.fit(data(), steps_per_epoch=steps, epochs=2, verbose=0,
+          callbacks=[BroadcastGlobalVariablesCallback(), MetricAverageCallback(), clock])
+report(hvd.rank(), clock, batch * hvd.size())
+'''
+
 MWMS_SCRIPT = _COMMON + r'''
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 workers = strategy.num_replicas_in_sync
@@ -94,6 +126,55 @@ clock = Clock()
 model.fit(global_data, steps_per_epoch=steps, epochs=2, verbose=0, callbacks=[clock])
 report(json.loads(os.environ["TF_CONFIG"])["task"]["index"], clock, batch * workers)
 '''
+
+# Keras 3.15's model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585): there the
+# same training runs as TensorFlow's custom-loop recipe for the strategy (strategy.run per step).
+MWMS_LOOP_SCRIPT = _COMMON + r'''
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+workers = strategy.num_replicas_in_sync
+with strategy.scope():
+    model = make_model()
+    opt = tf.keras.optimizers.SGD(0.01 * workers, momentum=0.9)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+global_data = data().unbatch().batch(batch * workers).with_options(options)
+batches = iter(strategy.experimental_distribute_dataset(global_data))
+
+def replica_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)), global_batch_size=batch * workers)
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+@tf.function
+def train_step():
+    x, y = next(batches)
+    return strategy.reduce("SUM", strategy.run(replica_step, args=(x, y)), axis=None)
+
+clock = Clock()
+for epoch in range(2):
+    clock.on_epoch_begin(epoch)
+    for _ in range(steps):
+        loss = train_step()
+    float(loss)  # waits for the last step
+    clock.on_epoch_end(epoch)
+report(json.loads(os.environ["TF_CONFIG"])["task"]["index"], clock, batch * workers)
+'''
+
+
+def horovod_recipe_script() -> str:
+    """Horovod's published Keras recipe where its Keras layer runs, else the same recipe on its TensorFlow ops."""
+    from hvdkeras import compat
+
+    return HOROVOD_SCRIPT if compat.HOROVOD_KERAS_LAYER else HOROVOD_OPS_SCRIPT
+
+
+def mwms_script() -> str:
+    """``model.fit`` under MultiWorkerMirroredStrategy where Keras supports it, else the custom-loop recipe."""
+    from hvdkeras import compat
+
+    return MWMS_SCRIPT if compat.FIT_UNDER_MULTI_WORKER_STRATEGY else MWMS_LOOP_SCRIPT
 
 
 def _results(output: str) -> List[dict]:
@@ -143,7 +224,7 @@ def run_variant(variant: str, args, np_: int, workdir: str) -> dict:
     if variant.startswith("horovod"):
         script = os.path.join(workdir, "horovod_recipe.py")
         with open(script, "w") as f:
-            f.write(HOROVOD_SCRIPT)
+            f.write(horovod_recipe_script())
         if variant == "horovod-tuned":
             from hvdkeras import config as config_lib
             from hvdkeras import distributed
@@ -156,7 +237,7 @@ def run_variant(variant: str, args, np_: int, workdir: str) -> dict:
     else:  # mwms: one process per worker, TF_CONFIG wiring them together
         script = os.path.join(workdir, "mwms.py")
         with open(script, "w") as f:
-            f.write(MWMS_SCRIPT)
+            f.write(mwms_script())
         hosts = [f"localhost:{p}" for p in _free_ports(np_)]
         procs = []
         for i in range(np_):

@@ -20,6 +20,12 @@ else:
 KERAS_VERSION = importlib.metadata.version("keras")
 KERAS_3 = int(KERAS_VERSION.split(".")[0]) >= 3
 STACK = "keras3" if KERAS_3 else "keras2"
+# Horovod 0.28.1's Keras layer (horovod.tensorflow.keras) works with Keras 2 only; its TensorFlow ops with both.
+HOROVOD_KERAS_LAYER = not KERAS_3
+# Keras 2's save_weights also writes TensorFlow checkpoint prefixes (name.index, name.data-*); Keras 3 only .weights.h5.
+TF_CHECKPOINT_WEIGHTS = not KERAS_3
+# Keras 3's model.fit fails under tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585).
+FIT_UNDER_MULTI_WORKER_STRATEGY = not KERAS_3
 
 
 def _float(value) -> float:
@@ -32,7 +38,9 @@ def get_learning_rate(optimizer) -> float:
     Raises TypeError when the optimizer was built with a ``LearningRateSchedule``:
     hvdkeras' learning-rate callbacks own the rate and need a plain value.
     """
-    # The public property evaluates a schedule at the current step; the stored value tells.
+    # The public property evaluates a schedule at the current step; the stored value tells. A loss-scale
+    # optimizer's rate is its inner optimizer's (Keras 3's keeps an unused rate of 0 of its own).
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     lr = getattr(optimizer, "_learning_rate", None)
     lr = optimizer.learning_rate if lr is None else lr
     if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
@@ -46,6 +54,7 @@ def get_learning_rate(optimizer) -> float:
 def set_learning_rate(optimizer, value: float) -> None:
     """Sets the optimizer's learning rate in place (the compiled train step reads the variable)."""
     get_learning_rate(optimizer)  # same check and error as above
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     lr = optimizer.learning_rate
     if hasattr(lr, "assign"):
         lr.assign(value)
@@ -132,6 +141,45 @@ def tf_variables(variables) -> list:
     return [v.value if isinstance(v, keras.Variable) else v for v in variables]
 
 
+def dtype(variable) -> tf.DType:
+    """The ``tf.DType`` of a variable or tensor (Keras 3 variables give their dtype as a string)."""
+    return tf.as_dtype(variable.dtype)
+
+
+def metric_results(metric) -> dict:
+    """``{log key: value}`` of one metric of ``model.metrics``, as ``fit`` writes them to the logs.
+
+    Keras 3 puts all compiled metrics into one metric whose result is a dict (and
+    which has no result before its first update); Keras 2 lists each metric.
+    """
+    if KERAS_3 and not metric.variables and not metric.built:
+        return {}
+    result = metric.result()
+    return dict(result) if isinstance(result, dict) else {metric.name: result}
+
+
+def progbar_steps_kwargs() -> dict:
+    """``ProgbarLogger`` arguments for a bar counting steps (Keras 3 counts steps and has no ``count_mode``)."""
+    return {} if KERAS_3 else {"count_mode": "steps"}
+
+
+def check_save_path(filepath: str, save_weights_only: bool) -> None:
+    """Raises ValueError, as Keras' own ``ModelCheckpoint`` does, for a file name this Keras cannot save to.
+
+    Keras 3 saves weights to ``*.weights.h5`` and models to ``*.keras`` (or legacy
+    ``*.h5``) only; Keras 2 also writes TensorFlow checkpoints and SavedModels.
+    """
+    if not KERAS_3:
+        return
+    path = str(filepath)
+    if save_weights_only and not path.endswith(".weights.h5"):
+        raise ValueError("with save_weights_only=True the filepath must end in `.weights.h5` on Keras 3 "
+                         f"({KERAS_VERSION}). Received: filepath={path}")
+    if not save_weights_only and not path.endswith((".keras", ".h5")):
+        raise ValueError(f"the filepath must end in `.keras` (or `.h5`) on Keras 3 ({KERAS_VERSION}). "
+                         f"Received: filepath={path}")
+
+
 def unpack_batch(data):
     """(x, y, sample_weight) of one batch as ``Model.fit`` passes it to ``train_step``."""
     return keras.utils.unpack_x_y_sample_weight(data)
@@ -141,6 +189,30 @@ def compute_loss(model, x, y, y_pred, sample_weight):
     if KERAS_3:
         return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
     return model.compute_loss(x, y, y_pred, sample_weight)
+
+
+def scaled_loss(optimizer, loss):
+    """The loss a custom train step differentiates: times the loss scale under a loss-scale optimizer."""
+    if hasattr(optimizer, "get_scaled_loss"):  # Keras 2's LossScaleOptimizer
+        return optimizer.get_scaled_loss(loss)
+    if hasattr(optimizer, "scale_loss"):  # Keras 3: every optimizer; the identity without loss scaling
+        return optimizer.scale_loss(loss)
+    return loss
+
+
+def unscaled_gradients(optimizer, grads):
+    """Gradients divided by the loss scale of Keras 2's LossScaleOptimizer (Keras 3's ``apply`` does it)."""
+    return optimizer.get_unscaled_gradients(grads) if hasattr(optimizer, "get_unscaled_gradients") else grads
+
+
+def track_loss(model, loss, x) -> None:
+    """Records a custom train step's loss in the model's ``loss`` metric, weighted by the batch size.
+
+    Keras 2's ``compute_loss`` does it itself; Keras 3's built-in ``train_step`` does
+    it after calling ``compute_loss``, so a replacement step must too.
+    """
+    if KERAS_3:
+        model._loss_tracker.update_state(loss, sample_weight=tf.shape(tf.nest.flatten(x)[0])[0])
 
 
 def estimator_unavailable() -> str:

@@ -41,6 +41,36 @@ from hvdkeras import compat, distributed
 keras = compat.keras
 
 
+def run(func):
+    """``hvd.elastic.run`` (horovod.tensorflow), with every failed Horovod collective a reset.
+
+    Horovod 0.28.1 turns a failed op into a reset only when its error names
+    ``HorovodAllreduce``, ``HorovodAllgather`` or ``HorovodBroadcast``, and returns
+    ``None`` for any other ``UnknownError``: a peer lost during a grouped allreduce
+    (``HorovodGroupedAllreduce``, how :mod:`hvdkeras.gradient_exchange` averages on
+    Keras 3) ended training early as if it had finished. Here any Horovod op's error
+    resets and every other error propagates.
+    """
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+    from horovod.common.elastic import run_fn
+    from horovod.common.exceptions import HorovodInternalError
+
+    def wrapper(state, *args, **kwargs):
+        try:
+            return func(state, *args, **kwargs)
+        except tf.errors.UnknownError as exc:
+            if "Horovod" in (exc.message or ""):  # HorovodGroupedAllreduce, ..., "Horovod has been shut down"
+                raise HorovodInternalError(exc) from exc
+            raise
+
+    def reset():
+        hvd.shutdown()
+        hvd.init()
+
+    return run_fn(wrapper, reset)
+
+
 class TrainingState(ObjectState):
     """Model and optimizer variables plus ``epoch`` and ``batch``, committed in memory, synced from rank 0."""
 

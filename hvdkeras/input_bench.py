@@ -87,9 +87,10 @@ def main(argv):
     cfg = config_lib.load(FLAGS.config, FLAGS.set)
     mock = contextlib.nullcontext()
     if FLAGS.mock_examples:
-        import tensorflow_datasets as tfds
+        # An explicit import: tensorflow-datasets 4.9.7 loads tfds.testing lazily and not always on access.
+        from tensorflow_datasets import testing as tfds_testing
 
-        mock = tfds.testing.mock_data(num_examples=FLAGS.mock_examples)
+        mock = tfds_testing.mock_data(num_examples=FLAGS.mock_examples)
     with mock:
         pipeline, step = measure(cfg, FLAGS.rounds, FLAGS.batches)
     import numpy as np

@@ -117,11 +117,14 @@ def use_xla_gradients(model) -> None:
     """
     import tensorflow as tf
 
+    from hvdkeras import gradient_exchange
+
     optimizer = model.optimizer
-    distributed = getattr(optimizer, "inner_optimizer", optimizer)
-    # Keras 2: a LossScaleOptimizer around the DistributedOptimizer. Keras 3: the distributed
-    # optimizer's own apply() averages (and unscales, when it is a loss-scale optimizer).
-    scaling = distributed is not optimizer and not compat.KERAS_3
+    # hvdkeras' own distributed optimizer (Keras 3) averages, then unscales, inside apply(). Horovod's
+    # (Keras 2, perhaps inside Keras' LossScaleOptimizer) averages when it computes gradients, which
+    # this step does itself: its allreduce and the unscaling are called here, outside XLA.
+    averages_in_apply = gradient_exchange.is_distributed(optimizer)
+    horovod_optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     variables = model.trainable_variables
 
     @tf.function(jit_compile=True)
@@ -129,20 +132,17 @@ def use_xla_gradients(model) -> None:
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
             loss = compat.compute_loss(model, x, y, y_pred, sample_weight)
-            if compat.KERAS_3 and hasattr(optimizer, "scale_loss"):
-                scaled = optimizer.scale_loss(loss)
-            else:
-                scaled = optimizer.get_scaled_loss(loss) if scaling else loss
-        return y_pred, tape.gradient(scaled, variables)
+            scaled = compat.scaled_loss(optimizer, loss)
+        return y_pred, loss, tape.gradient(scaled, variables)
 
     def train_step(data):
         x, y, sample_weight = compat.unpack_batch(data)
-        y_pred, grads = loss_and_gradients(x, y, sample_weight)
-        if not compat.KERAS_3:
-            grads = distributed._allreduce(grads, variables)  # Horovod's own averaging, outside XLA
-        if scaling:
-            grads = optimizer.get_unscaled_gradients(grads)
-        optimizer.apply_gradients(zip(grads, variables))  # on Keras 3 this averages, outside XLA
+        y_pred, loss, grads = loss_and_gradients(x, y, sample_weight)
+        compat.track_loss(model, loss, x)
+        if not averages_in_apply:
+            grads = horovod_optimizer._allreduce(grads, variables)  # Horovod's own averaging, outside XLA
+            grads = compat.unscaled_gradients(optimizer, grads)
+        optimizer.apply_gradients(zip(grads, variables))
         return model.compute_metrics(x, y, y_pred, sample_weight)
 
     model.train_step = train_step

@@ -125,9 +125,13 @@ class Trainer:
             optimizer=self.optimizer,
             loss=make_loss(self.data.num_classes, cfg.trainer.label_smoothing),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            # Horovod's ops have no XLA kernels here: Keras 3's "auto" would compile the whole step on GPU
+            # hosts. runtime.jit_compile compiles the forward and backward pass only (below).
+            jit_compile=False,
         )
-        # Under mixed_float16 Keras has put a LossScaleOptimizer around the distributed one: it
-        # unscales and checks the gradients after the allreduce, so all ranks skip the same steps.
+        # Under mixed_float16 the optimizer is a LossScaleOptimizer that unscales and checks the gradients
+        # after the allreduce (Keras 2 wraps Horovod's optimizer in one; on Keras 3 gradient_exchange
+        # distributes the loss-scale optimizer itself), so all ranks skip the same steps.
         if cfg.runtime.jit_compile:
             optimizers.use_xla_gradients(self.model)
         # Slots exist now, so a checkpoint restores the optimizer state immediately.
@@ -169,7 +173,7 @@ class Trainer:
                     flat[f"{prefix}{key}"] = value
 
         flatten(config_lib.to_dict(self.requested_config))  # host-chosen values may differ by host
-        variables = [(v.name, tuple(v.shape), v.dtype.name) for v in self.model.variables]
+        variables = [(v.name, tuple(v.shape), compat.dtype(v).name) for v in self.model.variables]
         fields = {
             "config": hashlib.sha256(config_lib.to_yaml(self.requested_config).encode()).hexdigest()[:12],
             "model variables": hashlib.sha256(repr(variables).encode()).hexdigest()[:12] + f" ({len(variables)})",
@@ -196,7 +200,7 @@ class Trainer:
         return self.backup.restore(self.model)
 
     def _fit_elastic(self) -> Dict[str, float]:
-        """Trains under ``hvd.elastic.run``; see :mod:`hvdkeras.elastic`.
+        """Trains under :func:`hvdkeras.elastic.run` (Horovod's ``hvd.elastic.run``); see :mod:`hvdkeras.elastic`.
 
         Workers that join later start this method while the others are mid-training, so
         every collective happens inside the elastic function, after the state sync: the
@@ -204,6 +208,7 @@ class Trainer:
         """
         import horovod.tensorflow as hvd
 
+        from hvdkeras import elastic
         from hvdkeras.elastic import CommitStateCallback, TrainingState
 
         cfg = self.config
@@ -231,7 +236,7 @@ class Trainer:
             for key, values in self._run_fit(dataset, steps, first_epoch, last_epoch, callbacks).items():
                 history.setdefault(key, []).extend(values)
 
-        @hvd.elastic.run
+        @elastic.run
         def train(state):
             size, rank = hvd.size(), hvd.rank()
             self.is_chief = rank == distributed.ROOT_RANK

@@ -23,7 +23,7 @@ def _chief_only(base: type, rule: str) -> type:
             if distributed.is_chief():
                 return getattr(super(cls, self), name)(*args, **kwargs)
             if name == "set_model":  # keep the reference Keras code may expect, create nothing
-                self.model = args[0] if args else kwargs.get("model")
+                keras.callbacks.Callback.set_model(self, args[0] if args else kwargs.get("model"))
             return None
 
         hook.__name__ = name

@@ -71,7 +71,7 @@ def default_callbacks(
         raise ValueError("lr_schedule needs initial_lr (the scaled learning rate it multiplies)")
     callbacks.append(ThroughputLogger(unit=throughput_unit))
     if progress:
-        callbacks.append(ProgbarLogger(count_mode="steps"))
+        callbacks.append(ProgbarLogger(**compat.progbar_steps_kwargs()))
     if tensorboard_dir:
         callbacks.append(TensorBoard(log_dir=tensorboard_dir))
     if metrics_file:

@@ -14,17 +14,26 @@ def _metric_states(metrics: Sequence) -> List[np.ndarray]:
     return [np.asarray(v.numpy(), dtype=np.float64) for m in metrics for v in m.variables]
 
 
+def _value(result):
+    value = np.asarray(result)
+    return float(value) if value.size == 1 else value
+
+
+def _result_keys(metrics: Sequence) -> set:
+    """The log keys the metrics' results go under (a metric's result may be a dict of several)."""
+    return {key for m in metrics for key in compat.metric_results(m)}
+
+
 def _results_from_states(metrics: Sequence, states: Sequence[np.ndarray]) -> Dict[str, float]:
-    """``metric.result()`` for each metric as if its variables held ``states``; leaves them unchanged."""
+    """The metrics' results (by log key) as if their variables held ``states``; leaves them unchanged."""
     results = {}
     i = 0
     for m in metrics:
         variables = list(m.variables)
         saved = [v.numpy() for v in variables]
         for v, s in zip(variables, states[i:i + len(variables)]):
-            v.assign(s.astype(v.dtype.as_numpy_dtype).reshape(v.shape))
-        value = np.asarray(m.result())
-        results[m.name] = float(value) if value.size == 1 else value
+            v.assign(s.astype(compat.dtype(v).as_numpy_dtype).reshape(v.shape))
+        results.update({key: _value(r) for key, r in compat.metric_results(m).items()})
         for v, s in zip(variables, saved):
             v.assign(s)
         i += len(variables)
@@ -114,7 +123,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         if not logs:
             return
         metrics = list(self.model.metrics)
-        names = {m.name for m in metrics}
+        names = _result_keys(metrics)
         validated = self._train_states is not None
         train_states = self._train_states if validated else _metric_states(metrics)
         val_states = _metric_states(metrics) if validated else []

@@ -70,7 +70,9 @@ class ModelCheckpoint(keras.callbacks.Callback):
     once more than ``N`` exist (``None``: keep all).
 
     ``filepath`` may contain ``{epoch}``, ``{batch}`` (with an integer
-    ``save_freq``) and any log key, e.g. ``"ckpt/weights-{epoch:03d}-{val_loss:.3f}.h5"``.
+    ``save_freq``) and any log key, e.g. ``"ckpt/w-{epoch:03d}-{val_loss:.3f}.weights.h5"``
+    (Keras 3 needs ``.weights.h5`` for weights and ``.keras`` or ``.h5`` for models;
+    these names work on Keras 2 too).
     """
 
     def __init__(self, filepath, monitor: str = "val_loss", verbose: int = 0, save_best_only: bool = False,
@@ -84,6 +86,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
         if keep is not None and keep < 1:
             raise ValueError(f"keep must be a positive integer or None. Received: keep={keep!r}")
         self.filepath = os.fspath(filepath)
+        compat.check_save_path(self.filepath, save_weights_only)
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = save_best_only

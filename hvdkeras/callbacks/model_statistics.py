@@ -10,7 +10,7 @@ keras = compat.keras
 
 def statistics_variables(model):
     """The model's non-trainable floating-point variables (e.g. batch-norm moving mean and variance)."""
-    return [v for v in model.non_trainable_variables if v.dtype.is_floating]
+    return [v for v in model.non_trainable_variables if compat.dtype(v).is_floating]
 
 
 def average_over_ranks(variables, name: str) -> None:
@@ -22,7 +22,7 @@ def average_over_ranks(variables, name: str) -> None:
     mean = distributed.allreduce_sum(flat, name=name) / distributed.size()
     i = 0
     for v, a in zip(variables, values):
-        v.assign(mean[i:i + a.size].reshape(a.shape).astype(v.dtype.as_numpy_dtype))
+        v.assign(mean[i:i + a.size].reshape(a.shape).astype(compat.dtype(v).as_numpy_dtype))
         i += a.size
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvdkeras import checkpointing
+from hvdkeras import checkpointing, compat
 from hvdkeras.callbacks import (AverageModelStatisticsCallback, BackupAndRestore, BroadcastGlobalVariablesCallback,
                                 JsonlMetricsLogger, MetricAverageCallback)
 from hvdkeras.callbacks.metric_average import _metric_states, _results_from_states
@@ -71,7 +71,7 @@ def test_metric_average_reads_training_metrics_before_validation_resets_them(hvd
     model = small_model()
     cb = attach(MetricAverageCallback(), model)
     model.evaluate(*xy(20, 3), verbose=0)  # stands in for the training epoch's metric states
-    train_results = {m.name: float(m.result()) for m in model.metrics}
+    train_results = {k: float(v) for k, v in model.get_metrics_result().items()}
     cb.on_epoch_begin(0)
     cb.on_test_begin()  # validation starts: training states are read here
     val = model.evaluate(*xy(9, 4), verbose=0, return_dict=True)
@@ -89,11 +89,15 @@ def test_metric_average_reads_training_metrics_before_validation_resets_them(hvd
 
 def test_broadcast_builds_optimizer_slots_before_the_first_step(hvd_single):
     model = small_model()
-    assert not model.optimizer.variables or len(model.optimizer.variables) <= 1
+    assert not compat.momentum_buffers(model.optimizer)
+    before = len(model.optimizer.variables)
     cb = attach(BroadcastGlobalVariablesCallback(0), model)
     cb.on_train_begin()
-    # iteration + one momentum slot per trainable variable exist (and were broadcast) before step one
-    assert len(model.optimizer.variables) == 1 + len(model.trainable_variables)
+    # one momentum slot per trainable variable exists (and was broadcast) before step one
+    slots = compat.momentum_buffers(model.optimizer)
+    assert [tuple(s.shape) for s in slots] == [tuple(v.shape) for v in model.trainable_variables]
+    assert len(model.optimizer.variables) >= before + len(slots)
+    assert int(model.optimizer.iterations.numpy()) == 0
 
 
 # ---------------------------------------------------------------- model statistics

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from hvdkeras import callbacks as hc
+from hvdkeras import compat
 from hvdkeras.callbacks.model_checkpoint import _atomic_save
 
 keras = tf.keras
@@ -136,27 +137,30 @@ def test_terminate_on_nan_single_rank(hvd_single):
 
 def test_model_checkpoint_best_only_keep_and_format_errors(hvd_single, tmp_path):
     model, _, _ = model_and_data()
-    cb = hc.ModelCheckpoint(str(tmp_path / "w-{epoch:02d}-{val_loss:.2f}.h5"), save_best_only=True,
+    cb = hc.ModelCheckpoint(str(tmp_path / "w-{epoch:02d}-{val_loss:.2f}.weights.h5"), save_best_only=True,
                             save_weights_only=True, keep=2)
     cb.set_model(model)
     for epoch, val_loss in enumerate([0.9, 0.8, 0.85, 0.5, 0.4]):
         cb.on_epoch_end(epoch, {"val_loss": val_loss})
-    assert sorted(os.listdir(tmp_path)) == ["w-04-0.50.h5", "w-05-0.40.h5"]
+    assert sorted(os.listdir(tmp_path)) == ["w-04-0.50.weights.h5", "w-05-0.40.weights.h5"]
     assert cb.best == 0.4
 
-    acc = hc.ModelCheckpoint(str(tmp_path / "acc.h5"), monitor="val_accuracy", save_best_only=True,
+    acc = hc.ModelCheckpoint(str(tmp_path / "acc.weights.h5"), monitor="val_accuracy", save_best_only=True,
                              save_weights_only=True)
     acc.set_model(model)
     acc.on_epoch_end(0, {"val_accuracy": 0.5})
     acc.on_epoch_end(1, {"val_accuracy": 0.4})  # mode auto: accuracy is maximised
     assert acc.best == 0.5
 
-    bad = hc.ModelCheckpoint(str(tmp_path / "m-{val_los}.h5"), save_weights_only=True)
+    bad = hc.ModelCheckpoint(str(tmp_path / "m-{val_los}.weights.h5"), save_weights_only=True)
     bad.set_model(model)
-    with pytest.raises(KeyError, match=r'Failed to format this callback filepath: ".*m-\{val_los\}.h5"'):
+    with pytest.raises(KeyError, match=r'Failed to format this callback filepath: ".*m-\{val_los\}\.weights\.h5"'):
         bad.on_epoch_end(0, {"val_loss": 1.0})
     with pytest.raises(ValueError, match="Received: mode='best'"):
         hc.ModelCheckpoint("x.h5", mode="best")
+    if compat.KERAS_3:  # a name Keras 3 cannot save weights to fails before training, not at the first save
+        with pytest.raises(ValueError, match=r"must end in `\.weights\.h5`"):
+            hc.ModelCheckpoint("x.h5", save_weights_only=True)
 
 
 def test_atomic_save_failure_leaves_previous_file(tmp_path):
@@ -183,13 +187,21 @@ def test_throughput_logger_counts_examples_from_the_loss_tracker(hvd_single):
     assert 0 < history.history["step_time_s"][-1] <= history.history["train_time_s"][-1]
 
 
-def test_chief_only_loggers_write_on_rank_0(hvd_single, tmp_path):
+def test_chief_only_loggers_write_on_rank_0(hvd_single, tmp_path, monkeypatch):
     model, x, y = model_and_data()
     model.fit(x, y, epochs=2, batch_size=8, verbose=0,
               callbacks=[hc.CSVLogger(str(tmp_path / "log.csv")), hc.TensorBoard(str(tmp_path / "tb"))])
     assert (tmp_path / "log.csv").read_text().count("\n") == 3
     assert (tmp_path / "tb").is_dir()
     assert isinstance(hc.ProgbarLogger(), keras.callbacks.ProgbarLogger)  # so Keras adds no bar of its own
+
+    from hvdkeras import distributed
+
+    monkeypatch.setattr(distributed, "is_chief", lambda: False)  # any other rank: runs along, writes nothing
+    other = [hc.CSVLogger(str(tmp_path / "other.csv")), hc.TensorBoard(str(tmp_path / "other_tb")), hc.ProgbarLogger()]
+    model.fit(x, y, epochs=1, batch_size=8, verbose=1, callbacks=other)
+    assert not (tmp_path / "other.csv").exists() and not (tmp_path / "other_tb").exists()
+    assert all(cb.model is model for cb in other)
 
 
 def test_default_callbacks_order(hvd_single):

@@ -5,9 +5,14 @@ import sys
 
 import pytest
 
+from hvdkeras import compat
 from hvdkeras.config import RuntimeConfig
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+needs_estimator = pytest.mark.skipif(bool(compat.estimator_unavailable()), reason=compat.estimator_unavailable())
 
+
+@needs_estimator
 def test_session_config_pins_the_local_gpu_or_sets_the_thread_budget(hvd_single):
     from hvdkeras import distributed
     from hvdkeras.estimator import session_config
@@ -21,6 +26,7 @@ def test_session_config_pins_the_local_gpu_or_sets_the_thread_budget(hvd_single)
         session_config(RuntimeConfig(), num_gpus=2, local_rank=3, local_size=4)
 
 
+@needs_estimator
 def test_learning_rate_tensor_follows_the_schedule_formulas(hvd_single):
     import tensorflow as tf
 
@@ -43,6 +49,7 @@ def test_learning_rate_tensor_follows_the_schedule_formulas(hvd_single):
     assert seen[30] == pytest.approx(0.04) and seen[49] == pytest.approx(0.04)
 
 
+@needs_estimator  # where tf.estimator is really missing, the test below checks the refusal itself
 def test_import_fails_in_one_line_without_tf_estimator():
     code = ("import tensorflow as tf; tf.estimator = None\n"
             "import hvdkeras.trainer, hvdkeras.callbacks  # unaffected\n"
@@ -52,3 +59,18 @@ def test_import_fails_in_one_line_without_tf_estimator():
     lines = [line for line in out.stdout.splitlines() if line.startswith("ERR")]
     assert len(lines) == 1, out.stdout + out.stderr
     assert "tf.estimator is not available on this stack" in lines[0] and "STACK=keras2" in lines[0]
+
+
+@pytest.mark.skipif(not compat.estimator_unavailable(), reason=f"the {compat.STACK} stack has tf.estimator")
+def test_stack_without_estimator_refuses_the_estimator_path_in_one_line(tmp_path):
+    with pytest.raises(ImportError) as err:
+        import hvdkeras.estimator  # noqa: F401
+    assert len(str(err.value).splitlines()) == 1 and "keras2 stack" in str(err.value)
+    out = subprocess.run([sys.executable, "-m", "hvdkeras.train", "--config",
+                          os.path.join(REPO, "configs", "estimator_digits.yaml"), "--workdir", str(tmp_path / "w")],
+                         capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 2 and len(lines) == 1, out.stdout + out.stderr
+    assert lines[0].startswith("hvdkeras: error: tf.estimator is not available") and "keras2 stack" in lines[0]
+    assert not (tmp_path / "w").exists()  # refused before anything was written

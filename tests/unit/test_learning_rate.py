@@ -78,6 +78,44 @@ def test_warmup_works_with_tf215_keras_optimizers():
         assert per_batch[0][2] == pytest.approx(0.05)
 
 
+def test_warmup_under_loss_scaling_reads_and_sets_the_inner_rate(hvd_single):
+    """mixed_float16 puts a LossScaleOptimizer around the distributed one: the rate is the inner optimizer's."""
+    from hvdkeras import compat, optimizers
+
+    compat.set_mixed_precision("mixed_float16")
+    try:
+        model = make_model(optimizer=optimizers.DistributedOptimizer(keras.optimizers.SGD(0.2, momentum=0.9)))
+    finally:
+        compat.set_mixed_precision("none")
+    assert hasattr(model.optimizer, "inner_optimizer")  # loss scaling
+    compat.build_optimizer(model.optimizer, model.trainable_variables)
+    for v in compat.momentum_buffers(model.optimizer):
+        v.assign(tf.ones_like(v))
+    per_batch, per_epoch = drive([LearningRateWarmupCallback(0.1, warmup_epochs=1, size=2)], model, epochs=1, steps=2)
+    assert [lr for _, _, lr in per_batch] == pytest.approx([0.05, 0.075])
+    assert per_epoch == pytest.approx([0.1]) and compat.get_learning_rate(model.optimizer) == pytest.approx(0.1)
+    for v in compat.momentum_buffers(model.optimizer):  # momentum correction: rescaled by 0.1 / 0.2 in all
+        np.testing.assert_allclose(v.numpy(), 0.5, rtol=1e-6)
+
+
+def test_xla_step_under_loss_scaling_trains_and_logs_the_loss(hvd_single):
+    """runtime.jit_compile with mixed_float16: the replaced train step updates the weights and the loss metric."""
+    from hvdkeras import compat, optimizers
+
+    compat.set_mixed_precision("mixed_float16")
+    try:
+        model = make_model(optimizer=optimizers.DistributedOptimizer(keras.optimizers.SGD(0.1)))
+    finally:
+        compat.set_mixed_precision("none")
+    optimizers.use_xla_gradients(model)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    x = np.random.RandomState(0).randn(8, 3).astype("float32") * 0.01  # no float16 overflow at the initial scale
+    history = model.fit(x, 2 * x[:, :2], batch_size=4, epochs=1, shuffle=False, verbose=0)
+    assert history.history["loss"][0] > 0
+    assert int(model.optimizer.iterations.numpy()) == 2
+    assert all(not np.array_equal(a, v.numpy()) for a, v in zip(before, model.trainable_variables))
+
+
 def test_resume_mid_warmup_continues_the_curve():
     steps = 4
     full, _ = drive([LearningRateWarmupCallback(1.0, warmup_epochs=3, size=2)], make_model(), epochs=3, steps=steps)

@@ -12,9 +12,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-import horovod.tensorflow.keras as hvd
+import horovod.tensorflow as hvd
+from hvdkeras import DistributedOptimizer
 from hvdkeras import callbacks as hc
-from hvdkeras import checkpointing, distributed
+from hvdkeras import checkpointing, compat, distributed
 
 keras = tf.keras
 scenario, out_dir = sys.argv[1], sys.argv[2]
@@ -28,7 +29,7 @@ tf.keras.utils.set_random_seed(rank)  # different initial weights per rank: the 
 def model_and_optimizer(lr=0.05, momentum=0.9):
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"),
                               keras.layers.Dense(3, activation="softmax")])
-    model.compile(hvd.DistributedOptimizer(keras.optimizers.SGD(lr, momentum=momentum)),
+    model.compile(DistributedOptimizer(keras.optimizers.SGD(lr, momentum=momentum)),
                   "sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
@@ -160,12 +161,13 @@ elif scenario == "chief_writers":
     xv, yv = data(20, seed=7 + rank)
     d = os.path.join(out_dir, f"rank{rank}")
     cbs = [hc.BroadcastGlobalVariablesCallback(0), hc.MetricAverageCallback(batch_frequency=2),
-           hc.ModelCheckpoint(os.path.join(d, "weights-{epoch:02d}.h5"), save_weights_only=True, keep=2),
+           hc.ModelCheckpoint(os.path.join(d, "weights-{epoch:02d}.weights.h5"), save_weights_only=True, keep=2),
            hc.ModelCheckpoint(os.path.join(d, "best.keras"), monitor="val_accuracy", save_best_only=True),
-           hc.ModelCheckpoint(os.path.join(d, "tf-weights-{epoch:02d}"), save_weights_only=True, keep=1),
            hc.TensorBoard(log_dir=os.path.join(d, "tb"), update_freq=2),
            hc.CSVLogger(os.path.join(d, "log.csv")),
-           hc.ProgbarLogger(count_mode="steps"), rec]
+           hc.ProgbarLogger(**compat.progbar_steps_kwargs()), rec]
+    if compat.TF_CHECKPOINT_WEIGHTS:  # a weights prefix of several files (Keras 2 only)
+        cbs.insert(4, hc.ModelCheckpoint(os.path.join(d, "tf-weights-{epoch:02d}"), save_weights_only=True, keep=1))
     model.fit(train, steps_per_epoch=STEPS, epochs=3, verbose=2, validation_data=(xv, yv), callbacks=cbs)
     report(files=sorted(os.listdir(d)) if os.path.isdir(d) else [], logs=rec.logs)
 else:

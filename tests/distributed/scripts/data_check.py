@@ -41,12 +41,12 @@ if mode == "shard":
     print("RESULT " + json.dumps({"rank": rank, "epochs": epochs, "resumed_epoch_1": again, "val": val_ids,
                                   "steps": ds.steps_per_epoch}), flush=True)
 elif mode == "mock":
-    import tensorflow_datasets as tfds
+    from tensorflow_datasets import testing as tfds_testing  # explicit: 4.9.7 loads tfds.testing lazily
 
     from hvdkeras.trainer import Trainer
 
     config_path, workdir, *overrides = sys.argv[2:]
-    with tfds.testing.mock_data(num_examples=12):
+    with tfds_testing.mock_data(num_examples=12):
         cfg = config_lib.load(config_path, overrides)
         trainer = Trainer(cfg, workdir)
         final = trainer.fit()

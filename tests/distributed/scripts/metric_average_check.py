@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from hvdkeras import distributed
 from hvdkeras.callbacks import MetricAverageCallback
 from hvdkeras.callbacks.metric_average import global_results
 
@@ -28,7 +29,7 @@ tf.random.set_seed(0)
 model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activation="softmax")])
 model.compile(keras.optimizers.SGD(0.1), "sparse_categorical_crossentropy",
               metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-hvd.broadcast_variables(model.variables, root_rank=0)
+distributed.broadcast_variables(model.variables, root_rank=0)
 
 train_all = [shard(r, 0) for r in range(size)]
 val_all = [shard(r, 1) for r in range(size)]
