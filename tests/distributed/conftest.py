@@ -113,12 +113,15 @@ def launch(cmd, env=None, timeout=300, check=True) -> Job:
 def results(job: Job) -> list:
     """Every ``RESULT <json>`` a test script printed, in output order.
 
-    Parsed up to the end of the JSON value: OpenMPI's ``--tag-output`` can append a
-    stray tag to the same line.
+    Each is parsed up to the end of its JSON value, wherever it starts: under
+    ``mpirun --tag-output`` two ranks' lines can end up on one line, or a stray tag
+    after one.
     """
     decoder = json.JSONDecoder()
-    return [decoder.raw_decode(line.split("RESULT ", 1)[1])[0] for line in job.output.splitlines()
-            if "RESULT " in line]
+    out = []
+    for match in re.finditer(r"RESULT (?=\{)", job.output):
+        out.append(decoder.raw_decode(job.output, match.end())[0])
+    return out
 
 
 def rank_results(job: Job) -> dict:
