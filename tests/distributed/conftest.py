@@ -77,19 +77,8 @@ def launch_command(np, launcher="gloo"):
 def horovodrun(args, np=2, timeout=300, check=True, launcher="gloo") -> Job:
     """Runs ``python <args>`` on ``np`` local ranks (Gloo unless ``launcher`` says otherwise);
     fails the test on timeout (or error if ``check``)."""
-    cmd = launch_command(np, launcher) + [sys.executable] + list(args)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **MPI_ENV)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
-        out, _ = proc.communicate()
-        pytest.fail(f"{cmd[0]} hung for {timeout}s and was killed: {' '.join(args)}\n" + out[-4000:])
-    job = Job(proc.returncode, out)
-    if check and job.returncode != 0:
-        pytest.fail(f"{cmd[0]} exited {job.returncode}: {' '.join(args)}\n" + out[-6000:])
-    return job
+    return launch(launch_command(np, launcher) + [sys.executable] + list(args), env=dict(os.environ, **MPI_ENV),
+                  timeout=timeout, check=check)
 
 
 def launch(cmd, env=None, timeout=300, check=True) -> Job:
