@@ -35,10 +35,13 @@ LAUNCH_mpi    := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --mpi
 LAUNCH_mpirun := mpirun -np $(NP) -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib -x PATH -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL
 LAUNCH   := $(LAUNCH_$(LAUNCHER))
 
-.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed clean bench
+.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed clean bench check-tf
+
+# What the Horovod build depends on besides the stack: its patches and the command that applies them.
+BUILD_HOROVOD := $(wildcard hvdkeras/build_horovod/*.py hvdkeras/build_horovod/patches/*.patch)
 
 # The stamp is newer than everything the install depends on: a second `make install` does nothing.
-$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt setup.py tools/install_stack.sh
+$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt setup.py tools/install_stack.sh $(BUILD_HOROVOD)
 	PYTHON=$(PYTHON) bash tools/install_stack.sh $(VENV) $(STACK)
 	rm -f $(VENV)/.hvdkeras-installed-*
 	touch $(STAMP)
@@ -49,10 +52,12 @@ install: $(STAMP)
 install-mpi:
 	bash tools/system_deps.sh openmpi-bin libopenmpi-dev
 
-# What the whole suite needs from the system: OpenMPI (MPI tests) and an sshd (the
-# two-host test). Installed when running as root with apt; otherwise those tests skip and say why.
+# What the whole suite needs from the system: OpenMPI (MPI tests), an sshd (the two-host test)
+# and LLVM's headers (TensorFlow 2.19+'s headers include them; skipped where llvm-config exists).
+# Installed when running as root with apt; otherwise those tests skip and say why.
 system-deps:
-	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2
+	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2 patch \
+	  $(if $(shell command -v llvm-config 2>/dev/null),,llvm-dev)
 
 train: $(STAMP)
 	@test -n "$(LAUNCH)" || { echo "unknown LAUNCHER=$(LAUNCHER); choose gloo, mpi or mpirun" >&2; exit 2; }
@@ -75,6 +80,11 @@ test-distributed: $(STAMP)
 
 clean:
 	rm -rf runs .pytest_cache
+
+# The compatibility matrix (README): Horovod built and checked against each TensorFlow in a throwaway venv.
+TF ?= 2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0
+check-tf:
+	$(PYTHON) tools/check_tf.py $(TF)
 
 # Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see hvdkeras/bench.py).
 bench: $(STAMP)

@@ -1,0 +1,178 @@
+"""Download, patch, compile, cache and install Horovod for one :class:`~.plan.BuildPlan`.
+
+Cache layout (default ``~/.cache/hvdkeras/wheels``, or ``$HVDKERAS_WHEEL_CACHE``)::
+
+    sdist/horovod-0.28.1.tar.gz           the registry's source, checked by its sha256
+    <build id>/horovod-0.28.1-*.whl       one wheel per build id (see plan.build_id)
+    <build id>/build.json                 what it was built against, patches included
+    <build id>/build.log                  the compiler's output
+
+A folder appears under its build id only once its wheel is complete, so an interrupted
+build never leaves a wheel that looks usable. pip's own wheel cache is bypassed: it keys
+wheels by name and version only and would hand over one built against another TensorFlow.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+from hvdkeras.build_horovod import BuildError, patches as patch_files
+from hvdkeras.build_horovod.plan import HOROVOD_SDIST_SHA256, HOROVOD_VERSION, BuildPlan, build_env, build_id
+
+DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "hvdkeras", "wheels")
+# Which build id the Horovod installed in this environment came from.
+INSTALLED_MARK = pathlib.Path(sys.prefix) / ".hvdkeras-horovod-build"
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+
+
+def log(message: str) -> None:
+    print(f"[build_horovod] {message}", flush=True)
+
+
+def cache_root(cache_dir=None) -> pathlib.Path:
+    return pathlib.Path(cache_dir or os.environ.get("HVDKERAS_WHEEL_CACHE") or DEFAULT_CACHE)
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_sdist(root: pathlib.Path) -> pathlib.Path:
+    """The registry's horovod-0.28.1.tar.gz, downloaded once into the cache and checked by its digest."""
+    target = root / "sdist" / f"horovod-{HOROVOD_VERSION}.tar.gz"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            log(f"downloading the horovod=={HOROVOD_VERSION} source distribution")
+            proc = subprocess.run(PIP + ["download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+                                         "-d", tmp, f"horovod=={HOROVOD_VERSION}"], capture_output=True, text=True)
+            found = glob.glob(os.path.join(tmp, f"horovod-{HOROVOD_VERSION}.tar.gz"))
+            if proc.returncode != 0 or not found:
+                last = (proc.stderr.strip().splitlines() or ["no file downloaded"])[-1]
+                raise BuildError(f"could not download horovod=={HOROVOD_VERSION}'s source from the package index: {last}")
+            os.replace(found[0], target)
+    got = _sha256(target)
+    if got != HOROVOD_SDIST_SHA256:
+        raise BuildError(f"{target} is not the registry's horovod-{HOROVOD_VERSION}.tar.gz (sha256 {got[:16]}..., "
+                         f"expected {HOROVOD_SDIST_SHA256[:16]}...): delete it and run again")
+    return target
+
+
+def compile_error(log_text: str, source_dir: str = "") -> str:
+    """The first compiler or CMake error in a build log, on one line, with the temporary source path removed."""
+    for line in log_text.splitlines():
+        if re.search(r"(fatal error|error):|CMake Error|undefined reference", line):
+            line = line.strip()
+            if source_dir:
+                line = line.replace(source_dir.rstrip("/") + "/", "")
+            return re.sub(r"\s+", " ", line)[:400]
+    tail = [l.strip() for l in log_text.splitlines() if l.strip()]
+    return tail[-1][:400] if tail else "no output"
+
+
+def _nccl_link_dir(plan: BuildPlan, work: str) -> dict:
+    """A folder with ``libnccl.so`` pointing at the wheel's ``libnccl.so.2`` (CMake looks for the unversioned name)."""
+    if not (plan.gpu and plan.nccl_home):
+        return {}
+    real = sorted(glob.glob(os.path.join(plan.nccl_home, "lib", "libnccl.so*")))
+    if not real:
+        raise BuildError(f"{plan.nccl_home} has nccl.h but no lib/libnccl.so*: reinstall nvidia-nccl-cu12")
+    link_dir = os.path.join(work, "nccl-lib")
+    os.makedirs(link_dir)
+    os.symlink(real[0], os.path.join(link_dir, "libnccl.so"))
+    return {"HOROVOD_NCCL_LIB": link_dir}
+
+
+def build_wheel(plan: BuildPlan, root: pathlib.Path, selected) -> pathlib.Path:
+    """Builds (or finds in the cache) the wheel for ``plan`` with ``selected`` patches; returns its folder."""
+    bid = build_id(plan, patch_files.digest(selected))
+    folder = root / bid
+    wheels = sorted(folder.glob("horovod-*.whl"))
+    if wheels:
+        log(f"reusing the cached wheel {folder}")
+        return folder
+    sdist = fetch_sdist(root)
+    root.mkdir(parents=True, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f"{bid}.", dir=root)
+    try:
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data")
+        source = os.path.join(work, f"horovod-{HOROVOD_VERSION}")
+        patch_files.apply(selected, source)
+        env = dict(os.environ, **build_env(plan), **_nccl_link_dir(plan, work))
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        env.setdefault("MAKEFLAGS", f"-j{os.cpu_count() or 2}")
+        out = os.path.join(work, "out")
+        log(f"building Horovod {HOROVOD_VERSION} against {plan.tf_distribution} {plan.tf_version} "
+            f"({plan.controllers}, {plan.devices}; patches: {', '.join(p.name[:4] for p in selected) or 'none'}); "
+            f"2-5 minutes on 2 cores; log: {work}/build.log")
+        started = time.monotonic()
+        with open(os.path.join(work, "build.log"), "w") as logf:
+            proc = subprocess.run(PIP + ["wheel", "--no-build-isolation", "--no-cache-dir", "--no-deps", "-w", out,
+                                         source], env=env, stdout=logf, stderr=subprocess.STDOUT)
+        seconds = time.monotonic() - started
+        built = glob.glob(os.path.join(out, "horovod-*.whl"))
+        if proc.returncode != 0 or not built:
+            failed = root / f"{bid}.failed"
+            shutil.rmtree(failed, ignore_errors=True)
+            os.makedirs(failed)
+            shutil.copy(os.path.join(work, "build.log"), failed / "build.log")
+            error = compile_error(open(os.path.join(work, "build.log"), errors="replace").read(), source)
+            raise BuildError(f"Horovod {HOROVOD_VERSION} did not build against TensorFlow {plan.tf_version}: {error} "
+                             f"(full log: {failed / 'build.log'})")
+        staged = os.path.join(work, "staged")
+        os.makedirs(staged)
+        shutil.move(built[0], staged)
+        shutil.move(os.path.join(work, "build.log"), staged)
+        with open(os.path.join(staged, "build.json"), "w") as f:
+            json.dump(dict(dataclasses.asdict(plan), build_id=bid, horovod=HOROVOD_VERSION,
+                           patches=[p.name for p in selected], build_seconds=round(seconds)), f, indent=1)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(staged, folder)  # the folder appears only complete
+        log(f"built in {seconds / 60:.1f} min: {folder}")
+        return folder
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def installed_build() -> str:
+    try:
+        return INSTALLED_MARK.read_text().strip()
+    except OSError:
+        return ""
+
+
+def install(folder: pathlib.Path) -> None:
+    """Installs the folder's wheel into this environment unless it is already the installed build."""
+    bid = folder.name
+    if installed_build() == bid and _imports("horovod.tensorflow"):
+        log(f"Horovod from {bid} is already installed")
+        return
+    wheel = sorted(folder.glob("horovod-*.whl"))[0]
+    proc = subprocess.run(PIP + ["install", "-q", "--no-cache-dir", "--force-reinstall", "--no-deps", str(wheel)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["exit " + str(proc.returncode)])[-1]
+        raise BuildError(f"pip could not install {wheel.name}: {last}")
+    INSTALLED_MARK.write_text(bid + "\n")
+    log(f"installed {wheel.name} ({bid})")
+
+
+def _imports(module: str) -> bool:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True).returncode == 0

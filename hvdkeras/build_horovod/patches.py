@@ -1,0 +1,78 @@
+"""The patch files applied to Horovod's source before it is built (``patches/*.patch``).
+
+Each file starts with a header (what TensorFlow changed, which versions need it, where
+upstream discusses it) and a ``Builds: all`` or ``Builds: gpu`` line, followed by a
+unified diff against the registry's ``horovod-0.28.1`` source, applied in name order
+with ``patch -p1``. The digest of the selected files is part of the wheel cache key, so
+a changed patch rebuilds.
+
+``HVDKERAS_HOROVOD_SKIP_PATCHES=0002,...`` leaves out the patches whose names start with
+those prefixes: for testing that a broken build is caught, never for real builds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+
+from hvdkeras.build_horovod import BuildError
+
+PATCH_DIR = pathlib.Path(__file__).with_name("patches")
+SKIP_ENV = "HVDKERAS_HOROVOD_SKIP_PATCHES"
+
+
+@dataclasses.dataclass(frozen=True)
+class Patch:
+    path: pathlib.Path
+    builds: str  # "all" or "gpu"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def read(path) -> Patch:
+    path = pathlib.Path(path)
+    for line in path.read_text().splitlines():
+        if line.startswith("Builds:"):
+            builds = line.split(":", 1)[1].strip()
+            if builds not in ("all", "gpu"):
+                break
+            return Patch(path, builds)
+        if line.startswith(("--- ", "diff ")):
+            break
+    raise BuildError(f"patch file has no 'Builds: all' or 'Builds: gpu' line in its header. Received: {path}")
+
+
+def select(gpu: bool, patch_dir=PATCH_DIR, skip: str | None = None) -> list:
+    """The patches for a CPU (``gpu=False``) or GPU build, in name order, minus ``$HVDKERAS_HOROVOD_SKIP_PATCHES``."""
+    skip = os.environ.get(SKIP_ENV, "") if skip is None else skip
+    prefixes = tuple(p.strip() for p in skip.split(",") if p.strip())
+    chosen = [read(p) for p in sorted(pathlib.Path(patch_dir).glob("*.patch"))]
+    return [p for p in chosen if (gpu or p.builds == "all") and not (prefixes and p.name.startswith(prefixes))]
+
+
+def digest(patches) -> str:
+    """sha256 over the selected patch files' names and contents."""
+    h = hashlib.sha256()
+    for p in patches:
+        h.update(p.name.encode() + b"\0" + p.path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def apply(patches, source_dir) -> None:
+    """Applies ``patches`` to the unpacked source in ``source_dir``; a patch that does not apply is a BuildError."""
+    tool = shutil.which("patch")
+    if tool is None:
+        raise BuildError("the 'patch' program is needed to patch Horovod's source: install it "
+                         "(Debian/Ubuntu: sudo apt-get install patch)")
+    for p in patches:
+        proc = subprocess.run([tool, "-p1", "--forward", "--batch", "--input", str(p.path)], cwd=source_dir,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            detail = (proc.stdout + proc.stderr).strip().splitlines()
+            raise BuildError(f"patch {p.name} does not apply to Horovod's source in {source_dir}: "
+                             f"{detail[-1] if detail else 'exit ' + str(proc.returncode)}")
