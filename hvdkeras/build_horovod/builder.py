@@ -74,15 +74,19 @@ def fetch_sdist(root: pathlib.Path) -> pathlib.Path:
 
 
 def compile_error(log_text: str, source_dir: str = "") -> str:
-    """The first compiler or CMake error in a build log, on one line, with the temporary source path removed."""
-    for line in log_text.splitlines():
-        if re.search(r"(fatal error|error):|CMake Error|undefined reference", line):
-            line = line.strip()
-            if source_dir:
-                line = line.replace(source_dir.rstrip("/") + "/", "")
-            return re.sub(r"\s+", " ", line)[:400]
-    tail = [l.strip() for l in log_text.splitlines() if l.strip()]
-    return tail[-1][:400] if tail else "no output"
+    """The build's first real error on one line (compiler, then CMake, then linker, then pip's last word),
+    with the temporary source path removed."""
+    lines = [l.strip() for l in log_text.splitlines() if l.strip()]
+    for pattern in (r":\d+(:\d+)?: (fatal )?error: ", r"CMake Error", r"undefined reference to", r"\berror\b"):
+        found = [l for l in lines if re.search(pattern, l)]
+        if found:
+            line = found[0]
+            break
+    else:
+        line = lines[-1] if lines else "no output"
+    if source_dir:
+        line = line.replace(source_dir.rstrip("/") + "/", "")
+    return re.sub(r"\s+", " ", line)[:400]
 
 
 def _nccl_link_dir(plan: BuildPlan, work: str) -> dict:
@@ -123,7 +127,7 @@ def build_wheel(plan: BuildPlan, root: pathlib.Path, selected) -> pathlib.Path:
             f"2-5 minutes on 2 cores; log: {work}/build.log")
         started = time.monotonic()
         with open(os.path.join(work, "build.log"), "w") as logf:
-            proc = subprocess.run(PIP + ["wheel", "--no-build-isolation", "--no-cache-dir", "--no-deps", "-w", out,
+            proc = subprocess.run(PIP + ["wheel", "-v", "--no-build-isolation", "--no-cache-dir", "--no-deps", "-w", out,
                                          source], env=env, stdout=logf, stderr=subprocess.STDOUT)
         seconds = time.monotonic() - started
         built = glob.glob(os.path.join(out, "horovod-*.whl"))

@@ -1,0 +1,52 @@
+"""The Horovod this suite runs on, proven the way the install proves it; and a broken build caught.
+
+The smoke check runs on two real Gloo ranks through the shared harness. The broken
+build leaves out a patch this TensorFlow needs (HVDKERAS_HOROVOD_SKIP_PATCHES, into a
+throwaway cache) and must fail with one line naming the TensorFlow version and the
+compiler's error, before anything is installed.
+"""
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from hvdkeras.build_horovod import plan as plans
+from tests.distributed.conftest import REPO, horovodrun
+
+OPS = ("allreduce", "allreduce_average", "allreduce_int32", "allreduce_sparse", "grouped_allreduce",
+       "grouped_allreduce_tf_function", "broadcast")
+
+
+def test_installed_horovod_passes_the_smoke_check_on_two_ranks():
+    job = horovodrun(["-m", "hvdkeras.build_horovod.smoke_check"], timeout=240)
+    for rank in (0, 1):
+        assert [l for l in job.lines_of(rank) if l.startswith("SMOKE")] == [f"SMOKE ok {op}" for op in OPS]
+
+
+def test_install_command_checks_an_installed_build_without_rebuilding():
+    out = subprocess.run([sys.executable, "-m", "hvdkeras.build_horovod", "--no-smoke"], cwd=REPO, capture_output=True,
+                         text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "reusing the cached wheel" in out.stdout and "is already installed" in out.stdout
+    assert "passed its checks" in out.stdout
+
+
+def test_a_build_missing_a_needed_patch_fails_with_one_line(tmp_path):
+    dist, version = plans.installed_tensorflow()
+    if plans.tf_minor(version) < (2, 19):
+        pytest.skip(f"TensorFlow {version} builds without the XLA patch (0002 is for TensorFlow 2.19+)")
+    env = dict(os.environ, HVDKERAS_HOROVOD_SKIP_PATCHES="0002", TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, "-m", "hvdkeras.build_horovod", "--mpi", "no", "--no-install",
+                          "--cache-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 1
+    errors = out.stderr.strip().splitlines()
+    assert len(errors) == 1, out.stderr
+    assert re.fullmatch(rf"\[build_horovod\] FAILED: Horovod 0\.28\.1 did not build against TensorFlow {version}: "
+                        r"horovod/tensorflow/xla_mpi_ops\.cc:\d+:\d+: fatal error: "
+                        r"tensorflow/compiler/xla/client/xla_builder\.h: No such file or directory "
+                        r"\(full log: .*\.failed/build\.log\)", errors[0]), errors[0]
+    assert not list(tmp_path.glob("horovod-*-cpu-*[0-9a-f]/*.whl"))  # nothing cached as if it were good
+    assert importlib.metadata.version("horovod") == "0.28.1"  # the installed one untouched

@@ -1,0 +1,76 @@
+"""hvdkeras.build_horovod.checks and builder's error line: what a failed build or check prints."""
+import pytest
+
+from hvdkeras.build_horovod import builder, checks
+from tests.unit.test_build_horovod_plan import CPU
+
+CHECK_BUILD = """Horovod v0.28.1:
+
+Available Frameworks:
+    [X] TensorFlow
+    [ ] PyTorch
+
+Available Controllers:
+    [ ] MPI
+    [X] Gloo
+
+Available Tensor Operations:
+    [ ] NCCL
+    [ ] MPI
+    [X] Gloo
+"""
+
+
+def test_check_build_output_lists_what_is_missing():
+    assert checks.missing_from_check_build(CHECK_BUILD, ["TensorFlow", "Gloo"]) == []
+    assert checks.missing_from_check_build(CHECK_BUILD, ["TensorFlow", "Gloo", "MPI", "NCCL"]) == ["MPI", "NCCL"]
+
+
+def test_required_frameworks_follow_the_plan():
+    import dataclasses
+
+    assert checks.required_frameworks(CPU) == ["TensorFlow", "Gloo"]
+    assert checks.required_frameworks(dataclasses.replace(CPU, mpi=True, gpu=True)) == ["TensorFlow", "Gloo", "MPI",
+                                                                                        "NCCL"]
+
+
+OK = "\n".join(f"[{r}]<stdout>:SMOKE ok {op}" for r in (0, 1) for op in ("allreduce", "broadcast"))
+
+
+def test_smoke_passes_only_when_every_rank_reached_the_last_op():
+    assert checks.smoke_failure(OK, 0) is None
+    assert checks.smoke_failure(OK, 1).startswith("the ranks exited 1")
+
+
+def test_smoke_failure_names_the_op_and_the_values():
+    out = OK + "\n[1]<stdout>:SMOKE FAILED grouped_allreduce: got [[3.,6.,12.]], expected [[3.,6.,13.]] (rank 1 of 2)"
+    assert checks.smoke_failure(out, 1) == ("grouped_allreduce: got [[3.,6.,12.]], expected [[3.,6.,13.]] "
+                                            "(rank 1 of 2)")
+
+
+def test_smoke_crash_reports_the_error_line():
+    out = ("[0]<stderr>:Traceback (most recent call last):\n[0]<stderr>:  File x\n"
+           "[0]<stderr>:tensorflow.python.framework.errors_impl.NotFoundError: undefined symbol: _ZN3xla\n")
+    assert checks.smoke_failure(out, 1) == ("the ranks exited 1 before finishing: [0]<stderr>:tensorflow.python."
+                                            "framework.errors_impl.NotFoundError: undefined symbol: _ZN3xla")
+
+
+@pytest.mark.parametrize("log,expected", [
+    ("[ 40%] Building CXX object horovod/tensorflow/CMakeFiles/tensorflow.dir/xla_mpi_ops.cc.o\n"
+     "/tmp/w/horovod-0.28.1/horovod/tensorflow/xla_mpi_ops.cc:27:10: fatal error: "
+     "tensorflow/compiler/xla/client/xla_builder.h: No such file or directory\n   27 | #include\n",
+     "horovod/tensorflow/xla_mpi_ops.cc:27:10: fatal error: tensorflow/compiler/xla/client/xla_builder.h: "
+     "No such file or directory"),
+    ("CMake Error at CMakeLists.txt:12 (find_package):\n", "CMake Error at CMakeLists.txt:12 (find_package):"),
+    ("nothing useful\nlast words\n", "last words"),
+])
+def test_compile_error_is_the_first_error_line(log, expected):
+    assert builder.compile_error(log, "/tmp/w/horovod-0.28.1") == expected
+
+
+def test_compile_error_prefers_the_compiler_over_pip_and_file_names_with_error_in_them():
+    log = ("  Building CXX object third_party/gloo/gloo/CMakeFiles/gloo.dir/transport/tcp/error.cc.o\n"
+           "  error: subprocess-exited-with-error\n"
+           "      /tmp/w/horovod-0.28.1/horovod/common/common.h:90:5: error: 'runtime_error' is not a member of 'std'\n")
+    assert builder.compile_error(log, "/tmp/w/horovod-0.28.1") == \
+        "horovod/common/common.h:90:5: error: 'runtime_error' is not a member of 'std'"
