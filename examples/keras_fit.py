@@ -1,7 +1,7 @@
 """A plain Keras script made distributed with hvdkeras.callbacks.
 
 Every line that differs from the single-process script ends with ``# HVD`` (eleven
-lines). It runs unchanged on both stacks (Keras 2 on TF 2.15, Keras 3 on TF 2.18):
+lines). It runs unchanged on both stacks (Keras 2 on TF 2.15, Keras 3 on TF 2.21):
 ``hvdkeras.DistributedOptimizer`` is Horovod's on Keras 2 and hvdkeras' own on Keras 3.
 Run it with
 

@@ -55,6 +55,7 @@ def main(argv):
         _fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
     if not FLAGS.config:
         _fail("--config is required, e.g. --config configs/digits.yaml")
+    from hvdkeras import compat  # noqa: F401  first: TensorFlow's import, with TF_CPP_MIN_LOG_LEVEL honoured
     from hvdkeras import config as config_lib
     from hvdkeras.checkpointing import CheckpointError
     from hvdkeras.distributed import SetupError  # includes PreflightError
