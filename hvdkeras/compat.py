@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import re
 import sys
@@ -64,6 +65,8 @@ STACK = "keras3" if KERAS_3 else "keras2"
 HOROVOD_KERAS_LAYER = not KERAS_3
 # Keras 2's save_weights also writes TensorFlow checkpoint prefixes (name.index, name.data-*); Keras 3 only .weights.h5.
 TF_CHECKPOINT_WEIGHTS = not KERAS_3
+# TensorFlow 2.20+ no longer installs tensorboard, which tf.summary needs to write anything.
+TENSORBOARD_INSTALLED = importlib.util.find_spec("tensorboard") is not None
 # Keras 3's model.fit fails under tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585).
 FIT_UNDER_MULTI_WORKER_STRATEGY = not KERAS_3
 

@@ -53,6 +53,12 @@ class _GlobalTensorBoard(keras.callbacks.TensorBoard):
     ``epoch_<metric>`` scalars of the validation run hold the global values).
     """
 
+    def __init__(self, *args, **kwargs):
+        if not compat.TENSORBOARD_INSTALLED:
+            raise ImportError(f"the TensorBoard callback needs the tensorboard package, which TensorFlow "
+                              f"{compat.tf.__version__} does not install: pip install tensorboard")
+        super().__init__(*args, **kwargs)
+
     def on_test_end(self, logs=None):
         if distributed.size() > 1:
             self._pop_writer()  # what Keras does after writing them

@@ -99,3 +99,13 @@ def test_rank_local_evaluation_scalars_only_on_one_rank(hvd_single, tmp_path, mo
     val = scalars(str(tmp_path / "tb" / "validation"))
     assert {"epoch_loss", "epoch_accuracy"} <= set(val)
     assert ("evaluation_loss_vs_iterations" in val) == (size == 1)
+
+
+def test_tensorboard_without_the_package_is_one_line_saying_what_to_install(monkeypatch, tmp_path):
+    from hvdkeras import compat
+    from hvdkeras.callbacks import TensorBoard
+
+    monkeypatch.setattr(compat, "TENSORBOARD_INSTALLED", False)
+    with pytest.raises(ImportError) as err:
+        TensorBoard(log_dir=str(tmp_path))
+    assert str(err.value).endswith("does not install: pip install tensorboard") and "\n" not in str(err.value)
