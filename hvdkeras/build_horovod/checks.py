@@ -60,7 +60,8 @@ def smoke_failure(output: str, returncode: int) -> str | None:
     return None
 
 
-def _kill_tree(pid: int) -> None:
+def kill_tree(pid: int) -> None:
+    """Kills ``pid`` and every process under it (horovodrun's ranks), then waits for them."""
     import psutil  # Horovod's own dependency
 
     try:
@@ -83,7 +84,7 @@ def smoke(plan: BuildPlan, np: int = 2, timeout: int = SMOKE_TIMEOUT_S) -> str:
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
+        kill_tree(proc.pid)
         proc.communicate()
         raise BuildError(f"Horovod {HOROVOD_VERSION} on TensorFlow {plan.tf_version}: the two-rank smoke check hung "
                          f"for {timeout} s and was killed") from None

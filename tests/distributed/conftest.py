@@ -10,8 +10,9 @@ import re
 import subprocess
 import sys
 
-import psutil
 import pytest
+
+from hvdkeras.build_horovod.checks import kill_tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
@@ -27,20 +28,6 @@ class Job:
         """What ``rank`` printed to stdout: horovodrun --gloo tags lines ``[r]<stdout>:``, MPI ``[1,r]<stdout>:``."""
         tag = re.compile(rf"^\[(?:\d+,)?{rank}\]<stdout>:")
         return [line[tag.match(line).end():] for line in self.output.splitlines() if tag.match(line)]
-
-
-def _kill_tree(pid: int) -> None:
-    try:
-        parent = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return
-    procs = parent.children(recursive=True) + [parent]
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
 
 
 # OpenMPI refuses root without these (the Makefile exports them too; tests may run without make),
@@ -90,7 +77,7 @@ def launch(cmd, env=None, timeout=300, check=True) -> Job:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
+        kill_tree(proc.pid)
         out, _ = proc.communicate()
         pytest.fail(f"launcher hung for {timeout}s and was killed: {' '.join(cmd)}\n" + out[-4000:])
     job = Job(proc.returncode, out)

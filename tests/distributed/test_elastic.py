@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from tests.distributed.conftest import HOROVODRUN, REPO, _kill_tree, read_jsonl
+from tests.distributed.conftest import HOROVODRUN, REPO, kill_tree, read_jsonl
 
 EPOCHS = 120
 
@@ -63,7 +63,7 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
-            _kill_tree(proc.pid)
+            kill_tree(proc.pid)
         out.close()
     output = text()
     assert proc.returncode == 0, output[-4000:]
