@@ -14,7 +14,7 @@ it, and proves it: ``horovodrun --check-build`` and a two-rank check of allreduc
 Modules: :mod:`.plan` (pure: versions, flags, cache key), :mod:`.patches` (the patch
 files), :mod:`.builder` (download, patch, compile, cache, install), :mod:`.checks`
 (``--check-build`` and the two-rank check), :mod:`.smoke_check` (what each rank runs).
-None of them imports TensorFlow or Horovod.
+Only smoke_check (run on the ranks) imports TensorFlow or Horovod.
 """
 
 
