@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # ``from hvdkeras import DistributedOptimizer`` without importing TensorFlow at ``import hvdkeras``.
     if name == "DistributedOptimizer":
-        from hvdkeras.optimizers import DistributedOptimizer
+        from hvdkeras.gradient_exchange import DistributedOptimizer
 
         return DistributedOptimizer
     raise AttributeError(f"module 'hvdkeras' has no attribute {name!r}")

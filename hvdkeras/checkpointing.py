@@ -3,9 +3,10 @@
 Layout under the checkpoint directory::
 
     epoch-0003/ckpt.index, ckpt.data-*, meta.json   # complete: safe to resume from
-    .epoch-0004.tmp-XXXX/                           # being written (ignored when reading)
+    .saving-XXXX/epoch-0004/                        # being written (ignored when reading)
 
 A checkpoint is written into a hidden temporary directory and renamed into place
+(:func:`hvdkeras.workdir.atomic_save`)
 only once every file, ``meta.json`` last, is on disk. A rename is atomic, so a crash
 at any moment leaves the previous checkpoints intact and never a half-written one
 that looks complete. Old checkpoints beyond ``keep`` are removed after a new one
@@ -18,20 +19,17 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
 from hvdkeras import distributed
+from hvdkeras.errors import CheckpointError
+from hvdkeras.workdir import atomic_save, remove_tree
 
 PREFIX = "ckpt"
 META = "meta.json"
 _NAME = re.compile(r"^epoch-(\d+)$")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be read or does not fit the model."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,22 +41,6 @@ class CheckpointInfo:
     @property
     def prefix(self) -> str:
         return os.path.join(self.path, PREFIX)
-
-
-def _fsync_tree(path: str) -> None:
-    for root, _, files in os.walk(path):
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                os.fsync(f.fileno())
-    _fsync_dir(path)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CheckpointStore:
@@ -94,42 +76,30 @@ class CheckpointStore:
 
     def save(self, epoch: int, trackable: tf.train.Checkpoint, meta: Dict[str, Any]) -> CheckpointInfo:
         """Writes ``trackable`` as the checkpoint after ``epoch`` completed epochs, atomically."""
-        os.makedirs(self.directory, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".epoch-{epoch:04d}.tmp-", dir=self.directory)
-        try:
-            trackable.write(os.path.join(tmp, PREFIX))
-            meta = dict(meta, epoch=epoch)
-            with open(os.path.join(tmp, META), "w") as f:
+        meta = dict(meta, epoch=epoch)
+
+        def write(folder: str) -> None:
+            os.makedirs(folder)
+            trackable.write(os.path.join(folder, PREFIX))
+            with open(os.path.join(folder, META), "w") as f:
                 json.dump(meta, f, indent=1, sort_keys=True, default=float)
-            _fsync_tree(tmp)
-            final = self._path(epoch)
-            replaced = None
-            if os.path.exists(final):
-                replaced = tempfile.mkdtemp(prefix=f".epoch-{epoch:04d}.old-", dir=self.directory)
-                os.rename(final, os.path.join(replaced, "old"))
-            os.rename(tmp, final)
-            _fsync_dir(self.directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if replaced:
-            shutil.rmtree(replaced, ignore_errors=True)
+
+        final = self._path(epoch)
+        atomic_save(final, write)
         self.prune()
         return CheckpointInfo(final, epoch, meta)
 
     def prune(self) -> None:
-        """Removes the oldest complete checkpoints beyond ``keep`` and stale temporary directories."""
+        """Removes the oldest complete checkpoints beyond ``keep``."""
         if self.keep > 0:
             for info in self.list()[:-self.keep]:
-                doomed = tempfile.mkdtemp(prefix=".deleting-", dir=self.directory)
-                os.rename(info.path, os.path.join(doomed, "old"))
-                shutil.rmtree(doomed, ignore_errors=True)
+                remove_tree(info.path)
 
     def remove_stale(self) -> None:
-        """Deletes temporary directories left by a crash during a save (call on one process only)."""
+        """Deletes temporary folders left by a crash during a save or a removal (call on one process only)."""
         if os.path.isdir(self.directory):
             for name in os.listdir(self.directory):
-                if name.startswith(".epoch-") or name.startswith(".deleting-"):
+                if name.startswith((".saving-", ".deleting-", ".epoch-")):
                     shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
     @staticmethod

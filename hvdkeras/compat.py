@@ -3,7 +3,9 @@
 Two stacks are tested (see ``stacks/``): ``keras2`` (TensorFlow 2.15, Keras 2 as
 ``tf.keras``, ``tf.estimator``) and ``keras3`` (TensorFlow 2.21, Keras 3.15). Code
 elsewhere imports ``keras`` from here and goes through these helpers wherever the
-two differ, so no other module checks a version.
+two differ. Besides this module, only :mod:`hvdkeras.gradient_exchange` reads the
+version, to choose between its ``keras2`` and ``keras3`` modules; the estimator
+(Keras 2 only) asks :func:`estimator_unavailable`.
 """
 from __future__ import annotations
 
@@ -241,11 +243,6 @@ def scaled_loss(optimizer, loss):
     if hasattr(optimizer, "scale_loss"):  # Keras 3: every optimizer; the identity without loss scaling
         return optimizer.scale_loss(loss)
     return loss
-
-
-def unscaled_gradients(optimizer, grads):
-    """Gradients divided by the loss scale of Keras 2's LossScaleOptimizer (Keras 3's ``apply`` does it)."""
-    return optimizer.get_unscaled_gradients(grads) if hasattr(optimizer, "get_unscaled_gradients") else grads
 
 
 def track_loss(model, loss, x) -> None:

@@ -3,7 +3,7 @@
 The rules, written once here:
 
 * **Batch**: each rank's batch is ``global_batch_size // num_ranks`` (the config
-  refuses a global batch the ranks do not divide).
+  refuses a global batch the ranks do not divide; :mod:`hvdkeras.scaling`).
 * **Sharding**: rank ``r`` of ``N`` owns examples ``r, r + N, r + 2N, ...`` of the
   training split, so no example belongs to two ranks.
 * **Steps**: every rank runs the same number of steps per epoch,
@@ -42,8 +42,10 @@ import numpy as np
 import tensorflow as tf
 
 from hvdkeras import preprocessing
-from hvdkeras.config import ConfigError, DataConfig
+from hvdkeras.config import DataConfig
+from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
+from hvdkeras.scaling import per_rank_batch, steps_per_epoch
 
 REGISTRY = Registry("dataset", "data.name")
 
@@ -75,22 +77,9 @@ class Datasets:
         return self.make_train(start_epoch, end_epoch)
 
 
-def per_rank_batch(global_batch_size: int, num_ranks: int) -> int:
-    if global_batch_size % num_ranks:
-        raise ConfigError(
-            f"data.global_batch_size={global_batch_size} is not divisible by the {num_ranks} ranks"
-        )
-    return global_batch_size // num_ranks
-
-
 def shard_indices(num_examples: int, shard: Shard) -> np.ndarray:
     """Indices of the examples rank ``shard.index`` owns: ``index, index + count, ...``."""
     return np.arange(shard.index, num_examples, shard.count)
-
-
-def steps_per_epoch(num_examples: int, global_batch_size: int, num_ranks: int) -> int:
-    """``(num_examples // num_ranks) // (global_batch_size // num_ranks)``: the same on every rank."""
-    return (num_examples // num_ranks) // per_rank_batch(global_batch_size, num_ranks)
 
 
 def finish(ds: tf.data.Dataset, cfg: DataConfig, threads: Optional[int] = None) -> tf.data.Dataset:
@@ -144,7 +133,7 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
               num_classes: int, threads: Optional[int] = None) -> Datasets:
     """Shards, batches and shuffles arrays already in memory (see the module docstring)."""
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size or cfg.global_batch_size, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch, shard.count)
     available = steps_per_epoch(len(x_train), cfg.global_batch_size, shard.count)
     if available == 0:
         raise ConfigError(
@@ -202,7 +191,7 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     ``train_examples // global_batch_size`` steps (or ``trainer.steps_per_epoch``).
     """
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size or cfg.global_batch_size, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch, shard.count)
     steps = steps or cfg.train_examples // cfg.global_batch_size
     if steps == 0:
         raise ConfigError(
@@ -348,7 +337,7 @@ def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
                           f" of {', '.join(sorted(preprocessing.pipelines(224)))}")
     pipeline = preprocessing.pipelines(cfg.image_shape[0])[family]
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size or cfg.global_batch_size, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch, shard.count)
     train_records = tfds_records(builder, cfg.train_split, shard, pipeline.encoded, cfg)
     total = split_size(builder, cfg.train_split)
     available = (total // shard.count) // batch

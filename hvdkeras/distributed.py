@@ -1,6 +1,6 @@
 """The one place that talks to Horovod's process state.
 
-Everything else in hvdkeras asks this module for the rank, the number of ranks,
+Everything else in hvdkeras that runs inside a rank asks this module for the rank, the number of ranks,
 whether it is the chief, and for collectives. Only Horovod's plain TensorFlow ops
 (``allreduce``, ``broadcast``, ``broadcast_object``) are used here, never its Keras
 layer, so this module works unchanged on any Keras version Horovod's ops run on.
@@ -11,9 +11,8 @@ Process setup done by :func:`init`, in this order:
 2. GPU pinning: a process sees only the GPU at index ``local_rank`` of the host's
    GPU list, with memory growth on. The list is passed in (``gpus=``), so the rule
    is exercised on CPU-only machines with stand-in devices.
-3. Thread budget on the host's cores, so ranks on one host do not oversubscribe:
-   ``intra_op = max(1, cores // local_size)``, ``inter_op = max(1, intra_op // 4)``,
-   each overridable in ``runtime``.
+3. Thread budget on the host's cores (:func:`hvdkeras.horovod_env.thread_budget`),
+   so ranks on one host do not oversubscribe them.
 4. Seeds: Python, NumPy and TensorFlow seeded with ``runtime.seed + rank`` (initial
    weights still agree because they are broadcast from rank 0).
 """
@@ -29,16 +28,18 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from hvdkeras import compat
+from hvdkeras.config import HorovodConfig, RuntimeConfig
+from hvdkeras.errors import PreflightError
+from hvdkeras.horovod_env import (ThreadBudget, host_cores, horovod_environment, resolve_horovod, select_local_gpu,
+                                  thread_budget)
+
+__all__ = ["ROOT_RANK", "ProcessInfo", "init", "rank", "size", "local_rank", "local_size", "is_chief",
+           "pin_local_gpu", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum", "allreduce_max",
+           "broadcast_array", "any_rank", "root_decides", "allgather_object", "agree_min", "preflight",
+           "broadcast_object", "broadcast_variables", "fingerprint", "ranks_disagreeing"]
 
 ROOT_RANK = 0
-
-
-class SetupError(RuntimeError):
-    """This process cannot be set up as asked (for example, no GPU left for its local rank)."""
-
-
-class PreflightError(SetupError):
-    """Ranks differ in something that must be identical (config, model, steps, versions)."""
 
 
 # --------------------------------------------------------------------------- process state
@@ -63,54 +64,6 @@ def local_size() -> int:
 def is_chief() -> bool:
     """True on rank 0, the one process that writes files and prints."""
     return hvd.rank() == ROOT_RANK
-
-
-def launcher_rank() -> Optional[int]:
-    """This process's rank as told by the launcher's environment, before ``hvd.init``.
-
-    Used to print start-up errors once; None when not started by a known launcher.
-    """
-    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return None
-
-
-# --------------------------------------------------------------------------- setup
-
-
-@dataclasses.dataclass(frozen=True)
-class ThreadBudget:
-    intra_op: int
-    inter_op: int
-
-
-def host_cores() -> int:
-    """Cores this process may run on (respects taskset / cgroup CPU affinity)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None,
-                  inter_op: Optional[int] = None) -> ThreadBudget:
-    """``intra_op = max(1, cores // ranks_on_host)``; ``inter_op = max(1, intra_op // 4)``."""
-    intra = intra_op if intra_op is not None else max(1, cores // max(1, ranks_on_host))
-    inter = inter_op if inter_op is not None else max(1, intra // 4)
-    return ThreadBudget(intra_op=intra, inter_op=inter)
-
-
-def select_local_gpu(gpus: Sequence[Any], local_rank_: int) -> Optional[Any]:
-    """The GPU a process with ``local_rank_`` uses: ``gpus[local_rank_]``; None if ``gpus`` is empty."""
-    if not gpus:
-        return None
-    if local_rank_ >= len(gpus):
-        raise SetupError(
-            f"local rank {local_rank_} has no GPU: this host has {len(gpus)} GPU(s); start at most "
-            f"{len(gpus)} processes per host (e.g. horovodrun -H host:{len(gpus)})"
-        )
-    return gpus[local_rank_]
 
 
 def pin_local_gpu(gpus: Sequence[Any], local_rank_: int, memory_growth: bool = True,
@@ -161,62 +114,8 @@ class ProcessInfo:
         return self.rank == ROOT_RANK
 
 
-def stall_environment(horovod_cfg: Any) -> dict:
-    """Horovod's stall-inspector settings for a :class:`hvdkeras.config.HorovodConfig`.
-
-    After ``stall_warning_seconds`` in a collective that not every rank has joined,
-    Horovod logs which ranks are missing for which tensors; after
-    ``stall_shutdown_seconds`` (0: never) it shuts the job down.
-    """
-    if horovod_cfg.stall_warning_seconds == 0:
-        return {"HOROVOD_STALL_CHECK_DISABLE": "1"}
-    return {"HOROVOD_STALL_CHECK_TIME_SECONDS": str(horovod_cfg.stall_warning_seconds),
-            "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(horovod_cfg.stall_shutdown_seconds)}
-
-
-CPU_CYCLE_TIME_MS = 10.0  # measured on 2-core CPU hosts with Gloo: steadier and faster than Horovod's 1 ms
-GPU_CYCLE_TIME_MS = 1.0  # Horovod's own default
-DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
-
-
-def resolve_horovod(horovod_cfg: Any, has_gpu: bool) -> Any:
-    """``horovod_cfg`` with its automatic (null) knobs replaced by the values chosen for this host."""
-    return dataclasses.replace(
-        horovod_cfg,
-        cycle_time_ms=horovod_cfg.cycle_time_ms or (GPU_CYCLE_TIME_MS if has_gpu else CPU_CYCLE_TIME_MS),
-    )
-
-
-def horovod_environment(horovod_cfg: Any, workdir: Optional[str] = None) -> dict:
-    """The ``HOROVOD_*`` variables for a resolved :class:`hvdkeras.config.HorovodConfig`."""
-    env = dict(stall_environment(horovod_cfg))
-    env["HOROVOD_CYCLE_TIME"] = f"{horovod_cfg.cycle_time_ms:g}"
-    if horovod_cfg.fusion_threshold_mb is not None:  # null: Horovod's own default
-        env["HOROVOD_FUSION_THRESHOLD"] = str(int(horovod_cfg.fusion_threshold_mb) * 1024 * 1024)
-    # Only what differs from Horovod's own defaults.
-    if horovod_cfg.cache_capacity != DEFAULT_CACHE_CAPACITY:
-        env["HOROVOD_CACHE_CAPACITY"] = str(horovod_cfg.cache_capacity)
-    if horovod_cfg.hierarchical_allreduce:
-        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
-    if horovod_cfg.hierarchical_allgather:
-        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
-
-    def place(path):
-        return path if os.path.isabs(path) or workdir is None else os.path.join(workdir, path)
-
-    if horovod_cfg.timeline:
-        env["HOROVOD_TIMELINE"] = place(horovod_cfg.timeline)
-        if horovod_cfg.timeline_mark_cycles:
-            env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
-    if horovod_cfg.autotune:
-        env["HOROVOD_AUTOTUNE"] = "1"
-        if horovod_cfg.autotune_log:
-            env["HOROVOD_AUTOTUNE_LOG"] = place(horovod_cfg.autotune_log)
-    return env
-
-
-def init(runtime: Any, gpus: Optional[Sequence[Any]] = None, horovod_cfg: Any = None,
-         workdir: Optional[str] = None) -> ProcessInfo:
+def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
+         horovod_cfg: Optional[HorovodConfig] = None, workdir: Optional[str] = None) -> ProcessInfo:
     """Initialises Horovod and this process (see the module docstring).
 
     ``runtime`` is a :class:`hvdkeras.config.RuntimeConfig`, ``horovod_cfg`` a
@@ -242,6 +141,12 @@ def init(runtime: Any, gpus: Optional[Sequence[Any]] = None, horovod_cfg: Any = 
         rank=hvd.rank(), size=hvd.size(), local_rank=hvd.local_rank(), local_size=hvd.local_size(),
         threads=budget, gpu=getattr(gpu, "name", None), threads_applied=applied,
     )
+
+
+def reinit() -> None:
+    """Shuts Horovod down and initialises it again: how an elastic job re-forms its ring after a reset."""
+    hvd.shutdown()
+    hvd.init()
 
 
 # --------------------------------------------------------------------------- collectives
@@ -333,8 +238,6 @@ def broadcast_object(obj: Any, name: str, root_rank: int = ROOT_RANK) -> Any:
 def broadcast_variables(variables: Sequence[tf.Variable], root_rank: int = ROOT_RANK) -> None:
     """Assigns rank ``root_rank``'s values to ``variables`` on every rank."""
     if variables:
-        from hvdkeras import compat
-
         hvd.broadcast_variables(compat.tf_variables(variables), root_rank=root_rank)
 
 

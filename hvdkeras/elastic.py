@@ -30,13 +30,16 @@ On a resize, ``elastic.on_resize`` decides:
 """
 from __future__ import annotations
 
-from typing import List
+import dataclasses
+from typing import Dict, List
 
 import numpy as np
+import tensorflow as tf
 
-from horovod.common.elastic import ObjectState
-
-from hvdkeras import compat, distributed
+from horovod.common.elastic import ObjectState, run_fn
+from horovod.common.exceptions import HorovodInternalError
+from hvdkeras import checkpointing, compat, distributed, scaling
+from hvdkeras import config as config_lib
 
 keras = compat.keras
 
@@ -51,11 +54,6 @@ def run(func):
     Keras 3) ended training early as if it had finished. Here any Horovod op's error
     resets and every other error propagates.
     """
-    import horovod.tensorflow as hvd
-    import tensorflow as tf
-    from horovod.common.elastic import run_fn
-    from horovod.common.exceptions import HorovodInternalError
-
     def wrapper(state, *args, **kwargs):
         try:
             return func(state, *args, **kwargs)
@@ -64,11 +62,7 @@ def run(func):
                 raise HorovodInternalError(exc) from exc
             raise
 
-    def reset():
-        hvd.shutdown()
-        hvd.init()
-
-    return run_fn(wrapper, reset)
+    return run_fn(wrapper, distributed.reinit)
 
 
 class TrainingState(ObjectState):
@@ -77,10 +71,8 @@ class TrainingState(ObjectState):
     def __init__(self, model, epoch: int = 0, batch: int = 0):
         self.model = model
         self._saved: List[np.ndarray] = []
-        import horovod.tensorflow as hvd
-
-        super().__init__(bcast_object=lambda obj: hvd.broadcast_object(obj, root_rank=0, name="hvdkeras.elastic"),
-                         get_rank=hvd.rank, epoch=epoch, batch=batch)
+        super().__init__(bcast_object=lambda obj: distributed.broadcast_object(obj, name="hvdkeras.elastic"),
+                         get_rank=distributed.rank, epoch=epoch, batch=batch)
 
     def _variables(self):
         return list(self.model.variables) + compat.optimizer_variables(self.model.optimizer)
@@ -121,3 +113,77 @@ class CommitStateCallback(keras.callbacks.Callback):
         self.state.epoch = epoch + 1
         self.state.batch = 0
         self.state.commit()
+
+
+def data_config_for(cfg: config_lib.Config, initial_size: int, size: int) -> config_lib.DataConfig:
+    """The data section for ``size`` ranks under ``elastic.on_resize`` (see the module docstring)."""
+    if cfg.elastic.on_resize == "keep_global_batch":
+        return cfg.data
+    per_rank = cfg.data.global_batch_size // initial_size
+    eval_per_rank = cfg.data.eval_global_batch // initial_size
+    return dataclasses.replace(cfg.data, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
+
+
+class ElasticDriver:
+    """Trains a :class:`hvdkeras.trainer.Trainer`'s model under :func:`run`, re-forming on every resize.
+
+    It owns what changes with the world: the training position (:class:`TrainingState`),
+    the data and learning rate for the current number of ranks, and the history so far.
+    Workers that join later start :meth:`fit` while the others are mid-training, so
+    every collective happens inside the elastic function, after the state sync: the
+    checkpoint is loaded on rank 0 alone and reaches the others through that sync.
+    """
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.config = trainer.config
+        self.initial_size = trainer.process.size
+        self.data = trainer.data
+        self.history: Dict[str, List[float]] = {}
+
+    def _restored_epoch(self) -> int:
+        """Rank 0 alone loads the latest checkpoint (the state sync shares it); the epochs it holds."""
+        backup = self.trainer.backup
+        if backup is None or not self.config.checkpoint.resume or not distributed.is_chief():
+            return 0
+        latest = backup.store.latest()
+        if latest is None:
+            return 0
+        backup.store.restore(latest, checkpointing.trackable_for(self.trainer.model))
+        return latest.epoch
+
+    def fit(self) -> Dict[str, float]:
+        state = TrainingState(self.trainer.model, epoch=self._restored_epoch(), batch=0)
+        run(self._train)(state)
+        return self.trainer.finish({k: float(v[-1]) for k, v in self.history.items()}, self.data)
+
+    def _train(self, state: TrainingState) -> None:
+        """One attempt at the rest of the training in the current world (re-run by Horovod after a reset)."""
+        cfg, trainer = self.config, self.trainer
+        size, rank = distributed.size(), distributed.rank()
+        data_cfg = data_config_for(cfg, self.initial_size, size)
+        config_lib.validate_for_world(dataclasses.replace(cfg, data=data_cfg), size)
+        self.data = trainer.data_for_world(data_cfg, rank, size)
+        trainer.preflight(self.data)
+        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, size, data_cfg.global_batch_size)
+        steps = self.data.steps_per_epoch
+        epochs = cfg.trainer.epochs
+        epoch, batch = state.epoch, min(state.batch, steps)
+        print(f"[hvdkeras] rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
+              f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size})", flush=True)
+        if epoch < epochs and batch:  # the rest of the interrupted epoch
+            self._fit(state, self.data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch,
+                      scaled_lr, size)
+            epoch += 1
+        if epoch < epochs:
+            self._fit(state, self.data.train(epoch, epochs), steps, epoch, epochs, 0, scaled_lr, size)
+
+    def _fit(self, state, dataset, steps, first_epoch, last_epoch, initial_batch, scaled_lr, size) -> None:
+        trainer = self.trainer
+        if trainer.backup is not None:
+            trainer.backup.continue_at(first_epoch)  # the weights come from the elastic state
+        # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
+        callbacks = trainer.callbacks(scaled_lr, self.data.steps_per_epoch, size, initial_batch=initial_batch)
+        callbacks.append(CommitStateCallback(state, self.config.elastic.commit_every_batches, initial_batch))
+        for key, values in trainer.run_fit(self.data, dataset, steps, first_epoch, last_epoch, callbacks).items():
+            self.history.setdefault(key, []).extend(values)

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import atexit
 import inspect
-import json
 import os
 import shutil
 import tempfile
@@ -63,8 +62,15 @@ _ESTIMATOR = tf.estimator
 
 import horovod.tensorflow as hvd  # noqa: E402
 
-from hvdkeras import distributed, schedules  # noqa: E402
+from hvdkeras import config as config_lib  # noqa: E402
+from hvdkeras import data as data_lib  # noqa: E402
+from hvdkeras import distributed, horovod_env, schedules, scaling  # noqa: E402
+from hvdkeras import models as models_lib  # noqa: E402
 from hvdkeras.config import HorovodConfig, RuntimeConfig  # noqa: E402
+from hvdkeras.errors import ConfigError  # noqa: E402
+from hvdkeras.gradient_exchange.compression import horovod_compression  # noqa: E402
+from hvdkeras.losses import make_loss  # noqa: E402
+from hvdkeras.workdir import Workdir, append_metrics, save_config  # noqa: E402
 
 tf_estimator = _ESTIMATOR
 v1 = tf.compat.v1
@@ -86,11 +92,11 @@ def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[
         num_gpus = len(tf.config.list_physical_devices("GPU"))
     config = v1.ConfigProto()
     if num_gpus:
-        distributed.select_local_gpu(list(range(num_gpus)), local_rank)  # same check and message as Keras
+        horovod_env.select_local_gpu(list(range(num_gpus)), local_rank)  # same check and message as Keras
         config.gpu_options.visible_device_list = str(local_rank)
         config.gpu_options.allow_growth = runtime.gpu_memory_growth
     else:
-        budget = distributed.thread_budget(distributed.host_cores(), local_size, runtime.intra_op_threads,
+        budget = horovod_env.thread_budget(horovod_env.host_cores(), local_size, runtime.intra_op_threads,
                                            runtime.inter_op_threads)
         config.intra_op_parallelism_threads = budget.intra_op
         config.inter_op_parallelism_threads = budget.inter_op
@@ -99,9 +105,8 @@ def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[
 
 def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
     """Wraps a ``tf.compat.v1.train.Optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged)."""
-    compression = hvd.Compression.fp16 if horovod.compression == "fp16" else hvd.Compression.none
     return hvd.DistributedOptimizer(
-        optimizer, compression=compression, backward_passes_per_step=horovod.backward_passes_per_step,
+        optimizer, compression=horovod_compression(horovod.compression), backward_passes_per_step=horovod.backward_passes_per_step,
         average_aggregated_gradients=horovod.average_aggregated_gradients, sparse_as_dense=horovod.sparse_as_dense)
 
 
@@ -313,31 +318,30 @@ def _optimizer_v1(name: str, lr, cfg):
         return v1.train.AdamOptimizer(lr)
     if name == "rmsprop":
         return v1.train.RMSPropOptimizer(lr, momentum=cfg.momentum)
-    from hvdkeras.config import ConfigError
-
     raise ConfigError(f"optimizer.name={name!r} has no tf.compat.v1 optimizer for the Estimator path;"
                       " use sgd, adam or rmsprop")
 
 
 def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     """``trainer.api: estimator``: the config's data, model and optimizer through :class:`HorovodEstimator`."""
-    from hvdkeras import config as config_lib
-    from hvdkeras import data as data_lib
-    from hvdkeras import models as models_lib
-    from hvdkeras import optimizers
-    from hvdkeras.trainer import CONFIG_FILE, METRICS_FILE, make_loss
+    try:
+        return _train_from_config(cfg, workdir)
+    except ConfigError as exc:  # a name the data, model or optimizer builders do not know
+        raise config_lib.locate(cfg, exc) from None
 
+
+def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
+    files = Workdir(workdir)
     hvd.init()
     v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank
     rank, size = hvd.rank(), hvd.size()
     config_lib.validate_for_world(cfg, size)
     if rank == 0:
-        os.makedirs(workdir, exist_ok=True)
-        config_lib.save(cfg, os.path.join(workdir, CONFIG_FILE))
+        save_config(cfg, files.config)
     shard = data_lib.Shard(rank, size)
     probe = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch)
     steps_per_epoch = probe.steps_per_epoch
-    scaled_lr = optimizers.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
+    scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
 
     def model_fn(features, labels, mode, params):
         model = models_lib.build(probe.input_shape, probe.num_classes, cfg.model)
@@ -363,7 +367,7 @@ def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
         return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
     ckpt = cfg.checkpoint
-    est = HorovodEstimator(model_fn, model_dir=os.path.join(workdir, "estimator"), scaled_learning_rate=scaled_lr,
+    est = HorovodEstimator(model_fn, model_dir=files.estimator, scaled_learning_rate=scaled_lr,
                            runtime=cfg.runtime, save_checkpoints_steps=ckpt.every_epochs * steps_per_epoch,
                            keep_checkpoint_max=max(ckpt.keep, 1), save_summary_steps=steps_per_epoch)
 
@@ -374,16 +378,13 @@ def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     def eval_input_fn():
         return data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch).validation
 
-    metrics_path = os.path.join(workdir, METRICS_FILE)
-
     def log(results):
         if rank == 0:
             epoch = int(results["global_step"]) // steps_per_epoch
             record = {"epoch": epoch, **{k: float(v) for k, v in results.items()}}
             print(f"[hvdkeras] estimator epoch {epoch}: "
                   + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results.items()) if k != "global_step"), flush=True)
-            with open(metrics_path, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_metrics(files.metrics, record)
 
     per_epoch = steps_per_epoch * size  # single-process steps in one epoch
     results = est.train_and_evaluate(train_input_fn, eval_input_fn, max_steps=cfg.trainer.epochs * per_epoch,

@@ -6,15 +6,15 @@ size, the batches, the learning rate, the steps, the Horovod knobs and the
 thread budget. Every number comes from the function the trainer itself calls:
 
 ==================  ==========================================================
-per-rank batch      :func:`hvdkeras.data.per_rank_batch` (``global // ranks``)
-scaled lr           :func:`hvdkeras.optimizers.scaled_learning_rate`
+per-rank batch      :func:`hvdkeras.scaling.per_rank_batch` (``global // ranks``)
+scaled lr           :func:`hvdkeras.scaling.scaled_learning_rate`
 warmup start lr     :func:`hvdkeras.schedules.warmup_lr` at epoch 0
 steps per epoch     :func:`hvdkeras.data.build` for rank 0 of ``np`` (the count is
                     the same on every rank: ``(examples // ranks) // per_rank_batch``),
                     or ``trainer.steps_per_epoch``
-horovod settings    :func:`hvdkeras.distributed.resolve_horovod` and
-                    :func:`hvdkeras.distributed.horovod_environment`
-threads per rank    :func:`hvdkeras.distributed.thread_budget`
+horovod settings    :func:`hvdkeras.horovod_env.resolve_horovod` and
+                    :func:`hvdkeras.horovod_env.horovod_environment`
+threads per rank    :func:`hvdkeras.horovod_env.thread_budget`
 ==================  ==========================================================
 
 The only formulas defined here are the two step counts (see :func:`warmup_steps`
@@ -29,6 +29,7 @@ launcher (``horovodrun``, ``mpirun``, ``slurm``, ``kubernetes``);
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import os
@@ -39,19 +40,23 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import yaml
 
 from hvdkeras import config as config_lib
-from hvdkeras.config import ConfigError
+from hvdkeras import horovod_env, schedules, scaling
+from hvdkeras.errors import LaunchError
 
 LAUNCHERS = ("horovodrun", "mpirun", "slurm", "kubernetes")
 DEFAULT_IMAGE = "hvdkeras:latest"
 TRAIN_MODULE = ("python", "-m", "hvdkeras.train")
-# Horovod's documented Open MPI recipe (docs/mpi.rst), without -np and -H.
-MPIRUN_FLAGS = ("-bind-to", "none", "-map-by", "slot", "-x", "NCCL_DEBUG=INFO", "-x", "LD_LIBRARY_PATH",
-                "-x", "PATH", "-mca", "pml", "ob1", "-mca", "btl", "^openib")
+# Horovod's documented Open MPI recipe (docs/mpi.rst), without -np and -H: the one copy, used by the dry
+# run, `make train LAUNCHER=mpirun` (python -m hvdkeras.launch --mpirun-flags) and the test harness.
+MPIRUN_FLAGS = ("-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
+                "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "TF_CPP_MIN_LOG_LEVEL")
+MPIRUN_GPU_FLAGS = ("-x", "NCCL_DEBUG=INFO")  # GPU hosts: NCCL says which transport it picked
+
+
+def mpirun_flags(gpus: bool = False) -> Tuple[str, ...]:
+    """The flags of Horovod's Open MPI recipe, plus NCCL's transport report on GPU hosts."""
+    return MPIRUN_FLAGS + (MPIRUN_GPU_FLAGS if gpus else ())
 DISCOVER_HOSTS = "tools/discover_hosts.sh"  # elastic runs (see README, "Elastic training")
-
-
-class LaunchError(ConfigError):
-    """A launch option that cannot work, reported as one line (like a config error)."""
 
 
 # --------------------------------------------------------------------------- hosts
@@ -115,7 +120,7 @@ class Plan:
     # Horovod and threads.
     horovod: config_lib.HorovodConfig  # resolved for the hosts (automatic knobs filled in)
     horovod_env: Dict[str, str]
-    threads: Tuple[Tuple[int, object], ...]  # (ranks on a host, distributed.ThreadBudget), one per distinct count
+    threads: Tuple[Tuple[int, object], ...]  # (ranks on a host, horovod_env.ThreadBudget), one per distinct count
 
     @property
     def uniform_slots(self) -> Optional[int]:
@@ -156,6 +161,8 @@ def _world(np_: Optional[int], hosts: Union[None, str, Sequence[Host]]) -> Tuple
 
 def _steps_per_epoch(cfg: config_lib.Config, np_: int) -> Tuple[Optional[int], str]:
     """(steps per epoch or None, where it comes from or why it is unknown); reads sizes only."""
+    # TensorFlow (through compat, which quiets its start-up lines): only the dry run's step count needs it.
+    from hvdkeras import compat  # noqa: F401
     from hvdkeras import data as data_lib
 
     configured = cfg.trainer.steps_per_epoch
@@ -183,38 +190,35 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
     timeline and autotune-log paths as the trainer would. Raises :class:`ConfigError`
     (or :class:`LaunchError`) with one line for anything the trainer would refuse.
     """
-    from hvdkeras import data as data_lib
-    from hvdkeras import distributed, optimizers, schedules
-
     np_, hosts_ = _world(np, hosts)
     if gpus_per_host < 0:
         raise LaunchError(f"--gpus_per_host must be >= 0 (0: CPU hosts); received: {gpus_per_host}")
     if gpus_per_host:  # one GPU per process: the trainer's own check, for the first local rank without one
         fullest = max(h.slots for h in hosts_)
-        distributed.select_local_gpu(list(range(gpus_per_host)), min(fullest, gpus_per_host + 1) - 1)
-    cores = cores_per_host if cores_per_host is not None else distributed.host_cores()
+        horovod_env.select_local_gpu(list(range(gpus_per_host)), min(fullest, gpus_per_host + 1) - 1)
+    cores = cores_per_host if cores_per_host is not None else horovod_env.host_cores()
     if cores < 1:
         raise LaunchError(f"--cores_per_host must be >= 1; received: {cores}")
     cfg = config
     config_lib.validate_for_world(cfg, np_)
     d, o, s = cfg.data, cfg.optimizer, cfg.schedule
-    eval_global = d.eval_global_batch_size or d.global_batch_size
-    scaled = optimizers.scaled_learning_rate(o, np_, d.global_batch_size)
+    eval_global = d.eval_global_batch
+    scaled = scaling.scaled_learning_rate(o, np_, d.global_batch_size)
     steps, note = _steps_per_epoch(cfg, np_)
-    resolved = distributed.resolve_horovod(cfg.horovod, has_gpu=gpus_per_host > 0)
-    threads = tuple((n, distributed.thread_budget(cores, n, cfg.runtime.intra_op_threads, cfg.runtime.inter_op_threads))
+    resolved = horovod_env.resolve_horovod(cfg.horovod, has_gpu=gpus_per_host > 0)
+    threads = tuple((n, horovod_env.thread_budget(cores, n, cfg.runtime.intra_op_threads, cfg.runtime.inter_op_threads))
                     for n in sorted({h.slots for h in hosts_}, reverse=True))
     return Plan(
         config=cfg, train_args=tuple(train_args), np=np_, hosts=hosts_, gpus_per_host=gpus_per_host,
         cores_per_host=cores,
-        global_batch=d.global_batch_size, per_rank_batch=data_lib.per_rank_batch(d.global_batch_size, np_),
-        eval_global_batch=eval_global, eval_per_rank_batch=data_lib.per_rank_batch(eval_global, np_),
+        global_batch=d.global_batch_size, per_rank_batch=scaling.per_rank_batch(d.global_batch_size, np_),
+        eval_global_batch=eval_global, eval_per_rank_batch=scaling.per_rank_batch(eval_global, np_),
         base_lr=o.learning_rate, scaled_lr=scaled,
         warmup_start_lr=schedules.warmup_lr(0.0, scaled, s.warmup_epochs, np_),
         warmup_epochs=s.warmup_epochs, epochs=cfg.trainer.epochs, steps_per_epoch=steps, steps_note=note,
         warmup_steps=warmup_steps(s.warmup_epochs, steps) if steps else None,
         total_steps=total_steps(cfg.trainer.epochs, steps) if steps else None,
-        horovod=resolved, horovod_env=distributed.horovod_environment(resolved, workdir), threads=threads,
+        horovod=resolved, horovod_env=horovod_env.horovod_environment(resolved, workdir), threads=threads,
     )
 
 
@@ -276,7 +280,8 @@ def horovodrun_command(p: Plan) -> str:
 
 def mpirun_args(p: Plan, hosts: bool = True) -> list:
     """Horovod's Open MPI recipe (docs/mpi.rst) for the plan, as a list (``-H`` only when ``hosts``)."""
-    return (["mpirun", "-np", str(p.np)] + (["-H", hosts_text(p.hosts)] if hosts else []) + list(MPIRUN_FLAGS)
+    return (["mpirun", "-np", str(p.np)] + (["-H", hosts_text(p.hosts)] if hosts else [])
+            + list(mpirun_flags(p.gpus_per_host > 0))
             + list(TRAIN_MODULE) + list(p.train_args))
 
 
@@ -508,3 +513,18 @@ def dry_run(config_path: str, overrides: Sequence[str] = (), workdir: Optional[s
             raise LaunchError(f"cannot write --dry_run_output {output}: {exc.strerror or exc}") from None
         text += f"--- written to {output} ---\n"
     return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m hvdkeras.launch --mpirun-flags [--gpus]``: prints the mpirun flags (for the Makefile)."""
+    parser = argparse.ArgumentParser(prog="python -m hvdkeras.launch")
+    parser.add_argument("--mpirun-flags", action="store_true", required=True,
+                        help="print the flags of Horovod's Open MPI recipe, shell-quoted")
+    parser.add_argument("--gpus", action="store_true", help="GPU hosts: add NCCL's transport report")
+    args = parser.parse_args(argv)
+    print(" ".join(shlex.quote(flag) for flag in mpirun_flags(args.gpus)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+import tensorflow as tf
+
 from hvdkeras import compat
 from hvdkeras.config import ModelConfig
+from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
 
 keras = compat.keras
@@ -22,10 +25,6 @@ REGISTRY = Registry("model", "model.name")
 # Batch normalisation as in the reference ResNet v1.5 training recipes.
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
-
-
-def names():
-    return REGISTRY.names()
 
 
 def _l2(cfg: ModelConfig) -> Optional[keras.regularizers.Regularizer]:
@@ -108,8 +107,6 @@ class ZeroPadChannels(layers.Layer):
         self.extra = extra
 
     def call(self, x):
-        import tensorflow as tf
-
         return tf.pad(x, [[0, 0], [0, 0], [0, 0], [self.extra // 2, self.extra - self.extra // 2]])
 
     def get_config(self):
@@ -154,20 +151,19 @@ def resnet20(input_shape: Tuple[int, ...], num_classes: int, cfg: ModelConfig) -
 
 
 APPLICATIONS_PREFIX = "applications."
-
-
-def is_known(name: str) -> bool:
-    """A registered model, or ``applications.<Name>`` for any ``keras.applications`` model."""
-    if name.startswith(APPLICATIONS_PREFIX):
-        return callable(getattr(keras.applications, name[len(APPLICATIONS_PREFIX):], None))
-    return name in REGISTRY.names()
+_APPLICATIONS = " or applications.<Name> of keras.applications"
 
 
 def build(input_shape: Tuple[int, ...], num_classes: int, cfg: ModelConfig) -> keras.Model:
     """The model named ``cfg.name``; ``applications.MobileNetV2`` (etc.) builds a ``keras.applications``
-    model, randomly initialised, with a float32 softmax over ``num_classes``."""
+    model, randomly initialised, with a float32 softmax over ``num_classes``.
+
+    An unknown name raises a ConfigError listing the registered names."""
     if cfg.name.startswith(APPLICATIONS_PREFIX):
-        constructor = getattr(keras.applications, cfg.name[len(APPLICATIONS_PREFIX):])
+        constructor = getattr(keras.applications, cfg.name[len(APPLICATIONS_PREFIX):], None)
+        if not callable(constructor):
+            raise ConfigError.for_key(REGISTRY.key, f"be one of {', '.join(REGISTRY.names())}{_APPLICATIONS}",
+                                      cfg.name)
         base = constructor(weights=None, include_top=False, input_shape=tuple(input_shape), pooling="avg")
         return keras.Model(base.input, _classifier(base.output, num_classes, cfg), name=base.name)
-    return REGISTRY.get(cfg.name)(tuple(input_shape), num_classes, cfg)
+    return REGISTRY.get(cfg.name, extra=_APPLICATIONS)(tuple(input_shape), num_classes, cfg)

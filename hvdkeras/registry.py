@@ -3,15 +3,22 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, TypeVar
 
+from hvdkeras.errors import ConfigError
+
 F = TypeVar("F", bound=Callable)
 
 
 class Registry:
-    """Builders registered by name with ``@registry.register("name")``."""
+    """Builders registered by name with ``@registry.register("name")``.
 
-    def __init__(self, kind: str, config_key: str):
+    ``key`` is the config key that names an entry (``model.name``); an unknown name
+    raises ``ConfigError.for_key(key, ...)``, to which the caller can add where the
+    name came from (:func:`hvdkeras.config.locate`).
+    """
+
+    def __init__(self, kind: str, key: str):
         self.kind = kind
-        self.config_key = config_key
+        self.key = key
         self._builders: Dict[str, Callable] = {}
 
     def register(self, name: str) -> Callable[[F], F]:
@@ -23,15 +30,12 @@ class Registry:
 
         return decorate
 
-    def get(self, name: str) -> Callable:
-        from hvdkeras.config import ConfigError
-
+    def get(self, name: str, extra: str = "") -> Callable:
+        """The builder registered as ``name``; ``extra`` adds to the list of allowed names in the error."""
         try:
             return self._builders[name]
         except KeyError:
-            raise ConfigError(
-                f"{self.config_key} must be one of {', '.join(self.names())}; received: {name!r}"
-            ) from None
+            raise ConfigError.for_key(self.key, f"be one of {', '.join(self.names())}{extra}", name) from None
 
     def names(self) -> List[str]:
         return sorted(self._builders)

@@ -18,14 +18,13 @@ file is copied to.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-METRICS_FILE = "metrics.jsonl"  # hvdkeras.trainer.METRICS_FILE (not imported: it pulls in TensorFlow)
-REPORT_FILE = "report.png"
+from hvdkeras.errors import ReportError
+from hvdkeras.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
 
 # (panel title, y label, [(record key, legend label, style)])
 PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
@@ -35,10 +34,6 @@ PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Images per second", "images/s (training only)",
      (("images_per_sec", "all ranks", "-"), ("images_per_sec_per_rank", "per rank", "--"))),
 )
-
-
-class ReportError(Exception):
-    """A problem with the input, reported as one line without a traceback."""
 
 
 def _number(value: Any) -> Optional[float]:
@@ -68,20 +63,7 @@ def read_records(path: str, workdir: Optional[str] = None) -> List[Dict[str, Any
            f" --workdir {workdir}")
     if not os.path.exists(path):
         raise ReportError(f"{path} does not exist; {how}")
-    skipped = 0
-    records = []
-    with open(path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                skipped += 1
+    records, skipped = read_metrics_counting(path)
     if skipped:
         print(f"hvdkeras: note: skipped {skipped} line(s) of {path} that are not JSON objects", file=sys.stderr)
     if not last_per_epoch(records):

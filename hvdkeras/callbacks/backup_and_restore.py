@@ -19,7 +19,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     broadcasts it, and every rank continues ``fit`` at the epoch after it, so the
     learning-rate callbacks (which compute the rate from the epoch) pick up the
     schedule where it was. If rank 0 cannot load it, every rank stops with the same
-    :class:`~hvdkeras.checkpointing.CheckpointError` instead of waiting for rank 0.
+    :class:`~hvdkeras.errors.CheckpointError` instead of waiting for rank 0.
     Only rank 0 writes: after every ``every_epochs`` epochs (and the last), an
     atomic ``epoch-NNNN`` directory (see :mod:`hvdkeras.checkpointing`), keeping the
     newest ``keep``. With ``delete_checkpoint=True`` (Keras' default) the backups

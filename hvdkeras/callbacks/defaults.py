@@ -24,6 +24,7 @@ def default_callbacks(
     staircase: bool = False,
     momentum_correction: bool = True,
     steps_per_epoch: Optional[int] = None,
+    initial_batch: int = 0,
     backup: Union[str, BackupAndRestore, None] = None,
     metrics_file: Optional[str] = None,
     tensorboard_dir: Optional[str] = None,
@@ -48,6 +49,9 @@ def default_callbacks(
        ``JsonlMetricsLogger(metrics_file)``.
     8. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
 
+    This docstring is the one description of the order; the trainer uses this list.
+    ``initial_batch``: the first epoch of the coming ``fit`` starts at that batch
+    (a run resumed mid-epoch); the learning-rate callbacks count from it.
     Pass ``verbose=1`` (or 2) to ``fit`` on every rank: only rank 0 prints.
     ``size`` (the number of ranks the warmup starts from) defaults to Horovod's.
     """
@@ -62,11 +66,13 @@ def default_callbacks(
         if warmup_epochs > 0:
             callbacks.append(LearningRateWarmupCallback(initial_lr, warmup_epochs=warmup_epochs,
                                                         momentum_correction=momentum_correction,
-                                                        steps_per_epoch=steps_per_epoch, size=size))
+                                                        steps_per_epoch=steps_per_epoch, size=size,
+                                                        initial_batch=initial_batch))
         callbacks.append(LearningRateScheduleCallback(initial_lr, 1.0 if lr_schedule is None else lr_schedule,
                                                       start_epoch=warmup_epochs, staircase=staircase,
                                                       momentum_correction=momentum_correction,
-                                                      steps_per_epoch=steps_per_epoch))
+                                                      steps_per_epoch=steps_per_epoch,
+                                                      initial_batch=initial_batch))
     elif lr_schedule is not None:
         raise ValueError("lr_schedule needs initial_lr (the scaled learning rate it multiplies)")
     callbacks.append(ThroughputLogger(unit=throughput_unit))

@@ -29,7 +29,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from hvdkeras import compat, schedules
+from hvdkeras import compat, distributed, schedules
 
 keras = compat.keras
 
@@ -38,8 +38,11 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
     """Sets ``lr(epoch)`` for fractional epochs in ``[start_epoch, end_epoch)``."""
 
     def __init__(self, start_epoch: float, end_epoch: Optional[float], staircase: bool,
-                 steps_per_epoch: Optional[int], verbose: int = 0, momentum_correction: bool = True):
+                 steps_per_epoch: Optional[int], verbose: int = 0, momentum_correction: bool = True,
+                 initial_batch: int = 0):
         super().__init__()
+        if initial_batch < 0:
+            raise ValueError(f"initial_batch must be >= 0; received: initial_batch={initial_batch}")
         if end_epoch is not None and end_epoch <= start_epoch:
             raise ValueError(
                 f"end_epoch must be after start_epoch; received: start_epoch={start_epoch}, end_epoch={end_epoch}"
@@ -54,9 +57,10 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
         self._steps = steps_per_epoch
         self._rescale = None
         self._slots_checked = False
-        # Batches of the current epoch already run before this fit started (an elastic restart
-        # mid-epoch): batch b of this fit is batch b + batch_offset of the epoch.
-        self.batch_offset = 0
+        # Batches of the first epoch already run before this fit started (a resume mid-epoch):
+        # batch b of that epoch in this fit is batch b + initial_batch of the epoch.
+        self.initial_batch = initial_batch
+        self._batch_offset = initial_batch
 
     def lr_at(self, epoch: float) -> float:
         raise NotImplementedError
@@ -89,6 +93,7 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
         self._rescale = rescale
 
     def on_train_begin(self, logs=None):
+        self._batch_offset = self.initial_batch
         self._steps = self.steps_per_epoch or (self.params or {}).get("steps")
         if not self.staircase and not self._steps:
             raise ValueError(
@@ -110,10 +115,10 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if not self.staircase:
-            self._apply(self._epoch + (batch + self.batch_offset) / self._steps)
+            self._apply(self._epoch + (batch + self._batch_offset) / self._steps)
 
     def on_epoch_end(self, epoch, logs=None):
-        self.batch_offset = 0
+        self._batch_offset = 0
         if logs is not None:
             logs["lr"] = compat.get_learning_rate(self.model.optimizer)
 
@@ -124,23 +129,21 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
     ``lr = initial_lr / size * (epoch * (size - 1) / warmup_epochs + 1)`` for the
     fractional epoch, and exactly ``initial_lr`` from the end of the last warmup
     epoch on. ``initial_lr`` is the already-scaled rate; ``size`` defaults to the
-    number of Horovod ranks.
+    number of Horovod ranks. ``initial_batch``: the first epoch of ``fit`` starts at
+    that batch (a run resumed mid-epoch).
     """
 
     def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
-                 steps_per_epoch: Optional[int] = None, verbose: int = 0, size: Optional[int] = None):
+                 steps_per_epoch: Optional[int] = None, verbose: int = 0, size: Optional[int] = None,
+                 initial_batch: int = 0):
         if warmup_epochs <= 0:
             raise ValueError(f"warmup_epochs must be > 0; received: warmup_epochs={warmup_epochs}")
         # The range covers whole epochs: past a fractional end (2.5 epochs) the rate is initial_lr.
         super().__init__(0, math.ceil(warmup_epochs), staircase=False, steps_per_epoch=steps_per_epoch,
-                         verbose=verbose, momentum_correction=momentum_correction)
+                         verbose=verbose, momentum_correction=momentum_correction, initial_batch=initial_batch)
         self.initial_lr = initial_lr
         self.warmup_epochs = warmup_epochs
-        if size is None:
-            from hvdkeras import distributed
-
-            size = distributed.size()
-        self.size = size
+        self.size = distributed.size() if size is None else size
 
     def lr_at(self, epoch: float) -> float:
         return schedules.warmup_lr(epoch, self.initial_lr, self.warmup_epochs, self.size)
@@ -161,15 +164,16 @@ class LearningRateScheduleCallback(_EpochRangeLearningRate):
     ``start_epoch`` (build it with initial rate 1.0, e.g.
     ``CosineDecay(1.0, decay_steps)``; it is then evaluated every batch). With
     ``staircase=True`` the rate changes at epoch starts (integer epochs); otherwise
-    every batch (fractional epochs).
+    every batch (fractional epochs). ``initial_batch``: the first epoch of ``fit``
+    starts at that batch (a run resumed mid-epoch).
     """
 
     def __init__(self, initial_lr: float, multiplier, start_epoch: float = 0, end_epoch: Optional[float] = None,
                  staircase: bool = True, momentum_correction: bool = True, steps_per_epoch: Optional[int] = None,
-                 verbose: int = 0):
+                 verbose: int = 0, initial_batch: int = 0):
         schedule = isinstance(multiplier, keras.optimizers.schedules.LearningRateSchedule)
         super().__init__(start_epoch, end_epoch, staircase and not schedule, steps_per_epoch, verbose,
-                         momentum_correction)
+                         momentum_correction, initial_batch)
         self.initial_lr = initial_lr
         if schedule:
             self.multiplier = lambda epoch: float(multiplier((epoch - self.start_epoch) * self._steps))

@@ -1,21 +1,12 @@
 """One JSON line per epoch, for machines: ``metrics.jsonl`` written by rank 0."""
 from __future__ import annotations
 
-import json
-import os
 import time
 
 from hvdkeras import compat, distributed
+from hvdkeras.workdir import append_metrics, keep_metrics_through
 
 keras = compat.keras
-
-
-def read_metrics(path: str):
-    """The records of a ``metrics.jsonl`` file, oldest first."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 class JsonlMetricsLogger(keras.callbacks.Callback):
@@ -39,18 +30,9 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._first_epoch = True
 
-    def _drop_records_after(self, epoch: int) -> None:
-        records = read_metrics(self.path)
-        kept = [r for r in records if r.get("epoch", 0) <= epoch]
-        if len(kept) != len(records):
-            tmp = f"{self.path}.tmp"
-            with open(tmp, "w") as f:
-                f.writelines(json.dumps(r) + "\n" for r in kept)
-            os.replace(tmp, self.path)
-
     def on_epoch_begin(self, epoch, logs=None):
         if self._first_epoch and distributed.is_chief():
-            self._drop_records_after(epoch)  # fit(initial_epoch=epoch) resumes here
+            keep_metrics_through(self.path, epoch)  # fit(initial_epoch=epoch) resumes here
         self._first_epoch = False
         self._epoch_start = time.perf_counter()
 
@@ -61,7 +43,4 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
         record = {"epoch": epoch + 1}
         record.update({k: float(v) for k, v in (logs or {}).items()})
         record["epoch_time_s"] = round(time.perf_counter() - start, 4)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_metrics(self.path, record)

@@ -9,42 +9,9 @@ from typing import List, Optional
 import numpy as np
 
 from hvdkeras import compat, distributed
+from hvdkeras.workdir import atomic_save
 
 keras = compat.keras
-
-
-def _atomic_save(path: str, save) -> None:
-    """Calls ``save(tmp_path)`` next to ``path`` and moves the result into place in one rename.
-
-    ``save`` may write one file (``.keras``, ``.h5``), a directory (SavedModel) or a
-    TensorFlow weights prefix (``path.index`` plus ``path.data-*``). A prefix is moved
-    data files first and index last: readers find a checkpoint through its index,
-    so they never see one whose data is missing.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".saving-", dir=directory)
-    try:
-        tmp = os.path.join(staging, os.path.basename(path))
-        save(tmp)
-        if os.path.exists(tmp):  # a file or a directory
-            if os.path.isdir(path):
-                old = os.path.join(staging, ".old")
-                os.rename(path, old)
-            os.replace(tmp, path)
-        else:  # a TensorFlow weights prefix: several files
-            names = sorted(os.listdir(staging), key=lambda n: (n == "checkpoint", n.endswith(".index"), n))
-            for name in names:
-                if name.startswith(os.path.basename(path)) or name == "checkpoint":
-                    target = os.path.join(directory, name)
-                    if name == "checkpoint":  # TF's pointer file: point it at the final prefix
-                        with open(os.path.join(staging, name)) as f:
-                            text = f.read().replace(staging + os.sep, "").replace(staging, directory)
-                        with open(os.path.join(staging, name), "w") as f:
-                            f.write(text)
-                    os.replace(os.path.join(staging, name), target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _remove_saved(path: str) -> None:
@@ -157,7 +124,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
             print(f"\nEpoch {epoch + 1}: {why}saving model to {path}")
         kwargs = {"overwrite": True} if self.options is None else {"overwrite": True, "options": self.options}
         save = self.model.save_weights if self.save_weights_only else self.model.save
-        _atomic_save(path, lambda tmp: save(tmp, **kwargs))
+        atomic_save(path, lambda tmp: save(tmp, **kwargs))
         if path in self.written:
             self.written.remove(path)
         self.written.append(path)

@@ -1,4 +1,4 @@
-"""Gradient averaging for Keras 3 optimizers through Horovod's own ops.
+"""Keras 3: gradient averaging for Keras 3 optimizers through Horovod's TensorFlow ops.
 
 Horovod 0.28.1's Keras layer (``horovod.tensorflow.keras``) does not work with
 Keras 3, but its TensorFlow ops do. :func:`distribute` gives a Keras 3 optimizer
@@ -28,7 +28,11 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import keras
 import tensorflow as tf
+
+import horovod.tensorflow as hvd
+from hvdkeras.gradient_exchange.compression import horovod_compression
 
 _MARK = "_hvdkeras_distributed"
 
@@ -37,19 +41,9 @@ def is_distributed(optimizer) -> bool:
     return bool(getattr(optimizer, _MARK, False))
 
 
-def _compression(name: str):
-    import horovod.tensorflow as hvd
-
-    if name not in ("none", "fp16"):
-        raise ValueError(f"compression must be 'none' or 'fp16'; received: {name!r}")
-    return hvd.Compression.fp16 if name == "fp16" else hvd.Compression.none
-
-
 def allreduce_gradients(grads: Sequence, compression: str = "none", sparse_as_dense: bool = False) -> List:
     """Every gradient averaged over ranks (``None`` stays ``None``); dense ones in one grouped request."""
-    import horovod.tensorflow as hvd
-
-    codec = _compression(compression)
+    codec = horovod_compression(compression)
     out: List = list(grads)
     dense_at, dense = [], []
     for i, grad in enumerate(grads):
@@ -78,11 +72,9 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
     """
     if backward_passes_per_step < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1; received: {backward_passes_per_step}")
-    _compression(compression)
+    horovod_compression(compression)
     if is_distributed(optimizer):
         raise ValueError(f"the optimizer is already distributed; received: {optimizer!r}")
-    import keras
-
     policy = keras.config.dtype_policy().name
     if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)  # so the allreduce comes first (see above)
@@ -131,3 +123,9 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
                             average_aggregated_gradients=average, sparse_as_dense=sparse_as_dense),
     })
     return cls.from_config(optimizer.get_config())
+
+
+def allreduce_outside_xla(optimizer, grads: Sequence, variables: Sequence) -> List:
+    """For an XLA-compiled gradient step: nothing to do, this optimizer averages inside ``apply``."""
+    del optimizer, variables
+    return list(grads)

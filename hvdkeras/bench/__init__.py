@@ -1,0 +1,35 @@
+"""Side-by-side throughput: the hvdkeras trainer versus what a user would otherwise run.
+
+    python -m hvdkeras.bench --model applications.MobileNetV2 --batch 16 --np 2 --rounds 3
+    make bench
+
+Variants, run in alternating rounds (A B C ... A B C ...) on synthetic images so
+that machine noise hits all of them alike; each job trains two epochs of
+``--steps`` steps and only the second (warm) epoch is measured:
+
+* ``hvdkeras``: ``python -m hvdkeras.train`` on a synthetic config, with its defaults;
+* ``hvdkeras-lean``: the same without per-batch callbacks (``TerminateOnNaN``'s
+  allreduce), to price them;
+* ``horovod``: Horovod's published Keras recipe (init, scale the rate,
+  ``DistributedOptimizer``, broadcast and metric-average callbacks) with Horovod's
+  and TensorFlow's default settings (on Keras 3, where Horovod 0.28.1's Keras layer
+  does not run, the same recipe on Horovod's TensorFlow ops with
+  ``hvdkeras.DistributedOptimizer``);
+* ``horovod-tuned``: the same recipe with hvdkeras' host settings (cycle time,
+  threads per rank): the difference to ``hvdkeras`` is the framework's own cost;
+* ``mwms``: ``tf.distribute.MultiWorkerMirroredStrategy`` with the same number of
+  processes, model and per-process batch (``model.fit``; on Keras 3, whose ``fit``
+  fails under this strategy, TensorFlow's custom training loop for it).
+
+It prints a table (median images/s total and per rank, min-max spread over
+rounds, peak memory per rank, ratios to hvdkeras), writes it as JSON and draws a
+PNG bar chart into ``--out``. ``--np 1,2`` adds a scaling sweep: scaling
+efficiency ``throughput(np) / (np * throughput(1))`` per variant and a line chart.
+
+Modules: :mod:`~hvdkeras.bench.runner` starts the jobs (one variant on ``np``
+processes) and reads their throughput; :mod:`~hvdkeras.bench.summary` turns the
+rounds into the table, its text and the charts; ``hvdkeras/bench/recipes/`` holds
+the plain programs of the ``horovod*`` and ``mwms`` variants, run by path;
+:mod:`~hvdkeras.bench.input_pipeline` is the other benchmark, input pipeline
+versus training step (``python -m hvdkeras.input_bench``).
+"""

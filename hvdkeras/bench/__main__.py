@@ -1,0 +1,47 @@
+"""``python -m hvdkeras.bench``: the command line of the side-by-side benchmark (see :mod:`hvdkeras.bench`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import hvdkeras.bench
+from hvdkeras.bench.runner import VARIANTS, run_rounds
+from hvdkeras.bench.summary import draw, print_table, summarize
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=hvdkeras.bench.__doc__.split("\n")[0])
+    parser.add_argument("--model", default="applications.MobileNetV2",
+                        help="applications.<Name> of keras.applications, or a registered model name")
+    parser.add_argument("--batch", type=int, default=16, help="images per process and step")
+    parser.add_argument("--image_size", type=int, default=224)
+    parser.add_argument("--steps", type=int, default=10, help="measured steps (a warm-up epoch of as many runs first)")
+    parser.add_argument("--np", default="2", help="comma-separated process counts, e.g. 1,2")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", default="runs/bench")
+    parser.add_argument("--timeout", type=float, default=1200)
+    args = parser.parse_args(argv)
+    nps = [int(n) for n in args.np.split(",")]
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
+    if not args.model.startswith("applications."):
+        variants = [v for v in variants if v.startswith("hvdkeras")]  # the recipes use keras.applications
+    os.makedirs(args.out, exist_ok=True)
+    runs = run_rounds(variants, nps, args)
+    table = summarize(runs, nps)
+    title = f"{args.model} {args.image_size}px, batch {args.batch}/process"
+    text = print_table(table, nps)
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"model": args.model, "batch_per_process": args.batch, "image_size": args.image_size,
+                   "steps": args.steps, "rounds": args.rounds, "table": table, "text": text}, f, indent=1)
+    for path in draw(table, nps, args.out, title):
+        print(f"wrote {path}")
+    print(f"wrote {os.path.join(args.out, 'bench.json')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""What every recipe shares: its arguments, the model, the synthetic data, the epoch clock and the result line.
+
+Arguments: ``MODEL BATCH IMAGE_SIZE STEPS``, with ``MODEL`` ``applications.<Name>`` of
+``tf.keras.applications`` (or just ``<Name>``) and ``BATCH`` the images per process and step.
+"""
+import json
+import resource
+import sys
+import time
+
+import tensorflow as tf
+
+model_name, batch, size, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+
+
+def make_model():
+    name = model_name.split(".", 1)[1] if model_name.startswith("applications.") else model_name
+    base = getattr(tf.keras.applications, name)(weights=None, include_top=False,
+                                                input_shape=(size, size, 3), pooling="avg")
+    return tf.keras.Model(base.input, tf.keras.layers.Dense(1000, activation="softmax")(base.output))
+
+
+def data():
+    """One random batch of ``batch`` images and labels, repeated."""
+    x = tf.random.uniform((batch, size, size, 3))
+    y = tf.random.uniform((batch,), maxval=1000, dtype=tf.int32)
+    return tf.data.Dataset.from_tensors((x, y)).repeat()
+
+
+class Clock(tf.keras.callbacks.Callback):
+    """Seconds of the last epoch."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds = time.perf_counter() - self.start
+
+
+def report(rank, clock, global_batch):
+    """Prints ``RESULT <json>``: images/s of all processes over the last epoch, and this process's peak memory."""
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps({"rank": rank, "images_per_sec": steps * global_batch / clock.seconds,
+                                  "peak_rss_mb": rss_mb}), flush=True)

@@ -1,0 +1,205 @@
+"""Configs in and out: defaults -> YAML file -> ``--set`` overrides, and back to YAML.
+
+:func:`load` merges the YAML file and each ``section.key=value`` override (its value
+parsed as YAML) over the defaults of :mod:`hvdkeras.config.schema`, checks every key
+and type, records where each value came from in ``Config.sources`` and returns a
+frozen :class:`~hvdkeras.config.schema.Config`. The rules across fields are
+:mod:`hvdkeras.config.rules`; :func:`hvdkeras.config.load` applies both.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import typing
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import yaml
+
+from hvdkeras.config import schema
+from hvdkeras.config.schema import Config
+from hvdkeras.errors import ConfigError
+
+HEADER = "# Resolved hvdkeras config: defaults, then the file, then --set overrides.\n"
+
+
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _type_name(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Union and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return f"{_type_name(inner[0])} or null"
+    if origin in (tuple, list, Tuple, List):
+        return f"list of {_type_name(args[0])}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
+    """Checks ``value`` against the field type ``tp``; returns the typed value."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+
+    def bad() -> ConfigError:
+        return ConfigError(f"{key} in {source} must be {_type_name(tp)}; received: {value!r} ({type(value).__name__})")
+
+    if origin is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        return _coerce(value, [a for a in args if a is not type(None)][0], key, source)
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise bad()
+        return tuple(_coerce(v, args[0], f"{key}[{i}]", source) for i, v in enumerate(value))
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad()
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise bad()
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise bad()
+    if tp is str and isinstance(value, str):
+        return value
+    raise bad()
+
+
+def _build(cls: type, raw: Mapping[str, Any], sources: Mapping[str, str], prefix: str = "") -> Any:
+    """Builds section (or top-level) class ``cls`` from its defaults overlaid with ``raw``."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in schema.fields(cls)}
+    kwargs = {}
+    for name, value in raw.items():
+        key = f"{prefix}{name}"
+        source = sources.get(key, "the config")
+        if name not in fields:
+            raise _unknown_key(key, source, cls, prefix)
+        tp = hints[name]
+        if _is_section(tp):
+            if not isinstance(value, Mapping):
+                keys = ", ".join(sorted(f.name for f in schema.fields(tp)))
+                raise ConfigError(f"{key} in {source} must be a mapping of {keys}; received: {value!r}")
+            kwargs[name] = _build(tp, value, sources, prefix=f"{key}.")
+            continue
+        typed = _coerce(value, tp, key, source)
+        choices = fields[name].metadata.get("choices")
+        if choices is not None and typed not in choices:
+            raise ConfigError(f"{key} in {source} must be one of {', '.join(map(str, choices))}; received: {typed!r}")
+        kwargs[name] = typed
+    return cls(**kwargs)
+
+
+def _unknown_key(key: str, source: str, cls: type, prefix: str) -> ConfigError:
+    valid = [f.name for f in schema.fields(cls)]
+    close = difflib.get_close_matches(key[len(prefix):], valid, n=1)
+    hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+    where = f"section '{prefix[:-1]}'" if prefix else "the top level"
+    return ConfigError(f"unknown key '{key}' in {source}{hint}; valid keys in {where}: {', '.join(valid)}")
+
+
+def _merge(base: Dict[str, Any], update: Mapping[str, Any], sources: Dict[str, str], source: str,
+           prefix: str = "") -> None:
+    """Overlays ``update`` on ``base`` in place, recording ``source`` for every key it sets."""
+    for name, value in update.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping) and isinstance(base.get(name), dict):
+            _merge(base[name], value, sources, source, prefix=f"{key}.")
+            continue
+        base[name] = dict(value) if isinstance(value, Mapping) else value
+        sources[key] = source
+        if isinstance(value, Mapping):
+            for sub in _flatten(value, f"{key}."):
+                sources[sub] = source
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> List[str]:
+    keys = []
+    for name, value in tree.items():
+        keys.append(f"{prefix}{name}")
+        if isinstance(value, Mapping):
+            keys.extend(_flatten(value, f"{prefix}{name}."))
+    return keys
+
+
+def parse_override(text: str) -> Tuple[List[str], Any]:
+    """Parses ``a.b=value`` into (["a", "b"], yaml-parsed value)."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r} must look like section.key=value, e.g. --set optimizer.learning_rate=0.1")
+    path, _, raw = text.partition("=")
+    parts = path.strip().split(".")
+    if any(not p for p in parts):
+        raise ConfigError(f"--set {text!r} has an empty key; write section.key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {text!r}: the value is not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parts, value
+
+
+def read_yaml(path: str) -> Dict[str, Any]:
+    """The mapping in the YAML file at ``path`` (empty for an empty file)."""
+    if not os.path.exists(path):
+        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file with --config (see configs/)")
+    try:
+        with open(path) as f:
+            tree = yaml.safe_load(f)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if tree is None:
+        return {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of sections; received a {type(tree).__name__}")
+    return tree
+
+
+def load_unchecked(path: Optional[str] = None, overrides: Sequence[str] = ()) -> Config:
+    """Defaults, then the YAML file at ``path``, then each override; keys and types checked, rules not."""
+    tree: Dict[str, Any] = {}
+    sources: Dict[str, str] = {}
+    if path is not None:
+        _merge(tree, read_yaml(path), sources, path)
+    for text in overrides:
+        parts, value = parse_override(text)
+        update: Any = value
+        for part in reversed(parts):
+            update = {part: update}
+        _merge(tree, update, sources, f"--set {text}")
+    return dataclasses.replace(_build(Config, tree, sources), sources=dict(sources))
+
+
+def from_dict_unchecked(tree: Mapping[str, Any], source: str = "a dict") -> Config:
+    """A config from a nested dict (as in ``<workdir>/config.yaml``); keys and types checked, rules not."""
+    sources: Dict[str, str] = {}
+    merged: Dict[str, Any] = {}
+    _merge(merged, tree, sources, source)
+    return dataclasses.replace(_build(Config, merged, sources), sources=dict(sources))
+
+
+def to_dict(cfg: Config) -> Dict[str, Any]:
+    """The config keys as a plain nested dict (tuples become lists), suitable for YAML."""
+
+    def plain(node: Any) -> Any:
+        if dataclasses.is_dataclass(node):
+            return {f.name: plain(getattr(node, f.name)) for f in schema.fields(type(node))}
+        if isinstance(node, tuple):
+            return [plain(v) for v in node]
+        return node
+
+    return plain(cfg)
+
+
+def to_yaml(cfg: Config) -> str:
+    """The resolved config as YAML text, with a header line saying what it is."""
+    return HEADER + yaml.safe_dump(to_dict(cfg), sort_keys=False, default_flow_style=None)

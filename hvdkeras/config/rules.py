@@ -1,0 +1,127 @@
+"""The rules a config must satisfy beyond its keys' types, each failure one line naming the key and its source.
+
+:func:`validate` holds the rules that do not depend on the number of ranks;
+:func:`validate_for_world` the ones that do (every global batch splits evenly over
+the ranks). Names that a registry resolves (``model.name``, ``optimizer.name``,
+``data.name``) are checked where they are built, with the same kind of message
+(:func:`locate` adds the source).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hvdkeras.config.schema import Config
+from hvdkeras.errors import ConfigError
+
+
+def source_of(cfg: Config, key: str, default: str = "the defaults") -> str:
+    """Where ``key``'s value came from: the YAML file, a ``--set``, or the defaults."""
+    return cfg.sources.get(key, default)
+
+
+def locate(cfg: Config, error: ConfigError) -> ConfigError:
+    """``error`` naming where its key's value came from in ``cfg`` (raised by builders that see one section)."""
+    return error.with_source(source_of(cfg, error.key)) if error.key else error
+
+
+def value_of(cfg: Config, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return list(node) if isinstance(node, tuple) else node
+
+
+class _Rules:
+    """``need(ok, key, rule)`` raises ``<key> in <source> must <rule>; received: <value>`` unless ``ok``."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def __call__(self, ok: bool, key: str, rule: str) -> None:
+        if not ok:
+            raise ConfigError.for_key(key, rule, value_of(self.cfg, key), source_of(self.cfg, key))
+
+
+def validate(cfg: Config) -> None:
+    """The rules that do not depend on the number of ranks."""
+    need = _Rules(cfg)
+    data, model, opt, sched = cfg.data, cfg.model, cfg.optimizer, cfg.schedule
+    trainer, ckpt, hvd, runtime, elastic = cfg.trainer, cfg.checkpoint, cfg.horovod, cfg.runtime, cfg.elastic
+
+    need(data.global_batch_size > 0, "data.global_batch_size", "be > 0")
+    need(data.eval_global_batch_size is None or data.eval_global_batch_size > 0, "data.eval_global_batch_size",
+         "be > 0 or null (null: same as global_batch_size)")
+    need(0.0 < data.validation_fraction < 1.0, "data.validation_fraction", "be between 0 and 1 (exclusive)")
+    need(len(data.image_shape) == 3 and all(x > 0 for x in data.image_shape), "data.image_shape",
+         "be [height, width, channels] with positive sizes")
+    need(data.num_classes >= 2, "data.num_classes", "be >= 2")
+    need(data.train_examples > 0, "data.train_examples", "be > 0")
+    need(data.eval_examples >= 0, "data.eval_examples", "be >= 0")
+    need(data.prefetch >= -1, "data.prefetch", "be -1 (autotune) or >= 0")
+    need(data.parallel_calls == -1 or data.parallel_calls > 0, "data.parallel_calls", "be -1 (autotune) or > 0")
+    need(data.shuffle_buffer >= 1, "data.shuffle_buffer", "be >= 1")
+    need(data.private_threadpool_size is None or data.private_threadpool_size > 0, "data.private_threadpool_size",
+         "be > 0 or null (the rank's thread budget)")
+
+    need(model.weight_decay >= 0, "model.weight_decay", "be >= 0")
+    need(0.0 <= model.dropout < 1.0, "model.dropout", "be in [0, 1)")
+
+    need(opt.learning_rate > 0, "optimizer.learning_rate", "be > 0")
+    need(opt.base_batch_size > 0, "optimizer.base_batch_size", "be > 0")
+    need(0.0 <= opt.momentum < 1.0, "optimizer.momentum", "be in [0, 1)")
+    need(opt.weight_decay >= 0, "optimizer.weight_decay", "be >= 0")
+    need(opt.weight_decay == 0 or opt.name == "adamw", "optimizer.weight_decay",
+         f"be 0 with optimizer.name={opt.name} (decoupled weight decay is used by adamw only)")
+    need(opt.clipnorm is None or opt.clipnorm > 0, "optimizer.clipnorm", "be > 0 or null")
+
+    need(trainer.epochs > 0, "trainer.epochs", "be > 0")
+    need(trainer.steps_per_epoch is None or trainer.steps_per_epoch > 0, "trainer.steps_per_epoch", "be > 0 or null")
+    need(trainer.validation_freq >= 0, "trainer.validation_freq", "be >= 0 (0: never validate)")
+    need(not trainer.tensorboard or trainer.api == "keras", "trainer.tensorboard",
+         "be false with trainer.api=estimator (the estimator writes its own summaries into <workdir>/estimator)")
+    need(0.0 <= trainer.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
+
+    need(sched.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
+    need(sched.name != "step" or len(sched.boundaries) > 0, "schedule.boundaries",
+         "list at least one epoch for schedule.name=step")
+    need(list(sched.boundaries) == sorted(sched.boundaries) and all(b > sched.warmup_epochs for b in sched.boundaries),
+         "schedule.boundaries", f"be increasing epochs after schedule.warmup_epochs ({sched.warmup_epochs})")
+    need(0.0 < sched.decay_rate <= 1.0, "schedule.decay_rate", "be in (0, 1]")
+    need(0.0 <= sched.end_lr_fraction <= 1.0, "schedule.end_lr_fraction", "be in [0, 1]")
+    need(sched.power > 0, "schedule.power", "be > 0")
+
+    need(ckpt.every_epochs > 0, "checkpoint.every_epochs", "be > 0")
+    need(ckpt.keep >= 0, "checkpoint.keep", "be >= 0 (0 keeps all)")
+
+    need(hvd.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
+    need(hvd.cycle_time_ms is None or hvd.cycle_time_ms > 0, "horovod.cycle_time_ms", "be > 0 or null (auto)")
+    need(hvd.fusion_threshold_mb is None or hvd.fusion_threshold_mb >= 0, "horovod.fusion_threshold_mb",
+         "be >= 0 (0: no fusion) or null (auto)")
+    need(hvd.cache_capacity >= 0, "horovod.cache_capacity", "be >= 0 (0: no response cache)")
+    need(hvd.stall_warning_seconds >= 0, "horovod.stall_warning_seconds", "be >= 0 (0: off)")
+    need(hvd.stall_shutdown_seconds == 0 or hvd.stall_shutdown_seconds > hvd.stall_warning_seconds,
+         "horovod.stall_shutdown_seconds", "be 0 (never) or longer than horovod.stall_warning_seconds")
+
+    need(elastic.min_np >= 1, "elastic.min_np", "be >= 1")
+    need(elastic.max_np is None or elastic.max_np >= elastic.min_np, "elastic.max_np",
+         f"be null or >= elastic.min_np ({elastic.min_np})")
+    need(elastic.commit_every_batches >= 1, "elastic.commit_every_batches", "be >= 1")
+    need(not elastic.enabled or trainer.api == "keras", "elastic.enabled", "be false with trainer.api=estimator")
+    need(not elastic.enabled or hvd.fusion_threshold_mb is None, "horovod.fusion_threshold_mb",
+         "be null with elastic.enabled (Horovod 0.28.1 segfaults re-forming an elastic job with it set)")
+
+    need(runtime.intra_op_threads is None or runtime.intra_op_threads > 0, "runtime.intra_op_threads",
+         "be > 0 or null (auto)")
+    need(runtime.inter_op_threads is None or runtime.inter_op_threads > 0, "runtime.inter_op_threads",
+         "be > 0 or null (auto)")
+
+
+def validate_for_world(cfg: Config, num_ranks: int) -> None:
+    """The rules that depend on the number of ranks: every global batch must split evenly over them."""
+    need = _Rules(cfg)
+    batch = cfg.data.global_batch_size
+    need(batch % num_ranks == 0, "data.global_batch_size",
+         f"be divisible by the {num_ranks} ranks (e.g. {max(1, batch // num_ranks) * num_ranks})")
+    if cfg.data.eval_global_batch_size is not None:
+        need(cfg.data.eval_global_batch_size % num_ranks == 0, "data.eval_global_batch_size",
+             f"be divisible by the {num_ranks} ranks")

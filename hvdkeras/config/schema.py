@@ -1,0 +1,214 @@
+"""The configuration schema: one frozen dataclass per section, with defaults and allowed choices.
+
+The YAML keys are the field names (``data.global_batch_size``...). A comment above a
+field is its documentation; ``choices`` in a field's metadata lists the values the
+loader accepts. Nothing here reads files or checks rules across fields: see
+:mod:`hvdkeras.config.loader` and :mod:`hvdkeras.config.rules`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+
+def _choices(*values: Any) -> Dict[str, Any]:
+    return {"choices": values}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Input pipeline. See :mod:`hvdkeras.data` for the sharding rule."""
+
+    # A built-in dataset (digits, synthetic) or any TensorFlow Datasets name (e.g. imagenet2012, cifar10).
+    name: str = "digits"
+    # Examples per optimizer step summed over all ranks. Each rank's batch is
+    # global_batch_size / number of ranks, so it must divide evenly.
+    global_batch_size: int = 64
+    # Global batch for validation; defaults to global_batch_size.
+    eval_global_batch_size: Optional[int] = None
+    # Fraction of the embedded digits held out for validation (fixed split).
+    validation_fraction: float = 0.2
+    # Synthetic data only: image shape, classes and examples per epoch.
+    image_shape: Tuple[int, ...] = (224, 224, 3)
+    num_classes: int = 1000
+    train_examples: int = 1280
+    eval_examples: int = 256
+    # TensorFlow Datasets only: splits, where prepared data lives, where manual downloads go.
+    train_split: str = "train"
+    eval_split: Optional[str] = "validation"  # null: no validation
+    data_dir: Optional[str] = None  # null: TFDS' default (~/tensorflow_datasets)
+    manual_dir: Optional[str] = None  # null: <data_dir>/downloads/manual
+    # Per-example transforms (hvdkeras.preprocessing); auto picks by dataset name.
+    pipeline: str = dataclasses.field(default="auto", metadata=_choices("auto", "imagenet", "cifar", "mnist"))
+    shuffle_buffer: int = 10000  # examples, per rank
+    # tf.data: parallel map calls (-1: autotune), prefetch depth in batches (-1: autotune, 0: none),
+    # autotuning, deterministic order, private thread pool size (null: the rank's intra-op threads).
+    parallel_calls: int = -1
+    prefetch: int = -1
+    autotune: bool = True
+    deterministic: bool = True
+    private_threadpool_size: Optional[int] = None
+
+    @property
+    def eval_global_batch(self) -> int:
+        """The global validation batch: ``eval_global_batch_size``, or ``global_batch_size`` when that is null."""
+        return self.eval_global_batch_size or self.global_batch_size
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Model by registry name (see :mod:`hvdkeras.models`)."""
+
+    name: str = "small_cnn"
+    dropout: float = 0.25
+    # L2 on convolution and dense kernels only (not batch-norm, not biases): adds
+    # weight_decay / 2 * ||w||^2 to the loss, i.e. weight_decay * w to each kernel's gradient.
+    weight_decay: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Optimizer by name and the learning-rate scaling rule (see :mod:`hvdkeras.optimizers`)."""
+
+    name: str = "sgd"
+    # The single-process learning rate; the optimizer gets the scaled one.
+    learning_rate: float = 0.01
+    # ranks: lr * number_of_ranks; global_batch: lr * global_batch_size / base_batch_size; none: lr.
+    lr_scaling: str = dataclasses.field(default="ranks", metadata=_choices("ranks", "global_batch", "none"))
+    base_batch_size: int = 256
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0  # decoupled weight decay (adamw only)
+    clipnorm: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+    """Learning rate over epochs: linear warmup, then a decay (see :mod:`hvdkeras.schedules`)."""
+
+    name: str = dataclasses.field(default="constant", metadata=_choices("constant", "step", "cosine", "polynomial"))
+    # Warm up per batch from scaled_lr / ranks to scaled_lr over this many epochs.
+    warmup_epochs: float = 0.0
+    # step: multiply by decay_rate at each boundary (in epochs).
+    boundaries: Tuple[float, ...] = ()
+    decay_rate: float = 0.1
+    # cosine / polynomial: the rate reached at the last epoch, as a fraction of scaled_lr.
+    end_lr_fraction: float = 0.0
+    power: float = 1.0  # polynomial only
+    # SGD with momentum: rescale the velocity by new_lr / old_lr when the rate changes (Goyal et al.).
+    momentum_correction: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+    # keras: hvdkeras.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
+    api: str = dataclasses.field(default="keras", metadata=_choices("keras", "estimator"))
+    epochs: int = 10
+    # Optimizer steps per epoch on every rank; None: as many full global batches as the data holds.
+    steps_per_epoch: Optional[int] = None
+    # Validate every N epochs (0: never).
+    validation_freq: int = 1
+    # Progress output on rank 0: 0 silent, 1 progress bar, 2 one line per epoch.
+    verbose: int = dataclasses.field(default=2, metadata=_choices(0, 1, 2))
+    label_smoothing: float = 0.0
+    # Stop every rank at the same batch when any rank's loss is NaN or infinite (one tiny allreduce per batch).
+    terminate_on_nan: bool = True
+    # Check at the end that all ranks hold identical weights (one small collective).
+    check_weights_agree: bool = True
+    # Rank 0 writes TensorBoard event files to <workdir>/tensorboard: per epoch the global losses and
+    # metrics, lr and images_per_sec (keras API only; the estimator writes its own into <workdir>/estimator).
+    tensorboard: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    enabled: bool = True
+    # Save after every N epochs (the last epoch is always saved).
+    every_epochs: int = 1
+    # How many checkpoints to keep (oldest removed first); 0 keeps all.
+    keep: int = 3
+    # Continue from the latest checkpoint in <workdir>/checkpoints if there is one.
+    resume: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class HorovodConfig:
+    """Options of Horovod's DistributedOptimizer."""
+
+    compression: str = dataclasses.field(default="none", metadata=_choices("none", "fp16"))
+    backward_passes_per_step: int = 1
+    average_aggregated_gradients: bool = True
+    sparse_as_dense: bool = False
+    # Stall inspector: warn (naming the missing ranks) after a collective has waited this long
+    # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
+    stall_warning_seconds: int = 60
+    stall_shutdown_seconds: int = 0
+    # Horovod's runtime knobs, set before hvd.init(). cycle_time_ms null: chosen from the host and
+    # written into <workdir>/config.yaml (10 ms on CPU/Gloo hosts, Horovod's 1 ms on GPU hosts).
+    # fusion_threshold_mb null: Horovod's own default; an explicit value crashes
+    # Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
+    cycle_time_ms: Optional[float] = None
+    fusion_threshold_mb: Optional[int] = None
+    cache_capacity: int = 1024
+    hierarchical_allreduce: bool = False
+    hierarchical_allgather: bool = False
+    # Horovod's timeline (written by rank 0; a path relative to the workdir) and autotuning.
+    timeline: Optional[str] = None
+    timeline_mark_cycles: bool = False
+    autotune: bool = False
+    autotune_log: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeConfig:
+    """Process setup (see :mod:`hvdkeras.distributed`)."""
+
+    seed: int = 42
+    # None: cores_on_host // ranks_on_host (at least 1).
+    intra_op_threads: Optional[int] = None
+    # None: max(1, intra_op_threads // 4).
+    inter_op_threads: Optional[int] = None
+    gpu_memory_growth: bool = True
+    # Keras mixed precision policy: float32 variables, float16/bfloat16 compute. mixed_float16 adds
+    # dynamic loss scaling (applied after Horovod's allreduce, so every rank skips the same steps).
+    mixed_precision: str = dataclasses.field(default="none",
+                                             metadata=_choices("none", "mixed_float16", "mixed_bfloat16"))
+    # XLA-compile the forward and backward pass (the gradient allreduce stays outside XLA).
+    jit_compile: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ElasticConfig:
+    """Horovod elastic mode (see :mod:`hvdkeras.elastic`); launch with horovodrun --min-np/--max-np."""
+
+    enabled: bool = False
+    min_np: int = 1
+    max_np: Optional[int] = None
+    # Commit the in-memory state every N batches (and at every epoch end).
+    commit_every_batches: int = 10
+    # keep_global_batch: per-rank batch = global / ranks, same lr; keep_rank_batch: per-rank batch fixed,
+    # lr rescaled for the new global batch.
+    on_resize: str = dataclasses.field(default="keep_global_batch",
+                                       metadata=_choices("keep_global_batch", "keep_rank_batch"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    trainer: TrainerConfig = TrainerConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    horovod: HorovodConfig = HorovodConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+    elastic: ElasticConfig = ElasticConfig()
+    # Where each key's value came from ("configs/x.yaml", "--set a.b=1"; absent: the defaults), for error
+    # messages. Not a config key; a field so that dataclasses.replace keeps it.
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False,
+                                                   metadata={"internal": True})
+
+
+def fields(cls: type) -> Tuple[dataclasses.Field, ...]:
+    """The config keys of section (or top-level) class ``cls``, without internal fields."""
+    return tuple(f for f in dataclasses.fields(cls) if not f.metadata.get("internal"))

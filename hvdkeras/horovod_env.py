@@ -1,0 +1,121 @@
+"""Horovod's settings as environment variables, and each rank's thread budget: pure, no Horovod, no TensorFlow.
+
+The process part (``hvd.init``, pinning, collectives) is :mod:`hvdkeras.distributed`;
+the dry run (:mod:`hvdkeras.launch`) and the benchmarks use this module without
+starting either.
+
+Thread budget, so ranks on one host do not oversubscribe its cores::
+
+    intra_op = max(1, cores // ranks_on_host)
+    inter_op = max(1, intra_op // 4)
+
+each overridable in the ``runtime`` section. GPU pinning: the process with local rank
+``r`` uses ``gpus[r]`` of its host (:func:`select_local_gpu`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Optional, Sequence
+
+from hvdkeras.config import HorovodConfig
+from hvdkeras.errors import SetupError
+
+
+def launcher_rank() -> Optional[int]:
+    """This process's rank as told by the launcher's environment, before ``hvd.init``.
+
+    Used to print start-up errors once; None when not started by a known launcher.
+    """
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadBudget:
+    intra_op: int
+    inter_op: int
+
+
+def host_cores() -> int:
+    """Cores this process may run on (respects taskset / cgroup CPU affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None,
+                  inter_op: Optional[int] = None) -> ThreadBudget:
+    """``intra_op = max(1, cores // ranks_on_host)``; ``inter_op = max(1, intra_op // 4)``."""
+    intra = intra_op if intra_op is not None else max(1, cores // max(1, ranks_on_host))
+    inter = inter_op if inter_op is not None else max(1, intra // 4)
+    return ThreadBudget(intra_op=intra, inter_op=inter)
+
+
+def stall_environment(horovod_cfg: HorovodConfig) -> dict:
+    """Horovod's stall-inspector settings for a :class:`hvdkeras.config.HorovodConfig`.
+
+    After ``stall_warning_seconds`` in a collective that not every rank has joined,
+    Horovod logs which ranks are missing for which tensors; after
+    ``stall_shutdown_seconds`` (0: never) it shuts the job down.
+    """
+    if horovod_cfg.stall_warning_seconds == 0:
+        return {"HOROVOD_STALL_CHECK_DISABLE": "1"}
+    return {"HOROVOD_STALL_CHECK_TIME_SECONDS": str(horovod_cfg.stall_warning_seconds),
+            "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(horovod_cfg.stall_shutdown_seconds)}
+
+
+CPU_CYCLE_TIME_MS = 10.0  # measured on 2-core CPU hosts with Gloo: steadier and faster than Horovod's 1 ms
+GPU_CYCLE_TIME_MS = 1.0  # Horovod's own default
+DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
+
+
+def resolve_horovod(horovod_cfg: HorovodConfig, has_gpu: bool) -> HorovodConfig:
+    """``horovod_cfg`` with its automatic (null) knobs replaced by the values chosen for this host."""
+    return dataclasses.replace(
+        horovod_cfg,
+        cycle_time_ms=horovod_cfg.cycle_time_ms or (GPU_CYCLE_TIME_MS if has_gpu else CPU_CYCLE_TIME_MS),
+    )
+
+
+def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = None) -> dict:
+    """The ``HOROVOD_*`` variables for a resolved :class:`hvdkeras.config.HorovodConfig`."""
+    env = dict(stall_environment(horovod_cfg))
+    env["HOROVOD_CYCLE_TIME"] = f"{horovod_cfg.cycle_time_ms:g}"
+    if horovod_cfg.fusion_threshold_mb is not None:  # null: Horovod's own default
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(horovod_cfg.fusion_threshold_mb) * 1024 * 1024)
+    # Only what differs from Horovod's own defaults.
+    if horovod_cfg.cache_capacity != DEFAULT_CACHE_CAPACITY:
+        env["HOROVOD_CACHE_CAPACITY"] = str(horovod_cfg.cache_capacity)
+    if horovod_cfg.hierarchical_allreduce:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
+    if horovod_cfg.hierarchical_allgather:
+        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
+
+    def place(path):
+        return path if os.path.isabs(path) or workdir is None else os.path.join(workdir, path)
+
+    if horovod_cfg.timeline:
+        env["HOROVOD_TIMELINE"] = place(horovod_cfg.timeline)
+        if horovod_cfg.timeline_mark_cycles:
+            env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    if horovod_cfg.autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+        if horovod_cfg.autotune_log:
+            env["HOROVOD_AUTOTUNE_LOG"] = place(horovod_cfg.autotune_log)
+    return env
+
+
+def select_local_gpu(gpus: Sequence[Any], local_rank_: int) -> Optional[Any]:
+    """The GPU a process with ``local_rank_`` uses: ``gpus[local_rank_]``; None if ``gpus`` is empty."""
+    if not gpus:
+        return None
+    if local_rank_ >= len(gpus):
+        raise SetupError(
+            f"local rank {local_rank_} has no GPU: this host has {len(gpus)} GPU(s); start at most "
+            f"{len(gpus)} processes per host (e.g. horovodrun -H host:{len(gpus)})"
+        )
+    return gpus[local_rank_]
