@@ -32,16 +32,17 @@ endif
 
 LAUNCH_gloo   := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --gloo
 LAUNCH_mpi    := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --mpi
-LAUNCH_mpirun := mpirun -np $(NP) -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib -x PATH -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL
+# The flags of Horovod's Open MPI recipe come from hvdkeras.launch (one copy), read when the recipe runs.
+LAUNCH_mpirun = mpirun -np $(NP) $$($(PY) -m hvdkeras.launch --mpirun-flags)
 LAUNCH   := $(LAUNCH_$(LAUNCHER))
 
-.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed clean bench check-tf
+.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean bench check-tf
 
 # What the Horovod build depends on besides the stack: its patches and the command that applies them.
 BUILD_HOROVOD := $(wildcard hvdkeras/build_horovod/*.py hvdkeras/build_horovod/patches/*.patch)
 
 # The stamp is newer than everything the install depends on: a second `make install` does nothing.
-$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt setup.py tools/install_stack.sh $(BUILD_HOROVOD)
+$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt pyproject.toml tools/install_stack.sh $(BUILD_HOROVOD)
 	PYTHON=$(PYTHON) bash tools/install_stack.sh $(VENV) $(STACK)
 	rm -f $(VENV)/.hvdkeras-installed-*
 	touch $(STAMP)
@@ -70,7 +71,12 @@ test:
 
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -rs tests
+
+# ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -rs tests/unit
@@ -86,6 +92,6 @@ TF ?= 2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0
 check-tf:
 	$(PYTHON) tools/check_tf.py $(TF)
 
-# Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see hvdkeras/bench.py).
+# Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see hvdkeras/bench/).
 bench: $(STAMP)
 	$(PY) -m hvdkeras.bench --np $(NP) --rounds 3 --out runs/bench

@@ -9,10 +9,10 @@ Run it with
 """
 import argparse
 
+import horovod.tensorflow as hvd  # HVD: Horovod's plain TensorFlow API (works with Keras 2 and 3)
 import tensorflow as tf
 from sklearn.datasets import load_digits
 
-import horovod.tensorflow as hvd  # HVD: Horovod's plain TensorFlow API (works with Keras 2 and 3)
 from hvdkeras import DistributedOptimizer  # HVD
 from hvdkeras.callbacks import default_callbacks  # HVD
 

@@ -220,7 +220,8 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
         validation = finish(tf.data.Dataset.from_tensor_slices((val_images, val_labels)).batch(eval_batch), cfg,
                             threads)
     return Datasets(
-        make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=validation, validation_examples=n_val, input_shape=shape, num_classes=cfg.num_classes,
+        make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=validation,
+        validation_examples=n_val, input_shape=shape, num_classes=cfg.num_classes,
     )
 
 
@@ -252,7 +253,8 @@ def not_prepared_error(builder, cfg: DataConfig) -> ConfigError:
     if builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
         manual_dir = cfg.manual_dir or os.path.join(data_dir, "downloads", "manual")
         files = sorted(set(re.findall(r"[\w.-]+\.(?:tar|zip|tar\.gz|tgz)\b", builder.MANUAL_DOWNLOAD_INSTRUCTIONS)))
-        what = " and ".join(files) if files else "the files named at https://www.tensorflow.org/datasets/catalog/" + name
+        catalog = "https://www.tensorflow.org/datasets/catalog/" + name
+        what = " and ".join(files) if files else f"the files named at {catalog}"
         return ConfigError(
             f"{name} is not prepared in {data_dir} (data.data_dir) and is a manual download: put {what} in"
             f" {manual_dir} (data.manual_dir), then run once: tfds build {name} --data_dir={data_dir}"
@@ -291,7 +293,7 @@ def split_size(builder, split: str) -> int:
     except (KeyError, ValueError, TypeError):  # mocked or unusual builders: count from the dataset itself
         count = int(builder.as_dataset(split=split).cardinality())
         if count < 0:
-            raise ConfigError(f"cannot tell how many examples {builder.name}[{split}] holds")
+            raise ConfigError(f"cannot tell how many examples {builder.name}[{split}] holds") from None
         return count
 
 

@@ -24,15 +24,21 @@ import os
 import random
 from typing import Any, Optional, Sequence
 
+import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-import horovod.tensorflow as hvd
 from hvdkeras import compat
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.errors import PreflightError
-from hvdkeras.horovod_env import (ThreadBudget, host_cores, horovod_environment, resolve_horovod, select_local_gpu,
-                                  thread_budget)
+from hvdkeras.horovod_env import (
+    ThreadBudget,
+    horovod_environment,
+    host_cores,
+    resolve_horovod,
+    select_local_gpu,
+    thread_budget,
+)
 
 __all__ = ["ROOT_RANK", "ProcessInfo", "init", "rank", "size", "local_rank", "local_size", "is_chief",
            "pin_local_gpu", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum", "allreduce_max",

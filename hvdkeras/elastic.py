@@ -35,9 +35,9 @@ from typing import Dict, List
 
 import numpy as np
 import tensorflow as tf
-
 from horovod.common.elastic import ObjectState, run_fn
 from horovod.common.exceptions import HorovodInternalError
+
 from hvdkeras import checkpointing, compat, distributed, scaling
 from hvdkeras import config as config_lib
 

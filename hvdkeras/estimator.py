@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import atexit
 import inspect
-import os
 import shutil
 import tempfile
 import time
@@ -64,7 +63,7 @@ import horovod.tensorflow as hvd  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import data as data_lib  # noqa: E402
-from hvdkeras import distributed, horovod_env, schedules, scaling  # noqa: E402
+from hvdkeras import distributed, horovod_env, scaling, schedules  # noqa: E402
 from hvdkeras import models as models_lib  # noqa: E402
 from hvdkeras.config import HorovodConfig, RuntimeConfig  # noqa: E402
 from hvdkeras.errors import ConfigError  # noqa: E402
@@ -106,7 +105,8 @@ def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[
 def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
     """Wraps a ``tf.compat.v1.train.Optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged)."""
     return hvd.DistributedOptimizer(
-        optimizer, compression=horovod_compression(horovod.compression), backward_passes_per_step=horovod.backward_passes_per_step,
+        optimizer, compression=horovod_compression(horovod.compression),
+        backward_passes_per_step=horovod.backward_passes_per_step,
         average_aggregated_gradients=horovod.average_aggregated_gradients, sparse_as_dense=horovod.sparse_as_dense)
 
 

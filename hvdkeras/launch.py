@@ -40,7 +40,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import yaml
 
 from hvdkeras import config as config_lib
-from hvdkeras import horovod_env, schedules, scaling
+from hvdkeras import horovod_env, scaling, schedules
 from hvdkeras.errors import LaunchError
 
 LAUNCHERS = ("horovodrun", "mpirun", "slurm", "kubernetes")
@@ -56,7 +56,7 @@ MPIRUN_GPU_FLAGS = ("-x", "NCCL_DEBUG=INFO")  # GPU hosts: NCCL says which trans
 def mpirun_flags(gpus: bool = False) -> Tuple[str, ...]:
     """The flags of Horovod's Open MPI recipe, plus NCCL's transport report on GPU hosts."""
     return MPIRUN_FLAGS + (MPIRUN_GPU_FLAGS if gpus else ())
-DISCOVER_HOSTS = "tools/discover_hosts.sh"  # elastic runs (see README, "Elastic training")
+DISCOVER_HOSTS = "tools/discover_hosts.sh"  # elastic runs (see docs/elastic.md)
 
 
 # --------------------------------------------------------------------------- hosts
@@ -237,7 +237,7 @@ def _shell(fixed: Sequence[str], user: Sequence[str] = ()) -> str:
 
 def _uses_gloo(p: Plan) -> bool:
     """``horovodrun --gloo`` on CPU hosts, as every CPU example in the README (the default install builds
-    Horovod with Gloo only); GPU hosts follow the README's GPU example (horovodrun picks the controller)."""
+    Horovod with Gloo only); GPU hosts follow the GPU example of docs/launching.md (horovodrun picks the controller)."""
     return p.gpus_per_host == 0
 
 
@@ -469,7 +469,7 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
 def _launcher_note(p: Plan, launcher: str) -> str:
     if launcher == "horovodrun":
         if p.config.elastic.enabled:
-            return "horovodrun, elastic (README: Elastic training)"
+            return "horovodrun, elastic (docs/elastic.md)"
         return "horovodrun" + (" --gloo (CPU hosts, as in the README)" if _uses_gloo(p) else "")
     if launcher == "mpirun":
         return "mpirun (Open MPI, Horovod's recipe; needs Horovod built with MPI: horovodrun --check-build)"

@@ -18,9 +18,9 @@ import hashlib
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import horovod
 import tensorflow as tf
 
-import horovod
 from hvdkeras import compat, distributed, horovod_env, optimizers, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib

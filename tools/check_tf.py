@@ -38,14 +38,14 @@ QUIET_PIP = "is ignored: it is neither a file nor a directory"
 def run(cmd, log, env=None, timeout=3600):
     """Runs ``cmd``, appending its output to ``log``; returns (returncode, output)."""
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
-    out = "\n".join(l for l in (proc.stdout + proc.stderr).splitlines() if QUIET_PIP not in l)
+    out = "\n".join(ln for ln in (proc.stdout + proc.stderr).splitlines() if QUIET_PIP not in ln)
     with open(log, "a") as f:
         f.write(f"$ {' '.join(map(str, cmd))}\n{out}\n")
     return proc.returncode, out
 
 
 def last_line(text, marker=None):
-    lines = [l.strip() for l in text.splitlines() if l.strip() and (marker is None or marker in l)]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and (marker is None or marker in ln)]
     return lines[-1] if lines else ""
 
 
@@ -68,7 +68,7 @@ def check(version: str, work: pathlib.Path, keep: bool) -> dict:
         row["keras"] = run([py, "-c", "import importlib.metadata as m; print(m.version('keras'))"], log, env)[1].strip()
         started = time.monotonic()
         code, out = run([py, "-m", "hvdkeras.build_horovod", "--mpi", "no"], log, env)
-        built = [l for l in out.splitlines() if "built in" in l or "reusing the cached wheel" in l]
+        built = [ln for ln in out.splitlines() if "built in" in ln or "reusing the cached wheel" in ln]
         row["built"] = bool(built)
         row["build_minutes"] = _recorded_build_minutes(out) or round((time.monotonic() - started) / 60, 1)
         if code != 0:
@@ -101,7 +101,9 @@ def _recorded_build_minutes(out: str):
 
 
 def table(rows) -> str:
-    yes = lambda v: "yes" if v else "no"
+    def yes(v):
+        return "yes" if v else "no"
+
     out = ["| TensorFlow | Keras | Horovod built | smoke check | gradient check | build time | date | note |",
            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(rows, key=lambda r: [int(x) for x in r["tensorflow"].split(".")]):

@@ -11,7 +11,7 @@ from hvdkeras.bench.summary import draw, print_table, summarize
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=hvdkeras.bench.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hvdkeras.bench", description=hvdkeras.bench.__doc__.split("\n")[0])
     parser.add_argument("--model", default="applications.MobileNetV2",
                         help="applications.<Name> of keras.applications, or a registered model name")
     parser.add_argument("--batch", type=int, default=16, help="images per process and step")

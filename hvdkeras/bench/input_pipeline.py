@@ -3,7 +3,7 @@
     horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.input_bench \\
         --config configs/cifar10_resnet56.yaml --mock_examples 4096
 
-(``python -m hvdkeras.input_bench`` runs this module, ``hvdkeras.bench.input_pipeline``.)
+(``hvdkeras.input_bench`` runs this module, ``hvdkeras.bench.input_pipeline``, which ``-m`` runs too.)
 
 On every rank, in alternating rounds (pipeline, step, pipeline, step, ...; the
 first round of each is a warm-up and not counted), it measures
@@ -58,7 +58,7 @@ def _time_step(model, batch, batches: int, per_rank_batch: int) -> float:
 def measure(cfg, rounds: int, batches: int):
     """(pipeline images/s, step images/s) per measured round, for this rank."""
     from hvdkeras import data, distributed, models, optimizers
-    from hvdkeras.trainer import make_loss
+    from hvdkeras.losses import make_loss
 
     info = distributed.init(cfg.runtime)
     datasets = data.build(cfg.data, data.Shard(info.rank, info.size), seed=cfg.runtime.seed,

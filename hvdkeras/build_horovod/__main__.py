@@ -5,7 +5,8 @@ import argparse
 import shutil
 import sys
 
-from hvdkeras.build_horovod import BuildError, builder, checks, patches, plan as plans
+from hvdkeras.build_horovod import BuildError, builder, checks, patches
+from hvdkeras.build_horovod import plan as plans
 
 
 def parse_args(argv):
@@ -15,7 +16,7 @@ def parse_args(argv):
                     "TensorFlow installed here; installs it and checks it on two ranks.")
     p.add_argument("--gpu", action="store_true",
                    help="build the CUDA/NCCL allreduce (HOROVOD_GPU_OPERATIONS=NCCL; NCCL from the nvidia-nccl-cu12 "
-                        "wheel when it is installed). Unverified: see the README's GPU section.")
+                        "wheel when it is installed). Unverified: see docs/stacks.md, GPU builds.")
     p.add_argument("--mpi", choices=("auto", "yes", "no"), default="auto",
                    help="build the MPI controller too: auto (when OpenMPI's mpicxx and mpirun are on PATH), yes, no")
     p.add_argument("--cache-dir", default=None,

@@ -27,7 +27,8 @@ import tarfile
 import tempfile
 import time
 
-from hvdkeras.build_horovod import BuildError, patches as patch_files
+from hvdkeras.build_horovod import BuildError
+from hvdkeras.build_horovod import patches as patch_files
 from hvdkeras.build_horovod.plan import HOROVOD_SDIST_SHA256, HOROVOD_VERSION, BuildPlan, build_env, build_id
 
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "hvdkeras", "wheels")
@@ -64,7 +65,8 @@ def fetch_sdist(root: pathlib.Path) -> pathlib.Path:
             found = glob.glob(os.path.join(tmp, f"horovod-{HOROVOD_VERSION}.tar.gz"))
             if proc.returncode != 0 or not found:
                 last = (proc.stderr.strip().splitlines() or ["no file downloaded"])[-1]
-                raise BuildError(f"could not download horovod=={HOROVOD_VERSION}'s source from the package index: {last}")
+                raise BuildError(f"could not download horovod=={HOROVOD_VERSION}'s source from the package index:"
+                                 f" {last}")
             os.replace(found[0], target)
     got = _sha256(target)
     if got != HOROVOD_SDIST_SHA256:
@@ -76,9 +78,9 @@ def fetch_sdist(root: pathlib.Path) -> pathlib.Path:
 def compile_error(log_text: str, source_dir: str = "") -> str:
     """The build's first real error on one line (compiler, then CMake, then linker, then pip's last word),
     with the temporary source path removed."""
-    lines = [l.strip() for l in log_text.splitlines() if l.strip()]
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
     for pattern in (r":\d+(:\d+)?: (fatal )?error: ", r"CMake Error", r"undefined reference to", r"\berror\b"):
-        found = [l for l in lines if re.search(pattern, l)]
+        found = [ln for ln in lines if re.search(pattern, ln)]
         if found:
             line = found[0]
             break
@@ -127,8 +129,8 @@ def build_wheel(plan: BuildPlan, root: pathlib.Path, selected) -> pathlib.Path:
             f"2-5 minutes on 2 cores; log: {work}/build.log")
         started = time.monotonic()
         with open(os.path.join(work, "build.log"), "w") as logf:
-            proc = subprocess.run(PIP + ["wheel", "-v", "--no-build-isolation", "--no-cache-dir", "--no-deps", "-w", out,
-                                         source], env=env, stdout=logf, stderr=subprocess.STDOUT)
+            wheel = ["wheel", "-v", "--no-build-isolation", "--no-cache-dir", "--no-deps", "-w", out, source]
+            proc = subprocess.run(PIP + wheel, env=env, stdout=logf, stderr=subprocess.STDOUT)
         seconds = time.monotonic() - started
         built = glob.glob(os.path.join(out, "horovod-*.whl"))
         if proc.returncode != 0 or not built:

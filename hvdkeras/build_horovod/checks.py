@@ -54,8 +54,8 @@ def smoke_failure(output: str, returncode: int) -> str | None:
     if failed:
         return failed[0].strip()
     if returncode != 0 or not re.search(r"SMOKE ok broadcast", output):
-        lines = [l.strip() for l in output.splitlines() if l.strip()]
-        errors = [l for l in lines if re.search(r"Error|error:|Traceback", l) and "Traceback" not in l]
+        lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if re.search(r"Error|error:|Traceback", ln) and "Traceback" not in ln]
         return f"the ranks exited {returncode} before finishing: {(errors or lines or ['no output'])[-1][:300]}"
     return None
 

@@ -25,7 +25,7 @@ from hvdkeras.build_horovod import BuildError
 HOROVOD_VERSION = "0.28.1"
 # The registry's source distribution the patches were written against (sha256 of horovod-0.28.1.tar.gz).
 HOROVOD_SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
-# TensorFlow minor versions this build was run against (README, "Compatibility"): first and last, inclusive.
+# TensorFlow minor versions this build was run against (README, "Supported versions"): first and last, inclusive.
 SUPPORTED_TF = ((2, 15), (2, 21))
 # TensorFlow's pip packages; the first one installed is the one built against.
 TF_DISTRIBUTIONS = ("tensorflow-cpu", "tensorflow", "tensorflow-intel", "tensorflow-macos")
@@ -84,7 +84,8 @@ def build_env(plan: BuildPlan) -> dict:
         "HOROVOD_WITHOUT_PYTORCH": "1",
         "HOROVOD_WITHOUT_MXNET": "1",
         ("HOROVOD_WITH_MPI" if plan.mpi else "HOROVOD_WITHOUT_MPI"): "1",
-        "CXXFLAGS": " ".join([f"-I{d}" for d in plan.include_dirs] + ([plan.extra_cxxflags] if plan.extra_cxxflags else [])),
+        "CXXFLAGS": " ".join([f"-I{d}" for d in plan.include_dirs]
+                             + ([plan.extra_cxxflags] if plan.extra_cxxflags else [])),
     }
     if plan.gpu:
         env["HOROVOD_GPU_OPERATIONS"] = "NCCL"
@@ -102,7 +103,8 @@ def build_id(plan: BuildPlan, patch_digest: str) -> str:
                       patches=patch_digest, env=build_env(plan))
     # TensorFlow's own include folder counts by what it is, not by which venv holds it: every checkout and
     # venv with the same TensorFlow shares the wheel.
-    text = re.sub(r"[^\s\"]*?/site-packages/tensorflow/include", "<tensorflow>/include", json.dumps(everything, sort_keys=True))
+    text = re.sub(r"[^\s\"]*?/site-packages/tensorflow/include", "<tensorflow>/include",
+                  json.dumps(everything, sort_keys=True))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return (f"horovod-{HOROVOD_VERSION}-{plan.tf_distribution}-{plan.tf_version}-{plan.python_tag}"
             f"-{plan.controllers}-{plan.devices}-{digest}")

@@ -13,10 +13,10 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import horovod.tensorflow as hvd  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import horovod.tensorflow as hvd  # noqa: E402
 
 def value(r):
     """Rank ``r``'s dense input: [r+1, 2(r+1), 4(r+1)]."""

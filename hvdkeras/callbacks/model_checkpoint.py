@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from typing import List, Optional
 
 import numpy as np
@@ -49,7 +48,8 @@ class ModelCheckpoint(keras.callbacks.Callback):
         if mode not in ("auto", "min", "max"):
             raise ValueError(f"mode must be 'auto', 'min' or 'max'. Received: mode={mode!r}")
         if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0):
-            raise ValueError(f"save_freq must be 'epoch' or a positive integer (batches). Received: save_freq={save_freq!r}")
+            raise ValueError("save_freq must be 'epoch' or a positive integer (batches). "
+                             f"Received: save_freq={save_freq!r}")
         if keep is not None and keep < 1:
             raise ValueError(f"keep must be a positive integer or None. Received: keep={keep!r}")
         self.filepath = os.fspath(filepath)

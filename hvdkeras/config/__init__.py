@@ -15,11 +15,21 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from hvdkeras.config import loader as _loader
 from hvdkeras.config.loader import HEADER, parse_override, read_yaml, to_dict, to_yaml
 from hvdkeras.config.rules import locate, source_of, validate, validate_for_world
-from hvdkeras.config.schema import (CheckpointConfig, Config, DataConfig, ElasticConfig, HorovodConfig, ModelConfig,
-                                    OptimizerConfig, RuntimeConfig, ScheduleConfig, TrainerConfig)
-from hvdkeras.config import loader as _loader
+from hvdkeras.config.schema import (
+    CheckpointConfig,
+    Config,
+    DataConfig,
+    ElasticConfig,
+    HorovodConfig,
+    ModelConfig,
+    OptimizerConfig,
+    RuntimeConfig,
+    ScheduleConfig,
+    TrainerConfig,
+)
 from hvdkeras.errors import ConfigError
 
 __all__ = [

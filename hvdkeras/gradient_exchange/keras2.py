@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 import horovod.tensorflow.keras as hvd_keras
+
 from hvdkeras.gradient_exchange.compression import horovod_compression
 
 

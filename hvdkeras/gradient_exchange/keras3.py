@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import horovod.tensorflow as hvd
 import keras
 import tensorflow as tf
 
-import horovod.tensorflow as hvd
 from hvdkeras.gradient_exchange.compression import horovod_compression
 
 _MARK = "_hvdkeras_distributed"

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from hvdkeras.build_horovod import plan as plans
-from tests.distributed.conftest import REPO, horovodrun
+from tests.harness.ranks import REPO, horovodrun
 
 OPS = ("allreduce", "allreduce_average", "allreduce_int32", "allreduce_sparse", "grouped_allreduce",
        "grouped_allreduce_tf_function", "broadcast")
@@ -23,7 +23,7 @@ OPS = ("allreduce", "allreduce_average", "allreduce_int32", "allreduce_sparse", 
 def test_installed_horovod_passes_the_smoke_check_on_two_ranks():
     job = horovodrun(["-m", "hvdkeras.build_horovod.smoke_check"], timeout=240)
     for rank in (0, 1):
-        assert [l for l in job.lines_of(rank) if l.startswith("SMOKE")] == [f"SMOKE ok {op}" for op in OPS]
+        assert [ln for ln in job.lines_of(rank) if ln.startswith("SMOKE")] == [f"SMOKE ok {op}" for op in OPS]
 
 
 def test_install_command_checks_an_installed_build_without_rebuilding():

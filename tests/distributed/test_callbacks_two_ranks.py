@@ -4,7 +4,7 @@ import os
 import pytest
 
 from hvdkeras import compat
-from tests.distributed.conftest import SCRIPTS, horovodrun, rank_results
+from tests.harness.ranks import SCRIPTS, horovodrun, rank_results
 
 SCRIPT = os.path.join(SCRIPTS, "callbacks_check.py")
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
 
 DATA_CHECK = os.path.join(SCRIPTS, "data_check.py")
 REPORT = os.path.join(SCRIPTS, "train_and_report.py")

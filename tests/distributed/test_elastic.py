@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from tests.distributed.conftest import HOROVODRUN, REPO, kill_tree, read_jsonl
+from tests.harness.ranks import HOROVODRUN, REPO, kill_tree, read_jsonl
 
 EPOCHS = 120
 
@@ -53,7 +53,7 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
         os.kill(victim, signal.SIGKILL)  # mid-epoch, without warning
         before = epochs_done()
         _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone", log)
-        resumed_line = [l for l in text().splitlines() if "rank 0/1: elastic resuming" in l][0]
+        resumed_line = [ln for ln in text().splitlines() if "rank 0/1: elastic resuming" in ln][0]
         resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
         assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
         _wait_for(lambda: epochs_done() >= resumed_epoch + 3, 120, "training on one rank", log)
@@ -70,6 +70,6 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
     records = read_jsonl(workdir / "metrics.jsonl")
     assert [r["epoch"] for r in records] == list(range(1, EPOCHS + 1))  # none missing, none repeated
     # both ranks finished together: the end-of-run weight check (a broadcast hash) passed on 2 ranks
-    final = [l for l in output.splitlines() if "final validation" in l]
+    final = [ln for ln in output.splitlines() if "final validation" in ln]
     assert len(final) == 1 and "(2 ranks" in final[0]
     assert sorted(os.listdir(workdir / "checkpoints"))[-1] == f"epoch-{EPOCHS:04d}"

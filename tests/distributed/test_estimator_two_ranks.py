@@ -4,7 +4,7 @@ import os
 import pytest
 
 from hvdkeras import compat
-from tests.distributed.conftest import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
 
 SCRIPT = os.path.join(SCRIPTS, "estimator_check.py")
 # The keras3 stack refuses the Estimator path in one line (tests/unit/test_estimator.py checks it).

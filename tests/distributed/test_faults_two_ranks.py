@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from tests.distributed.conftest import HOROVODRUN, REPO, horovodrun, read_jsonl
+from tests.harness.ranks import HOROVODRUN, REPO, horovodrun, read_jsonl
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 

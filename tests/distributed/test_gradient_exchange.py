@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tests.distributed.conftest import SCRIPTS, horovodrun, rank_results
-from tests.distributed.test_two_ranks import DIGITS, REPORT, assert_identical_weights, reports
+from tests.harness.ranks import SCRIPTS, horovodrun, rank_results
+from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports
 
 
 @pytest.fixture(scope="module")

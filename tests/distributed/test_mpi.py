@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from tests.distributed.conftest import results as job_results, SCRIPTS, horovodrun, mpi_skip_reason, read_jsonl
-from tests.distributed.test_two_ranks import DIGITS, REPORT, assert_identical_weights, reports, under
+from tests.harness.ranks import SCRIPTS, horovodrun, mpi_skip_reason, read_jsonl
+from tests.harness.ranks import results as job_results
+from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports, under
 
 REASON = mpi_skip_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"MPI tests skipped: {REASON}")

@@ -1,10 +1,9 @@
 """Two real hosts on this machine: horovodrun launches the trainer over ssh into two network namespaces.
 
-tools/two_hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
+tests/harness/two_hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
 .2 and .3 for the hosts, an sshd in each host namespace with its own hostname) and removes them
 again. Needs root; elsewhere the module is skipped with the reason.
 """
-import importlib.util
 import json
 import os
 import sys
@@ -12,21 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from tests.distributed.conftest import HOROVODRUN, REPO, SCRIPTS, launch, read_jsonl
+from tests.harness import two_hosts
+from tests.harness.ranks import HOROVODRUN, REPO, SCRIPTS, launch, read_jsonl
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 SCRIPT = os.path.join(SCRIPTS, "host_and_report.py")
 
 
-def _load_two_hosts():
-    spec = importlib.util.spec_from_file_location("two_hosts", os.path.join(REPO, "tools", "two_hosts.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-two_hosts = _load_two_hosts()
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +58,7 @@ def test_ranks_ran_on_two_different_hosts(hosts, run):
     job, _, reps = run
     assert job.returncode == 0
     own_netns = os.readlink("/proc/self/ns/net")
-    for rank, (host, rep) in enumerate(zip(hosts.hosts, reps)):
+    for host, rep in zip(hosts.hosts, reps):
         where = rep["host"]
         assert where["hostname"] == host.name  # hvd-host-a for rank 0, hvd-host-b for rank 1
         assert where["hostname_resolves_to"] == host.addr

@@ -2,35 +2,11 @@
 import json
 import os
 
-import numpy as np
 import pytest
 
-from tests.distributed.conftest import results as job_results, REPO, SCRIPTS, horovodrun, read_jsonl
-
-DIGITS = os.path.join(REPO, "configs", "digits.yaml")
-REPORT = os.path.join(SCRIPTS, "train_and_report.py")
-
-
-def reports(report_dir, np_=2):
-    out = []
-    for r in range(np_):
-        with open(os.path.join(report_dir, f"rank{r}.json")) as f:
-            rep = json.load(f)
-        with np.load(os.path.join(report_dir, f"rank{r}.npz")) as z:
-            rep["weights"] = [z[k] for k in sorted(z.files, key=lambda k: int(k.split("_")[1]))]
-        out.append(rep)
-    return out
-
-
-def assert_identical_weights(reps):
-    assert len(reps[0]["weights"]) == len(reps[1]["weights"]) > 0
-    for a, b in zip(reps[0]["weights"], reps[1]["weights"]):
-        assert np.array_equal(a, b)
-
-
-def under(paths, root):
-    root = os.path.abspath(root)
-    return [p for p in paths if p == root or p.startswith(root + os.sep)]
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, read_jsonl
+from tests.harness.ranks import results as job_results
+from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports, under
 
 
 @pytest.fixture(scope="module")

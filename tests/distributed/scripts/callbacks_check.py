@@ -9,13 +9,12 @@ import json
 import os
 import sys
 
+import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-import horovod.tensorflow as hvd
-from hvdkeras import DistributedOptimizer
+from hvdkeras import DistributedOptimizer, checkpointing, compat, distributed
 from hvdkeras import callbacks as hc
-from hvdkeras import checkpointing, compat, distributed
 
 keras = tf.keras
 scenario, out_dir = sys.argv[1], sys.argv[2]

@@ -7,13 +7,13 @@ import json
 import os
 import sys
 
+import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-import horovod.tensorflow as hvd
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_tfds  # noqa: E402  (registers the hvdkeras_tiny builder)
+
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import data  # noqa: E402
 
@@ -48,7 +48,7 @@ elif mode == "mock":
     config_path, workdir, *overrides = sys.argv[2:]
     with tfds_testing.mock_data(num_examples=12):
         cfg = config_lib.load(config_path, overrides)
-        trainer = Trainer(cfg, workdir)
+        trainer = Trainer.from_config(cfg, workdir)
         final = trainer.fit()
         x, _ = next(iter(trainer.data.train(0, 1)))
     print("RESULT " + json.dumps({"rank": rank, "final": final, "input_shape": list(trainer.data.input_shape),

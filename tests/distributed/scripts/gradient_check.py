@@ -12,12 +12,11 @@ every second batch only, to the same values on every rank. Prints one
 """
 import json
 
+import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-import horovod.tensorflow as hvd
-from hvdkeras import compat
-from hvdkeras.optimizers import DistributedOptimizer
+from hvdkeras import DistributedOptimizer, compat
 
 keras = compat.keras
 hvd.init()
@@ -83,7 +82,8 @@ def check_accumulation():
     data = tf.data.Dataset.from_tensor_slices((np.repeat(x, 6, 0), np.repeat(y, 6, 0))).batch(8)
     model.fit(data, epochs=1, verbose=0, callbacks=[Record()])
     changed = [bool(np.any(a != b)) for a, b in zip([start] + snapshots[:-1], snapshots)]
-    return {"changed_after_batch": changed, "final_digest": float(np.sum(snapshots[-1] * np.arange(snapshots[-1].size)))}
+    digest = float(np.sum(snapshots[-1] * np.arange(snapshots[-1].size)))
+    return {"changed_after_batch": changed, "final_digest": digest}
 
 
 result = {"rank": rank, "stack": compat.STACK,

@@ -6,10 +6,10 @@ the expected values by evaluating all ranks' examples itself. Exits 1 on mismatc
 import json
 import sys
 
+import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-import horovod.tensorflow as hvd
 from hvdkeras import distributed
 from hvdkeras.callbacks import MetricAverageCallback
 from hvdkeras.callbacks.metric_average import global_results

@@ -51,12 +51,13 @@ def recording_ckpt_write(self, file_prefix, *args, **kwargs):
 tf.train.Checkpoint.write = recording_ckpt_write
 
 import tiny_tfds  # noqa: E402,F401  (registers the hvdkeras_tiny TFDS builder for data tests)
+
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import data as data_lib  # noqa: E402
 from hvdkeras.trainer import Trainer  # noqa: E402
 
 cfg = config_lib.load(config_path, overrides)
-trainer = Trainer(cfg, workdir)
+trainer = Trainer.from_config(cfg, workdir)
 final = trainer.fit()
 rank = trainer.process.rank
 report = {"rank": rank, "final": final, "written": sorted(written)}

@@ -1,8 +1,8 @@
 """Two "hosts" on this machine, for a real multi-host Horovod run (needs root).
 
-    python tools/two_hosts.py check          # can this machine do it? (exit 0 yes, 1 no + reason)
-    python tools/two_hosts.py up [TMPDIR]    # build them, print what horovodrun needs (JSON)
-    python tools/two_hosts.py down           # tear everything down (idempotent, by fixed names)
+    python tests/harness/two_hosts.py check          # can this machine do it? (exit 0 yes, 1 no + reason)
+    python tests/harness/two_hosts.py up [TMPDIR]    # build them, print what horovodrun needs (JSON)
+    python tests/harness/two_hosts.py down           # tear everything down (idempotent, by fixed names)
 
 What ``up`` builds, all under fixed names so that ``down`` also removes what a killed run left:
 
@@ -281,7 +281,7 @@ def _build(info: HostsInfo) -> None:
     _no_ipv6(IFACE)
     _run(["ip", "addr", "add", f"{LAUNCHER_ADDR}/{prefix}", "dev", IFACE])
     _run(["ip", "link", "set", IFACE, "up"])
-    for (_, netns, addr, root_end), host in zip(HOST_SPECS, info.hosts):
+    for _, netns, addr, root_end in HOST_SPECS[:len(info.hosts)]:
         _run(["ip", "netns", "add", netns])
         inner = root_end + "i"  # renamed to IFACE once inside the namespace
         _run(["ip", "link", "add", root_end, "type", "veth", "peer", "name", inner])

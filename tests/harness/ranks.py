@@ -1,4 +1,5 @@
-"""Runs real Horovod ranks: `horovodrun -np N -H localhost:N --gloo` in a subprocess with a timeout.
+"""The distributed tests' harness: real Horovod ranks (`horovodrun -np N -H localhost:N --gloo`, `--mpi` or
+`mpirun`) in a subprocess with a timeout. A plain module: `from tests.harness.ranks import horovodrun`.
 
 A job that outlives its timeout is killed with its whole process tree and the test
 fails with the tail of its output: a hang fails the test, not CI's clock.
@@ -13,9 +14,11 @@ import sys
 import pytest
 
 from hvdkeras.build_horovod.checks import kill_tree
+from hvdkeras.launch import MPIRUN_FLAGS
+from hvdkeras.workdir import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+SCRIPTS = os.path.join(REPO, "tests", "distributed", "scripts")
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 
 
@@ -53,9 +56,8 @@ def mpi_skip_reason():
 def launch_command(np, launcher="gloo"):
     """The command that starts ``np`` local ranks: ``horovodrun --gloo``, ``horovodrun --mpi`` or ``mpirun``."""
     if launcher == "mpirun":
-        return ["mpirun", "-np", str(np), "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
-                "-mca", "btl", "^openib", "--tag-output", "-x", "PATH", "-x", "LD_LIBRARY_PATH",
-                "-x", "TF_CPP_MIN_LOG_LEVEL", "-x", "PYTHONUNBUFFERED"]
+        # The library's flags, plus what the harness needs to tell ranks apart and see output at once.
+        return ["mpirun", "-np", str(np), *MPIRUN_FLAGS, "--tag-output", "-x", "PYTHONUNBUFFERED"]
     if launcher in ("gloo", "mpi"):
         return [HOROVODRUN, "-np", str(np), "-H", f"localhost:{np}", f"--{launcher}"]
     raise ValueError(f"launcher must be one of {LAUNCHERS}; received: {launcher!r}")
@@ -106,5 +108,5 @@ def rank_results(job: Job) -> dict:
 
 
 def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a ``metrics.jsonl`` (the library's one reader)."""
+    return read_metrics(str(path))
