@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 
@@ -9,3 +11,12 @@ def hvd_single():
     hvd.init()
     assert hvd.size() == 1
     return hvd
+
+
+@pytest.fixture
+def restore_environment():
+    """Trainer.from_config exports HOROVOD_* settings into os.environ; keep them out of the other tests."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)

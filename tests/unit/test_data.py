@@ -1,10 +1,10 @@
-"""Sharding, batch and order rules of hvdkeras.data."""
+"""hvdkeras.data: sharding, batches, order and validation of each rank's data (the batch formulas: test_scaling)."""
 import numpy as np
 import pytest
 
 from hvdkeras import config as config_lib
 from hvdkeras import data
-from hvdkeras.config import ConfigError
+from hvdkeras.errors import ConfigError
 
 
 def epochs_of(ds, steps):
@@ -21,14 +21,6 @@ def test_shards_are_disjoint_and_cover_everything():
         shards = [set(data.shard_indices(n, data.Shard(r, size))) for r in range(size)]
         assert set().union(*shards) == set(range(n))
         assert sum(len(s) for s in shards) == n
-
-
-def test_steps_are_equal_on_all_ranks():
-    # 1438 examples over 2 ranks: shards of 719; 719 // 32 = 22 steps for both
-    assert data.steps_per_epoch(1438, 64, 2) == 22
-    assert data.steps_per_epoch(1437, 64, 2) == 22  # shards of 719 and 718: the smaller decides
-    assert data.steps_per_epoch(1437, 64, 1) == 22
-    assert data.steps_per_epoch(100, 30, 3) == 3
 
 
 def test_digits_per_rank_batches_and_shapes():
@@ -89,8 +81,6 @@ def test_bad_sizes_are_config_errors():
         data.build(digits_cfg(global_batch_size=4096), data.Shard(0, 1), seed=0)
     with pytest.raises(ConfigError, match="lower trainer.steps_per_epoch"):
         data.build(digits_cfg(global_batch_size=64), data.Shard(0, 2), seed=0, steps=100)
-    with pytest.raises(ConfigError, match="not divisible"):
-        data.per_rank_batch(10, 3)
 
 
 def test_synthetic():
@@ -118,4 +108,5 @@ def test_tf_data_options_come_from_the_config():
     assert options.deterministic is False and options.autotune.enabled is False
     assert options.threading.private_threadpool_size == 3
     cfg = config_lib.load(None, ["data.private_threadpool_size=5"]).data
-    assert data.build(cfg, data.Shard(0, 1), seed=0, threads=3).validation.options().threading.private_threadpool_size == 5
+    validation = data.build(cfg, data.Shard(0, 1), seed=0, threads=3).validation
+    assert validation.options().threading.private_threadpool_size == 5

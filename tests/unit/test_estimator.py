@@ -7,22 +7,23 @@ import pytest
 
 from hvdkeras import compat
 from hvdkeras.config import RuntimeConfig
+from hvdkeras.errors import SetupError
+from tests.unit.helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_estimator = pytest.mark.skipif(bool(compat.estimator_unavailable()), reason=compat.estimator_unavailable())
 
 
 @needs_estimator
 def test_session_config_pins_the_local_gpu_or_sets_the_thread_budget(hvd_single):
-    from hvdkeras import distributed
+    from hvdkeras import horovod_env
     from hvdkeras.estimator import session_config
 
     gpu = session_config(RuntimeConfig(), num_gpus=4, local_rank=2, local_size=4)
     assert gpu.gpu_options.visible_device_list == "2" and gpu.gpu_options.allow_growth
     cpu = session_config(RuntimeConfig(), num_gpus=0, local_rank=0, local_size=2)
-    budget = distributed.thread_budget(distributed.host_cores(), 2)
+    budget = horovod_env.thread_budget(horovod_env.host_cores(), 2)
     assert (cpu.intra_op_parallelism_threads, cpu.inter_op_parallelism_threads) == (budget.intra_op, budget.inter_op)
-    with pytest.raises(distributed.SetupError, match="local rank 3 has no GPU"):
+    with pytest.raises(SetupError, match="local rank 3 has no GPU"):
         session_config(RuntimeConfig(), num_gpus=2, local_rank=3, local_size=4)
 
 

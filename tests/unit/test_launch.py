@@ -1,5 +1,6 @@
 """Launch recipes and the dry run (hvdkeras/launch.py): the numbers match the trainer's, the files parse."""
 import os
+import shlex
 import subprocess
 import sys
 
@@ -8,15 +9,13 @@ import yaml
 
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
-from hvdkeras import distributed, launch, optimizers
-from hvdkeras.config import ConfigError
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPTS = os.path.join(REPO, "tests", "distributed", "scripts")
+from hvdkeras import horovod_env, launch, optimizers, scaling
+from hvdkeras.errors import ConfigError, LaunchError, SetupError
+from tests.unit.helpers import REPO, SCRIPTS, config_file
 
 
 def load(name, *overrides):
-    return config_lib.load(os.path.join(REPO, "configs", name), list(overrides))
+    return config_lib.load(config_file(name), list(overrides))
 
 
 def digits_plan(**kwargs):
@@ -25,7 +24,7 @@ def digits_plan(**kwargs):
 
 
 def trainer_lr(cfg, np_):
-    """The rate the trainer builds its optimizer with (Trainer.__init__ calls exactly this)."""
+    """The rate the trainer builds its optimizer with (trainer.compile_model calls exactly this)."""
     return optimizers.build(cfg.optimizer, cfg.horovod, np_, cfg.data.global_batch_size)[1]
 
 
@@ -43,20 +42,21 @@ def test_digits_numbers_match_the_trainer():
     for rank in (0, 7):
         assert data_lib.build(cfg.data, data_lib.Shard(rank, 8), seed=42).steps_per_epoch == p.steps_per_epoch == 22
     assert p.warmup_steps == 2 * 22 and p.total_steps == 15 * 22
-    assert p.threads == ((4, distributed.thread_budget(8, 4)),)
-    assert p.horovod.cycle_time_ms == distributed.CPU_CYCLE_TIME_MS
-    assert p.horovod_env == distributed.horovod_environment(distributed.resolve_horovod(cfg.horovod, False))
+    assert p.threads == ((4, horovod_env.thread_budget(8, 4)),)
+    assert p.horovod.cycle_time_ms == horovod_env.CPU_CYCLE_TIME_MS
+    assert p.horovod_env == horovod_env.horovod_environment(horovod_env.resolve_horovod(cfg.horovod, False))
 
 
 def test_the_plan_calls_the_trainers_scaling_function(monkeypatch):
     calls = []
-    real = optimizers.scaled_learning_rate
+    real = scaling.scaled_learning_rate
+    assert optimizers.scaled_learning_rate is real  # the function the trainer's optimizer is built with
 
     def spy(cfg, num_ranks, global_batch_size):
         calls.append((num_ranks, global_batch_size))
         return real(cfg, num_ranks, global_batch_size)
 
-    monkeypatch.setattr(optimizers, "scaled_learning_rate", spy)
+    monkeypatch.setattr(scaling, "scaled_learning_rate", spy)
     launch.plan(load("digits.yaml"), 4, cores_per_host=4)
     assert calls == [(4, 64)]
 
@@ -70,8 +70,8 @@ def test_resnet_numbers_and_unknown_imagenet_size(tmp_path):
     assert p.steps_per_epoch is None and p.warmup_steps is None and p.total_steps is None
     assert "unknown" in p.steps_note and "imagenet2012 is not prepared" in p.steps_note
     assert "tfds build imagenet2012" in p.steps_note
-    assert p.horovod.cycle_time_ms == distributed.GPU_CYCLE_TIME_MS
-    assert p.threads == ((4, distributed.thread_budget(32, 4)),)
+    assert p.horovod.cycle_time_ms == horovod_env.GPU_CYCLE_TIME_MS
+    assert p.threads == ((4, horovod_env.thread_budget(32, 4)),)
     text = launch.describe(p)
     assert "steps per epoch   unknown" in text and "total steps       unknown" in text
 
@@ -104,7 +104,7 @@ def test_known_split_size_of_a_prepared_tfds_dataset(tmp_path):
     cfg = load("cifar10_resnet56.yaml", "data.name=hvdkeras_tiny", f"data.data_dir={tmp_path}",
                "data.global_batch_size=8")
     p = launch.plan(cfg, 2, cores_per_host=2)
-    assert p.steps_per_epoch == data_lib.steps_per_epoch(tiny_tfds.TRAIN, 8, 2) == 6  # (52 // 2) // 4
+    assert p.steps_per_epoch == scaling.steps_per_epoch(tiny_tfds.TRAIN, 8, 2) == 6  # (52 // 2) // 4
     assert p.steps_note.startswith("hvdkeras_tiny[train]")
     assert p.total_steps == 164 * 6
 
@@ -132,14 +132,31 @@ def test_elastic_horovodrun_uses_host_discovery():
     assert first == "printf 'a:4\\nb:4\\n' > hosts.txt"
     assert second.startswith("HVDKERAS_HOSTS_FILE=hosts.txt horovodrun -np 8 --min-np 4 --max-np 12"
                              " --host-discovery-script tools/discover_hosts.sh python -m hvdkeras.train")
-    with pytest.raises(launch.LaunchError, match="elastic.enabled=true runs only under horovodrun"):
+    with pytest.raises(LaunchError, match="elastic.enabled=true runs only under horovodrun"):
         launch.render_command(p, "mpirun")
 
 
 def test_mpirun_command_is_horovods_recipe():
     assert launch.render_command(digits_plan(), "mpirun") == (
-        "mpirun -np 8 -H a:4,b:4 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH"
-        " -mca pml ob1 -mca btl ^openib python -m hvdkeras.train --config configs/digits.yaml")
+        "mpirun -np 8 -H a:4,b:4 -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib -x PATH"
+        " -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL python -m hvdkeras.train --config configs/digits.yaml")
+    # GPU hosts: NCCL also says which transport it picked
+    assert launch.render_command(digits_plan(gpus_per_host=4), "mpirun") == (
+        "mpirun -np 8 -H a:4,b:4 -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib -x PATH"
+        " -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL -x NCCL_DEBUG=INFO python -m hvdkeras.train"
+        " --config configs/digits.yaml")
+
+
+@pytest.mark.parametrize("argv, gpus", [(["--mpirun-flags"], False), (["--mpirun-flags", "--gpus"], True)])
+def test_mpirun_flags_for_the_makefile(capsys, argv, gpus):
+    assert launch.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert shlex.split(printed) == list(launch.mpirun_flags(gpus))
+    assert ("-x NCCL_DEBUG=INFO" in printed) == gpus
+    assert launch.mpirun_flags(False) == launch.MPIRUN_FLAGS == (
+        "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
+        "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "TF_CPP_MIN_LOG_LEVEL")
+    assert launch.mpirun_flags(True) == launch.MPIRUN_FLAGS + ("-x", "NCCL_DEBUG=INFO")
 
 
 def test_slurm_script_counts_and_command(tmp_path):
@@ -178,7 +195,9 @@ def test_kubernetes_mpijob_parses_and_adds_up(gpus):
     argv = launcher["command"] + launcher["args"]
     assert all(isinstance(a, str) for a in argv)
     assert argv[:3] == ["mpirun", "-np", "8"] and "-H" not in argv
-    assert " ".join(argv).endswith("-mca btl ^openib python -m hvdkeras.train --config configs/digits.yaml")
+    nccl = " -x NCCL_DEBUG=INFO" if gpus else ""
+    assert " ".join(argv).endswith(f"-mca btl ^openib -x PATH -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL{nccl}"
+                                   " python -m hvdkeras.train --config configs/digits.yaml")
     limits = worker["resources"]["limits"]
     assert limits.get("nvidia.com/gpu") == (gpus or None) and limits["cpu"] == 8
 
@@ -209,7 +228,7 @@ def test_dry_run_writes_only_the_launch_file(tmp_path, monkeypatch):
 
 
 def test_np_and_hosts_must_agree():
-    with pytest.raises(launch.LaunchError) as err:
+    with pytest.raises(LaunchError) as err:
         launch.plan(load("digits.yaml"), 6, "a:4,b:4")
     message = str(err.value)
     assert "--np 6" in message and "--hosts a:4,b:4" in message and "\n" not in message
@@ -222,20 +241,20 @@ def test_np_defaults_to_the_hosts_slots_else_one():
 
 def test_bad_launcher_lists_the_valid_ones():
     valid = "horovodrun, mpirun, slurm, kubernetes"
-    with pytest.raises(launch.LaunchError, match=f"^--launcher pbs is not one of {valid}$"):
+    with pytest.raises(LaunchError, match=f"^--launcher pbs is not one of {valid}$"):
         launch.render_command(digits_plan(), "pbs")
 
 
 @pytest.mark.parametrize("hosts", ["a:0", "a:x", ":4", "a:4,a:4"])
 def test_bad_hosts(hosts):
-    with pytest.raises(launch.LaunchError, match="--hosts"):
+    with pytest.raises(LaunchError, match="--hosts"):
         launch.parse_hosts(hosts)
 
 
 def test_what_the_trainer_would_refuse():
     with pytest.raises(ConfigError, match="must be divisible by the 3 ranks"):
         launch.plan(load("digits.yaml"), 3)
-    with pytest.raises(distributed.SetupError, match="local rank 4 has no GPU"):
+    with pytest.raises(SetupError, match="local rank 4 has no GPU"):
         launch.plan(load("digits.yaml"), 8, "a:8", gpus_per_host=4)
 
 
@@ -243,29 +262,5 @@ def test_uneven_hosts_need_horovodrun_or_mpirun():
     p = launch.plan(load("digits.yaml"), 8, "a:6,b:2", cores_per_host=8)
     assert "-H a:6,b:2" in launch.render_command(p, "horovodrun")
     for launcher in ("slurm", "kubernetes"):
-        with pytest.raises(launch.LaunchError, match="same number of processes on every host"):
+        with pytest.raises(LaunchError, match="same number of processes on every host"):
             launch.render_command(p, launcher)
-
-
-# --------------------------------------------------------------------------- the command line
-
-
-def test_train_dry_run_command_line(tmp_path):
-    workdir = tmp_path / "wd"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run(
-        [sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--dry_run", "--np", "8",
-         "--hosts", "a:4,b:4", "--workdir", str(workdir)],
-        cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    for line in ("world size        8 process(es) on 2 host(s): a:4,b:4",
-                 "batch             global 64 = 8 ranks x 8 per rank",
-                 "learning rate     scaled 0.4 = 0.05 x 8 ranks",
-                 "steps per epoch   22",
-                 "total steps       330 = 15 epochs x 22",
-                 "horovod env       HOROVOD_STALL_CHECK_TIME_SECONDS=60",
-                 f"horovodrun -np 8 -H a:4,b:4 --gloo python -m hvdkeras.train --config configs/digits.yaml"
-                 f" --workdir {workdir}"):
-        assert line in out, out
-    assert not workdir.exists()  # no config.yaml, no checkpoints

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from hvdkeras import report
+from tests.unit.helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -1,5 +1,4 @@
 """hvdkeras.build_horovod.patches: the patch files, their selection and digest, applied to the real source."""
-import pathlib
 import shutil
 import tarfile
 

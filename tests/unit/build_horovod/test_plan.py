@@ -1,6 +1,5 @@
 """hvdkeras.build_horovod.plan: supported range, build environment, cache key."""
 import dataclasses
-import os
 import subprocess
 import sys
 
@@ -8,11 +7,9 @@ import pytest
 
 from hvdkeras.build_horovod import BuildError
 from hvdkeras.build_horovod import plan as plans
+from tests.unit.helpers import cpu_build_plan
 
-CPU = plans.BuildPlan(tf_distribution="tensorflow-cpu", tf_version="2.21.0", python_tag="py311", mpi=False, gpu=False,
-                      include_dirs=("/v/lib/python3.11/site-packages/tensorflow/include/external/highwayhash",
-                                    "/usr/lib/llvm-14/include"),
-                      compiler="g++ (Debian 12.2.0-14) 12.2.0")
+CPU = cpu_build_plan()
 
 
 @pytest.mark.parametrize("version", ["2.15.1", "2.16.2", "2.19.0", "2.21.0", "2.21.1rc0"])
@@ -79,7 +76,8 @@ def test_llvm_include_variable_without_headers_echoes_it(tmp_path, monkeypatch):
 
 
 def test_discover_reads_the_installed_tensorflow_without_importing_it():
-    code = ("import sys, importlib.metadata as m; from hvdkeras.build_horovod import plan; p = plan.discover(mpi='no'); "
+    code = ("import sys, importlib.metadata as m; from hvdkeras.build_horovod import plan; "
+            "p = plan.discover(mpi='no'); "
             "assert 'tensorflow' not in sys.modules and 'horovod' not in sys.modules; "
             "assert p.tf_version == m.version(p.tf_distribution), p; print(p.tf_version)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

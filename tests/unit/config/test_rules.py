@@ -1,0 +1,72 @@
+"""Config rules (hvdkeras.config.rules): impossible values and world-size rules, each one line naming its source."""
+import dataclasses
+
+import pytest
+
+from hvdkeras import config as config_lib
+from hvdkeras.errors import ConfigError
+from tests.unit.helpers import write_yaml
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("trainer.epochs=0", "trainer.epochs in --set trainer.epochs=0 must be > 0; received: 0"),
+    ("optimizer.weight_decay=0.1",
+     "optimizer.weight_decay in --set optimizer.weight_decay=0.1 must be 0 with optimizer.name=sgd"),
+    ("schedule.name=step", "schedule.boundaries in the defaults must list at least one epoch"),
+    ("schedule.warmup_epochs=-1", "schedule.warmup_epochs in --set schedule.warmup_epochs=-1 must be >= 0"),
+])
+def test_impossible_values(override, fragment):
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(None, [override])
+    assert fragment in str(err.value)
+
+
+def test_global_batch_must_divide_over_ranks(tmp_path):
+    path = write_yaml(tmp_path, "data: {global_batch_size: 63}\n")
+    cfg = config_lib.load(path)
+    config_lib.validate_for_world(cfg, 1)
+    config_lib.validate_for_world(cfg, 3)
+    with pytest.raises(ConfigError) as err:
+        config_lib.validate_for_world(cfg, 2)
+    assert str(err.value) == (f"data.global_batch_size in {path} must be divisible by the 2 ranks (e.g. 62);"
+                              " received: 63")
+
+
+def test_elastic_rules():
+    with pytest.raises(ConfigError, match="elastic.max_np in --set elastic.max_np=0 must be null or >= elastic.min_np"):
+        config_lib.load(None, ["elastic.max_np=0"])
+    with pytest.raises(ConfigError, match="elastic.enabled .* must be false with trainer.api=estimator"):
+        config_lib.load(None, ["elastic.enabled=true", "trainer.api=estimator"])
+
+
+def test_stall_shutdown_must_come_after_the_warning():
+    with pytest.raises(ConfigError, match="longer than horovod.stall_warning_seconds"):
+        config_lib.load(None, ["horovod.stall_warning_seconds=60", "horovod.stall_shutdown_seconds=30"])
+
+
+def test_tensorboard_defaults_off_and_is_keras_only():
+    assert config_lib.load().trainer.tensorboard is False
+    assert config_lib.load(None, ["trainer.tensorboard=true"]).trainer.tensorboard is True
+    with pytest.raises(ConfigError, match="trainer.tensorboard .* must be false with trainer.api=estimator"):
+        config_lib.load(None, ["trainer.tensorboard=true", "trainer.api=estimator"])
+
+
+def test_a_replaced_value_is_reported_with_the_source_of_its_key():
+    cfg = config_lib.load(None, ["trainer.epochs=3"])
+    bad = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, epochs=0))
+    with pytest.raises(ConfigError) as err:
+        config_lib.validate(bad)
+    assert str(err.value) == "trainer.epochs in --set trainer.epochs=3 must be > 0; received: 0"
+
+
+def test_source_of_and_locate(tmp_path):
+    path = write_yaml(tmp_path, "model: {name: vgg}\n")
+    cfg = config_lib.load(path, ["trainer.epochs=3"])  # names are checked where they are built, not here
+    assert config_lib.source_of(cfg, "model.name") == path
+    assert config_lib.source_of(cfg, "trainer.epochs") == "--set trainer.epochs=3"
+    assert config_lib.source_of(cfg, "optimizer.name") == "the defaults"
+    located = config_lib.locate(cfg, ConfigError.for_key("model.name", "be one of a, b", "vgg"))
+    assert isinstance(located, ConfigError) and located.key == "model.name"
+    assert str(located) == f"model.name in {path} must be one of a, b; received: 'vgg'"
+    keyless = ConfigError("something without a key")
+    assert config_lib.locate(cfg, keyless) is keyless

@@ -1,0 +1,80 @@
+"""hvdkeras.distributed process setup, exercised on CPU with stand-in devices."""
+import numpy as np
+import pytest
+
+from hvdkeras import distributed
+from hvdkeras.errors import SetupError
+from tests.unit.helpers import process_info
+
+
+class FakeDevice:
+    def __init__(self, index):
+        self.name = f"/physical_device:GPU:{index}"
+        self.device_type = "GPU"
+
+
+class RecordingConfig:
+    """Records what pin_local_gpu asks of tf.config."""
+
+    def __init__(self):
+        self.visible = None
+        self.growth = []
+        outer = self
+
+        class Experimental:
+            @staticmethod
+            def set_memory_growth(device, enabled):
+                outer.growth.append((device.name, enabled))
+
+        self.experimental = Experimental()
+
+    def set_visible_devices(self, devices, device_type):
+        self.visible = ([d.name for d in devices], device_type)
+
+
+@pytest.mark.parametrize("local_rank", [0, 1, 3])
+def test_each_process_sees_only_its_local_gpu(local_rank):
+    gpus = [FakeDevice(i) for i in range(4)]
+    rec = RecordingConfig()
+    chosen = distributed.pin_local_gpu(gpus, local_rank, memory_growth=True, tf_config=rec)
+    assert chosen is gpus[local_rank]
+    assert rec.visible == ([f"/physical_device:GPU:{local_rank}"], "GPU")
+    assert rec.growth == [(f"/physical_device:GPU:{local_rank}", True)]
+
+
+def test_memory_growth_can_be_off():
+    rec = RecordingConfig()
+    distributed.pin_local_gpu([FakeDevice(0)], 0, memory_growth=False, tf_config=rec)
+    assert rec.growth == [] and rec.visible == (["/physical_device:GPU:0"], "GPU")
+
+
+def test_no_gpus_means_no_pinning():
+    rec = RecordingConfig()
+    assert distributed.pin_local_gpu([], 0, tf_config=rec) is None
+    assert rec.visible is None
+
+
+def test_more_ranks_than_gpus_is_a_clear_error():
+    with pytest.raises(SetupError, match=r"local rank 2 has no GPU: this host has 2 GPU\(s\).*-H host:2"):
+        distributed.pin_local_gpu([FakeDevice(0), FakeDevice(1)], 2, tf_config=RecordingConfig())
+
+
+def test_fingerprint_sees_any_change():
+    a = [np.zeros((2, 2), np.float32), np.ones(3, np.float32)]
+    b = [np.zeros((2, 2), np.float32), np.ones(3, np.float32)]
+    assert distributed.fingerprint(a) == distributed.fingerprint(b)
+    b[1][2] = np.nextafter(np.float32(1), np.float32(2))
+    assert distributed.fingerprint(a) != distributed.fingerprint(b)
+    assert distributed.fingerprint([np.zeros(4)]) != distributed.fingerprint([np.zeros((2, 2))])
+
+
+def test_only_rank_0_is_the_chief():
+    assert process_info(rank=0, size=2).is_chief and not process_info(rank=1, size=2).is_chief
+
+
+def test_single_process_collectives_return_this_ranks_values(hvd_single):
+    assert distributed.allreduce_sum(np.array([1.5, 2.0]), name="t.sum").tolist() == [1.5, 2.0]
+    assert distributed.any_rank(True, name="t.any") and not distributed.any_rank(False, name="t.none")
+    assert distributed.agree_min(7, name="t.min") == 7
+    assert distributed.ranks_disagreeing([np.ones(3)], name="t.agree") == 0
+    distributed.preflight({"config": "abc", "steps": 3}, name="t.preflight")  # one rank agrees with itself

@@ -1,0 +1,40 @@
+"""python -m hvdkeras.train --dry_run (hvdkeras.dry_run): the plan and the launch command, nothing started."""
+import os
+import subprocess
+import sys
+
+from tests.unit.helpers import REPO
+
+
+def test_train_dry_run_command_line(tmp_path):
+    workdir = tmp_path / "wd"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--dry_run", "--np", "8",
+         "--hosts", "a:4,b:4", "--workdir", str(workdir)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for line in ("world size        8 process(es) on 2 host(s): a:4,b:4",
+                 "batch             global 64 = 8 ranks x 8 per rank",
+                 "learning rate     scaled 0.4 = 0.05 x 8 ranks",
+                 "steps per epoch   22",
+                 "total steps       330 = 15 epochs x 22",
+                 "horovod env       HOROVOD_STALL_CHECK_TIME_SECONDS=60",
+                 f"horovodrun -np 8 -H a:4,b:4 --gloo python -m hvdkeras.train --config configs/digits.yaml"
+                 f" --workdir {workdir}"):
+        assert line in out, out
+    assert not workdir.exists()  # no config.yaml, no checkpoints
+
+
+def test_dry_run_mpirun_output_file_is_an_executable_script(tmp_path):
+    out = tmp_path / "launch.sh"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--dry_run", "--np", "2",
+         "--launcher", "mpirun", "--cores_per_host", "2", "--dry_run_output", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stderr
+    script = out.read_text()
+    assert script.startswith("#!/bin/bash\nset -euo pipefail\nmpirun -np 2 -H localhost:2 -bind-to none")
+    assert os.access(out, os.X_OK) and f"--- written to {out} ---" in proc.stdout
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0

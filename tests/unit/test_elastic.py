@@ -1,0 +1,49 @@
+"""hvdkeras.elastic pieces that need no second rank: the data section after a resize, and the commit points."""
+import pytest
+
+from hvdkeras import config as config_lib
+from hvdkeras import elastic
+
+
+def test_elastic_resize_policies():
+    cfg = config_lib.load(None, ["elastic.enabled=true", "data.global_batch_size=64"])
+    assert elastic.data_config_for(cfg, initial_size=2, size=1).global_batch_size == 64  # keep_global_batch
+    cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
+                                 "data.global_batch_size=64", "data.eval_global_batch_size=32"])
+    resized = elastic.data_config_for(cfg, initial_size=2, size=3)
+    assert resized.global_batch_size == 96 and resized.eval_global_batch_size == 48  # 32 and 16 per rank
+
+
+def test_keep_rank_batch_without_an_eval_batch_resizes_the_training_batch_for_both():
+    cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
+                                 "data.global_batch_size=64"])
+    resized = elastic.data_config_for(cfg, initial_size=4, size=2)
+    assert (resized.global_batch_size, resized.eval_global_batch) == (32, 32)
+    config_lib.validate_for_world(config_lib.Config(data=resized), 2)
+
+
+class RecordingState:
+    """Stands in for elastic.TrainingState: the position and the commits."""
+
+    def __init__(self):
+        self.epoch, self.batch, self.commits = 0, 0, []
+
+    def commit(self):
+        self.commits.append((self.epoch, self.batch))
+
+
+@pytest.mark.parametrize("offset, batches, expected", [
+    (0, 5, [(1, 2), (1, 4), (2, 0)]),
+    (3, 5, [(1, 4), (1, 6), (1, 8), (2, 0)]),  # a resumed epoch: its batches count from the offset
+])
+def test_commit_every_n_batches_and_at_epoch_ends(offset, batches, expected):
+    state = RecordingState()
+    cb = elastic.CommitStateCallback(state, every_batches=2, batch_offset=offset)
+    cb.on_epoch_begin(1)
+    for batch in range(batches):
+        cb.on_train_batch_end(batch)
+    cb.on_epoch_end(1)
+    assert state.commits == expected and (state.epoch, state.batch) == (2, 0)
+    cb.on_epoch_begin(2)
+    cb.on_train_batch_end(0)
+    assert state.batch == 1  # the offset was for the first epoch only

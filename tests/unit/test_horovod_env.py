@@ -1,0 +1,49 @@
+"""hvdkeras.horovod_env: thread budgets, the launcher's rank and Horovod's settings as environment variables."""
+import pytest
+
+from hvdkeras import config as config_lib
+from hvdkeras import horovod_env
+
+
+@pytest.mark.parametrize("cores, ranks, intra, inter", [
+    (2, 2, 1, 1), (2, 1, 2, 1), (16, 2, 8, 2), (64, 8, 8, 2), (3, 4, 1, 1), (96, 1, 96, 24),
+])
+def test_thread_budget(cores, ranks, intra, inter):
+    assert horovod_env.thread_budget(cores, ranks) == horovod_env.ThreadBudget(intra, inter)
+
+
+def test_thread_budget_overrides():
+    assert horovod_env.thread_budget(16, 2, intra_op=3, inter_op=5) == horovod_env.ThreadBudget(3, 5)
+
+
+def test_launcher_rank(monkeypatch):
+    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    assert horovod_env.launcher_rank() is None
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
+    assert horovod_env.launcher_rank() == 3
+
+
+def test_stall_settings_become_horovod_environment():
+    cfg = config_lib.load(None, ["horovod.stall_warning_seconds=30", "horovod.stall_shutdown_seconds=300"])
+    assert horovod_env.stall_environment(cfg.horovod) == {"HOROVOD_STALL_CHECK_TIME_SECONDS": "30",
+                                                          "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "300"}
+    off = config_lib.load(None, ["horovod.stall_warning_seconds=0"])
+    assert horovod_env.stall_environment(off.horovod) == {"HOROVOD_STALL_CHECK_DISABLE": "1"}
+
+
+def test_horovod_knobs_resolved_per_host_and_exported():
+    cfg = config_lib.load(None, ["horovod.timeline=timeline.json", "horovod.autotune=true",
+                                 "horovod.autotune_log=autotune.csv", "horovod.hierarchical_allreduce=true"])
+    cpu = horovod_env.resolve_horovod(cfg.horovod, has_gpu=False)
+    gpu = horovod_env.resolve_horovod(cfg.horovod, has_gpu=True)
+    assert (cpu.cycle_time_ms, gpu.cycle_time_ms, cpu.fusion_threshold_mb) == (10.0, 1.0, None)
+    assert (cpu.cycle_time_ms, gpu.cycle_time_ms) == (horovod_env.CPU_CYCLE_TIME_MS, horovod_env.GPU_CYCLE_TIME_MS)
+    env = horovod_env.horovod_environment(cpu, workdir="/w")
+    assert env["HOROVOD_CYCLE_TIME"] == "10" and "HOROVOD_FUSION_THRESHOLD" not in env  # Horovod's default
+    assert env["HOROVOD_TIMELINE"] == "/w/timeline.json" and env["HOROVOD_AUTOTUNE_LOG"] == "/w/autotune.csv"
+    assert env["HOROVOD_AUTOTUNE"] == "1" and env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "1"
+    explicit = config_lib.load(None, ["horovod.cycle_time_ms=3.5", "horovod.fusion_threshold_mb=0"]).horovod
+    assert horovod_env.resolve_horovod(explicit, has_gpu=False).cycle_time_ms == 3.5
+    assert horovod_env.horovod_environment(horovod_env.resolve_horovod(explicit, False))["HOROVOD_FUSION_THRESHOLD"] \
+        == "0"

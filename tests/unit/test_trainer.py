@@ -1,0 +1,154 @@
+"""hvdkeras.trainer: the parts a Trainer is composed of, its callback list, and a short single-process run."""
+import os
+
+import pytest
+
+from hvdkeras import callbacks as hc
+from hvdkeras import config as config_lib
+from hvdkeras import horovod_env, scaling
+from hvdkeras import trainer as trainer_lib
+from hvdkeras.errors import ConfigError
+from hvdkeras.workdir import Workdir, read_metrics
+from tests.unit.helpers import (
+    callback_names,
+    config_file,
+    hand_built_trainer,
+    process_info,
+    regression_model,
+    tensorboard_scalars,
+)
+
+EPOCHS = 2
+
+
+def tiny_config(*overrides):
+    return config_lib.load(config_file("digits.yaml"), [
+        f"trainer.epochs={EPOCHS}", "trainer.steps_per_epoch=3", "trainer.verbose=0", "checkpoint.enabled=false",
+        "trainer.check_weights_agree=false", "data.global_batch_size=16", "schedule.warmup_epochs=1",
+        *overrides])
+
+
+# --------------------------------------------------------------------------- the parts
+
+
+def test_resolved_for_host_fills_in_the_host_choices():
+    cfg = tiny_config()
+    resolved = trainer_lib.resolved_for_host(cfg, process_info())
+    assert cfg.horovod.cycle_time_ms is None and resolved.horovod.cycle_time_ms == horovod_env.CPU_CYCLE_TIME_MS
+    assert (resolved.runtime.intra_op_threads, resolved.runtime.inter_op_threads) == (1, 1)
+    assert resolved.sources == cfg.sources  # errors still name where values came from
+
+
+def test_make_backup_follows_the_checkpoint_section(tmp_path):
+    assert trainer_lib.make_backup(tiny_config(), str(tmp_path)) is None
+    backup = trainer_lib.make_backup(tiny_config("checkpoint.enabled=true", "checkpoint.keep=2",
+                                                 "checkpoint.every_epochs=3"), str(tmp_path))
+    assert backup.backup_dir == Workdir(str(tmp_path)).checkpoints and backup.store.keep == 2
+    assert backup.every_epochs == 3 and backup.delete_checkpoint is False
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.name=vgg", "model.name in --set model.name=vgg must be one of mlp, resnet20, resnet50, resnet56,"
+                       " small_cnn or applications.<Name> of keras.applications; received: 'vgg'"),
+    ("optimizer.name=lamb", "optimizer.name in --set optimizer.name=lamb must be one of adam, adamw, rmsprop, sgd;"
+                            " received: 'lamb'"),
+])
+def test_from_config_names_where_an_unknown_name_came_from(hvd_single, tmp_path, restore_environment, override,
+                                                          message):
+    with pytest.raises(ConfigError) as err:
+        trainer_lib.Trainer.from_config(tiny_config(override), str(tmp_path / "run"))
+    assert str(err.value) == message
+    assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- the callback list
+
+
+def test_tensorboard_callback_only_when_on_and_after_the_log_writers(hvd_single, tmp_path):
+    off = callback_names(hand_built_trainer(tiny_config(), str(tmp_path)).callbacks(0.1, 3, 1))
+    assert "TensorBoard" not in off
+    on = callback_names(hand_built_trainer(tiny_config("trainer.tensorboard=true"), str(tmp_path)).callbacks(0.1, 3, 1))
+    # after metric averaging and the callbacks that put lr and images_per_sec into the logs
+    assert on.index("TensorBoard") > max(on.index("MetricAverageCallback"), on.index("ThroughputLogger"),
+                                         on.index("LearningRateScheduleCallback"))
+    assert not os.path.exists(tmp_path / "tensorboard")
+
+
+def test_callbacks_end_with_the_trainers_backup_and_count_from_initial_batch(tmp_path):
+    cfg = tiny_config("checkpoint.enabled=true")
+    backup = trainer_lib.make_backup(cfg, str(tmp_path))
+    trainer = hand_built_trainer(cfg, str(tmp_path), size=2, backup=backup)
+    cbs = trainer.callbacks(0.1, 3, 2, initial_batch=2)
+    assert cbs[-1] is backup
+    rate = [c for c in cbs if isinstance(c, (hc.LearningRateWarmupCallback, hc.LearningRateScheduleCallback))]
+    assert [c.initial_batch for c in rate] == [2, 2] and rate[0].size == 2
+    jsonl, = [c for c in cbs if isinstance(c, hc.JsonlMetricsLogger)]
+    assert jsonl.path == Workdir(str(tmp_path)).metrics
+    assert not os.listdir(tmp_path)  # building the trainer and its callbacks wrote nothing
+
+
+def test_resnet_yaml_schedule_at_chosen_steps(hvd_single, tmp_path):
+    """resnet.yaml on 8 ranks: warmup 0.05 -> 0.4 over 5 epochs, then x0.1 at epochs 30, 60 and 80, to epoch 90."""
+    cfg = config_lib.load(config_file("resnet.yaml"))
+    size, steps = 8, 1281167 // cfg.data.global_batch_size
+    scaled = scaling.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
+    assert scaled == pytest.approx(0.4)
+    trainer = hand_built_trainer(cfg, str(tmp_path), size=size, scaled_lr=scaled)
+    cbs = [cb for cb in trainer.callbacks(scaled, steps, size)
+           if isinstance(cb, (hc.LearningRateWarmupCallback, hc.LearningRateScheduleCallback))]
+    model = regression_model()
+    for cb in cbs:
+        cb.set_model(model)
+        cb.set_params({"epochs": 90, "steps": steps})
+        cb.on_train_begin()
+
+    def lr_at(epoch, batch):
+        for cb in cbs:
+            cb.on_epoch_begin(epoch)
+        for cb in cbs:
+            cb.on_train_batch_begin(batch)
+        return float(model.optimizer.learning_rate.numpy())
+
+    warm = lambda e: 0.4 / size * (e * (size - 1) / 5 + 1)  # noqa: E731
+    expected = {
+        (0, 0): 0.05,
+        (0, 600): warm(600 / steps),
+        (2, 0): warm(2),
+        (4, steps - 1): warm(4 + (steps - 1) / steps),
+        (5, 0): 0.4,
+        (29, steps - 1): 0.4,
+        (30, 0): 0.04,
+        (59, steps - 1): 0.04,
+        (60, 0): 0.004,
+        (80, 0): 0.0004,
+        (89, steps - 1): 0.0004,  # the last step
+    }
+    for (epoch, batch), lr in expected.items():
+        assert lr_at(epoch, batch) == pytest.approx(lr, rel=1e-5), (epoch, batch)
+
+
+# --------------------------------------------------------------------------- a run
+
+
+def test_trainer_writes_lr_and_images_per_sec_to_tensorboard(hvd_single, tmp_path, restore_environment):
+    workdir = str(tmp_path / "run")
+    trainer_lib.Trainer.from_config(tiny_config("trainer.tensorboard=true"), workdir).fit()
+
+    train = tensorboard_scalars(os.path.join(workdir, "tensorboard", "train"))
+    val = tensorboard_scalars(os.path.join(workdir, "tensorboard", "validation"))
+    for tag in ("epoch_loss", "epoch_accuracy", "epoch_lr", "epoch_images_per_sec"):
+        assert sorted(train[tag]) == list(range(EPOCHS)), tag
+    assert sorted(val["epoch_loss"]) == sorted(val["epoch_accuracy"]) == list(range(EPOCHS))
+    # the same numbers as metrics.jsonl (the global, end-of-epoch values)
+    records = read_metrics(os.path.join(workdir, "metrics.jsonl"))
+    for r in records:
+        step = r["epoch"] - 1
+        assert train["epoch_lr"][step] == pytest.approx(r["lr"], rel=1e-6)
+        assert train["epoch_images_per_sec"][step] == pytest.approx(r["images_per_sec"], rel=1e-6)
+        assert train["epoch_loss"][step] == pytest.approx(r["loss"], rel=1e-6)
+        assert val["epoch_accuracy"][step] == pytest.approx(r["val_accuracy"], rel=1e-6)
+    assert train["epoch_images_per_sec"][0] > 0
+    assert train["epoch_lr"][1] < train["epoch_lr"][0]  # the cosine decay after a 1-epoch warmup
+    saved = config_lib.read_yaml(os.path.join(workdir, "config.yaml"))  # the resolved config, host choices in
+    assert saved["horovod"]["cycle_time_ms"] == horovod_env.CPU_CYCLE_TIME_MS and saved["trainer"]["epochs"] == EPOCHS
