@@ -107,7 +107,8 @@ def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
     return hvd.DistributedOptimizer(
         optimizer, compression=horovod_compression(horovod.compression),
         backward_passes_per_step=horovod.backward_passes_per_step,
-        average_aggregated_gradients=horovod.average_aggregated_gradients, sparse_as_dense=horovod.sparse_as_dense)
+        average_aggregated_gradients=horovod.average_aggregated_gradients, sparse_as_dense=horovod.sparse_as_dense,
+        groups=horovod.groups or None)
 
 
 # --------------------------------------------------------------------------- hooks

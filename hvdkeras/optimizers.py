@@ -46,7 +46,7 @@ def distributed_optimizer(optimizer, cfg: HorovodConfig):
     return DistributedOptimizer(optimizer, compression=cfg.compression,
                                 backward_passes_per_step=cfg.backward_passes_per_step,
                                 average_aggregated_gradients=cfg.average_aggregated_gradients,
-                                sparse_as_dense=cfg.sparse_as_dense)
+                                sparse_as_dense=cfg.sparse_as_dense, groups=cfg.groups)
 
 
 def build(cfg: OptimizerConfig, horovod: HorovodConfig, num_ranks: int, global_batch_size: int):

@@ -19,7 +19,20 @@ that machine noise hits all of them alike; each job trains two epochs of
   threads per rank): the difference to ``hvdkeras`` is the framework's own cost;
 * ``mwms``: ``tf.distribute.MultiWorkerMirroredStrategy`` with the same number of
   processes, model and per-process batch (``model.fit``; on Keras 3, whose ``fit``
-  fails under this strategy, TensorFlow's custom training loop for it).
+  fails under this strategy, TensorFlow's custom training loop for it);
+* ``ceiling``: the communication-free ceiling, the same processes, model, batch and
+  threads with the gradient exchange removed;
+* ``hvdkeras+<key>=<value>[+...]``: the trainer with config overrides, e.g.
+  ``hvdkeras+horovod.groups=1`` (``hvdkeras-grouped``) or ``hvdkeras+horovod.compression=fp16``.
+
+**The lab** (``--hosts 2 --link unlimited,1gbit,gpu``, as root): the same jobs with one
+process on each of two emulated hosts (network namespaces with their own cores and
+sshd) whose links are shaped to each rate in turn (:mod:`hvdkeras.bench.lab`). It
+reports, per rate and row, images/s with its spread, scaling efficiency against the
+ceiling of the same round, and the step split into compute and exposed
+communication; writes ``lab.json``, ``lab_efficiency.png`` and ``projection.png``
+(:mod:`hvdkeras.bench.efficiency`: the arithmetic, the GPU-equivalent rate and the
+projection to larger clusters).
 
 It prints a table (median images/s total and per rank, min-max spread over
 rounds, peak memory per rank, ratios to hvdkeras), writes it as JSON and draws a

@@ -6,8 +6,11 @@ import json
 import os
 
 import hvdkeras.bench
-from hvdkeras.bench.runner import VARIANTS, run_rounds
+from hvdkeras.bench.runner import VARIANTS, hvdkeras_sets, run_rounds
 from hvdkeras.bench.summary import draw, print_table, summarize
+
+# The lab's rows: (a) hvdkeras, (b) Horovod's recipe with its defaults, (c) MWMS, (d) the ceiling.
+LAB_VARIANTS = ("hvdkeras", "horovod", "mwms", "ceiling")
 
 
 def main(argv=None):
@@ -22,10 +25,17 @@ def main(argv=None):
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--out", default="runs/bench")
     parser.add_argument("--timeout", type=float, default=1200)
+    parser.add_argument("--hosts", type=int, default=0,
+                        help="run in the lab: one process on each of this many emulated hosts (2; needs root)")
+    parser.add_argument("--link", default="unlimited",
+                        help="with --hosts: link rates to sweep, tc units, e.g. unlimited,1gbit,gpu "
+                             "(gpu: the GPU-equivalent rate)")
     args = parser.parse_args(argv)
+    if args.hosts:
+        return lab_main(parser, args)
     nps = [int(n) for n in args.np.split(",")]
     variants = args.variants.split(",")
-    unknown = sorted(set(variants) - set(VARIANTS))
+    unknown = sorted(v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None)
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     if not args.model.startswith("applications."):
@@ -41,6 +51,25 @@ def main(argv=None):
     for path in draw(table, nps, args.out, title):
         print(f"wrote {path}")
     print(f"wrote {os.path.join(args.out, 'bench.json')}")
+
+
+def lab_main(parser, args):
+    """The link sweep on the emulated hosts (:mod:`hvdkeras.bench.lab.sweep`)."""
+    from hvdkeras.bench.lab.summary import write_all
+    from hvdkeras.bench.lab.sweep import parse_link, run_sweep
+
+    variants = args.variants.split(",") if args.variants != ",".join(VARIANTS) else list(LAB_VARIANTS)
+    bad = [v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None]
+    if bad:
+        parser.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)} or hvdkeras+<key>=<value>")
+    if "ceiling" not in variants:
+        variants.append("ceiling")  # efficiency is measured against it
+    try:
+        rates = parse_link(args.link)
+    except ValueError as err:
+        parser.error(str(err))
+    sweep = run_sweep(variants, rates, args)
+    write_all(sweep, args, args.out)
 
 
 if __name__ == "__main__":

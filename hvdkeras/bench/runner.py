@@ -1,4 +1,11 @@
-"""Runs one variant of the benchmark as a job of ``np`` processes and reads its throughput and memory."""
+"""Runs one variant of the benchmark as a job of ``np`` processes and reads its throughput and memory.
+
+Where the processes run is a :class:`Placement`: all on this host (:func:`local`), or
+one per emulated host of the lab (:func:`on_hosts`, see :mod:`hvdkeras.bench.lab`).
+
+A variant is a name from :data:`VARIANTS`, or ``hvdkeras`` followed by config
+overrides joined with ``+``: ``hvdkeras+horovod.groups=1+horovod.compression=fp16``.
+"""
 from __future__ import annotations
 
 import json
@@ -9,16 +16,53 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from hvdkeras import horovod_env
 from hvdkeras.config import HorovodConfig
 from hvdkeras.workdir import read_metrics
 
-VARIANTS = ["hvdkeras", "hvdkeras-lean", "horovod", "horovod-tuned", "mwms"]
+VARIANTS = ["hvdkeras", "hvdkeras-lean", "horovod", "horovod-tuned", "mwms", "ceiling"]
+# Named hvdkeras variants: the config overrides each adds to the synthetic benchmark config.
+HVDKERAS_SETS = {"hvdkeras": [], "hvdkeras-lean": ["trainer.terminate_on_nan=false"],
+                 "hvdkeras-grouped": ["horovod.groups=1"], "hvdkeras-fp16": ["horovod.compression=fp16"]}
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RECIPES = os.path.join(HERE, "recipes")
+
+
+@dataclass
+class Placement:
+    """Where a job's ``np`` processes run and how they are started there."""
+
+    np: int
+    horovodrun_hosts: list[str]  # horovodrun's arguments naming the hosts
+    env: dict = field(default_factory=lambda: dict(os.environ))
+    worker_command: Callable[[int, list[str]], list[str]] = lambda i, argv: argv  # MWMS worker i
+    worker_addrs: list[str] = field(default_factory=list)  # MWMS workers' host:port
+
+
+def local(np_: int) -> Placement:
+    """``np_`` processes on this host."""
+    return Placement(np_, ["-H", f"localhost:{np_}"], worker_addrs=[f"localhost:{p}" for p in _free_ports(np_)])
+
+
+def on_hosts(info) -> Placement:
+    """One process on each host of the lab (a :class:`hvdkeras.bench.lab.hosts.HostsInfo`), on its cores."""
+    hosts = info.hosts
+    return Placement(len(hosts), info.horovodrun_args(1), env=info.env(),
+                     worker_command=lambda i, argv: hosts[i].command(argv),
+                     worker_addrs=[f"{h.addr}:{23450 + i}" for i, h in enumerate(hosts)])
+
+
+def hvdkeras_sets(variant: str) -> list[str] | None:
+    """The config overrides of an hvdkeras variant, None for the other variants."""
+    if variant in HVDKERAS_SETS:
+        return list(HVDKERAS_SETS[variant])
+    if variant.startswith("hvdkeras+"):
+        return variant.split("+")[1:]
+    return None
 
 
 def horovod_recipe() -> str:
@@ -57,20 +101,23 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-def run_variant(variant: str, args, np_: int, workdir: str) -> dict:
-    """One job of ``variant`` on ``np_`` processes; returns total images/s and peak memory per rank."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(np_), "-H",
-                  f"localhost:{np_}", "--gloo"]
+def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | None = None) -> dict:
+    """One job of ``variant`` on ``np_`` processes; returns total images/s and peak memory per rank.
+
+    The ``ceiling`` variant also returns ``gradient_bytes``, the bytes of the model's gradients.
+    """
+    place = place or local(np_)
+    env = dict(place.env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(np_),
+                  *place.horovodrun_hosts, "--gloo"]
     model_args = [args.model, str(args.batch), str(args.image_size), str(args.steps)]
-    if variant.startswith("hvdkeras"):
-        run_dir = tempfile.mkdtemp(dir=workdir, prefix=f"{variant}-")
+    sets = hvdkeras_sets(variant)
+    if sets is not None:
+        run_dir = tempfile.mkdtemp(dir=workdir, prefix="hvdkeras-")
         sets = [f"data.image_shape=[{args.image_size},{args.image_size},3]", "data.num_classes=1000",
                 f"data.global_batch_size={args.batch * np_}", f"trainer.steps_per_epoch={args.steps}",
                 "trainer.epochs=2", "trainer.verbose=0", "data.eval_examples=0", f"model.name={args.model}",
-                "checkpoint.enabled=false", "trainer.check_weights_agree=false"]
-        if variant == "hvdkeras-lean":
-            sets.append("trainer.terminate_on_nan=false")
+                "checkpoint.enabled=false", "trainer.check_weights_agree=false"] + sets
         cmd = horovodrun + [sys.executable, "-m", "hvdkeras.train", "--config",
                             os.path.join(REPO, "configs", "synthetic_resnet50.yaml"), "--workdir", run_dir]
         for s in sets:
@@ -78,6 +125,12 @@ def run_variant(variant: str, args, np_: int, workdir: str) -> dict:
         _run(cmd, env, args.timeout)
         last = read_metrics(os.path.join(run_dir, "metrics.jsonl"))[-1]
         return {"images_per_sec": last["images_per_sec"], "peak_rss_mb": last["peak_rss_mb"]}
+    if variant == "ceiling":
+        results = _results(_run(horovodrun + [sys.executable, os.path.join(RECIPES, "ceiling.py")] + model_args,
+                                env, args.timeout))
+        return {"images_per_sec": sum(r["images_per_sec"] for r in results),
+                "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+                "gradient_bytes": results[0]["gradient_bytes"]}
     if variant.startswith("horovod"):
         if variant == "horovod-tuned":
             cores = horovod_env.host_cores()
@@ -85,19 +138,27 @@ def run_variant(variant: str, args, np_: int, workdir: str) -> dict:
             tuned = horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig(), False))
             env.update(tuned, TF_NUM_INTRAOP_THREADS=str(budget.intra_op), TF_NUM_INTEROP_THREADS=str(budget.inter_op))
         results = _results(_run(horovodrun + [sys.executable, horovod_recipe()] + model_args, env, args.timeout))
-    else:  # mwms: one process per worker, TF_CONFIG wiring them together
+    elif variant == "mwms":  # one process per worker, TF_CONFIG wiring them together
         recipe = mwms_recipe()
-        hosts = [f"localhost:{p}" for p in _free_ports(np_)]
         procs = []
         for i in range(np_):
-            worker_env = dict(env, TF_CONFIG=json.dumps({"cluster": {"worker": hosts},
+            worker_env = dict(env, TF_CONFIG=json.dumps({"cluster": {"worker": place.worker_addrs},
                                                          "task": {"type": "worker", "index": i}}))
-            procs.append(subprocess.Popen([sys.executable, recipe] + model_args, cwd=REPO, env=worker_env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        outputs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+            procs.append(subprocess.Popen(place.worker_command(i, [sys.executable, recipe] + model_args), cwd=REPO,
+                                          env=worker_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+        try:
+            outputs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         if any(p.returncode for p in procs):
             raise RuntimeError("MultiWorkerMirroredStrategy job failed:\n" + outputs[0][-3000:])
         results = [r for out in outputs for r in _results(out)]
+    else:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)} or hvdkeras+<key>=<value>")
     return {"images_per_sec": statistics.mean(r["images_per_sec"] for r in results),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results)}
 

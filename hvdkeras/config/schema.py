@@ -139,6 +139,10 @@ class HorovodConfig:
     backward_passes_per_step: int = 1
     average_aggregated_gradients: bool = True
     sparse_as_dense: bool = False
+    # 0: one allreduce request per gradient, sent as soon as the backward pass produces it (overlaps
+    # computation; Horovod fuses what is ready each cycle). k: k grouped requests, each sent when its
+    # last gradient exists (1: one request after the whole backward pass).
+    groups: int = 0
     # Stall inspector: warn (naming the missing ranks) after a collective has waited this long
     # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
     stall_warning_seconds: int = 60

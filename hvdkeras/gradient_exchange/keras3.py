@@ -3,8 +3,20 @@
 Horovod 0.28.1's Keras layer (``horovod.tensorflow.keras``) does not work with
 Keras 3, but its TensorFlow ops do. :func:`distribute` gives a Keras 3 optimizer
 the behaviour of Horovod's ``DistributedOptimizer``: before the optimizer applies
-anything, the gradients are averaged over ranks by ``hvd.grouped_allreduce`` (one
-fused request for all dense gradients); Horovod moves the bytes.
+anything, the gradients are averaged over ranks by Horovod's ops; Horovod moves
+the bytes.
+
+Overlap with the backward pass: ``apply`` runs inside the compiled train step, where
+TensorFlow executes by data flow, not by line order. With ``groups=0`` (the
+default) every dense gradient gets its own ``hvd.allreduce``, created in backward
+order (the last layer's first); Horovod's allreduce op is asynchronous and not
+stateful, so each request is handed to Horovod's background thread as soon as its
+gradient exists, while the backward pass goes on, and that thread fuses whatever is
+ready each cycle (``HOROVOD_CYCLE_TIME``) into buffers of up to
+``HOROVOD_FUSION_THRESHOLD`` bytes. With ``groups=k`` the gradients, in backward
+order, are split into ``k`` contiguous groups of nearly equal count (Horovod's
+rule) and each group is one ``hvd.grouped_allreduce``, which leaves only when its
+last gradient exists (``groups=1``: one request after the whole backward pass).
 
 Options, as in Horovod's ``DistributedOptimizer``:
 
@@ -41,29 +53,58 @@ def is_distributed(optimizer) -> bool:
     return bool(getattr(optimizer, _MARK, False))
 
 
-def allreduce_gradients(grads: Sequence, compression: str = "none", sparse_as_dense: bool = False) -> List:
-    """Every gradient averaged over ranks (``None`` stays ``None``); dense ones in one grouped request."""
+def split_groups(items: Sequence, groups: int) -> List[List]:
+    """``items`` in ``groups`` contiguous runs whose lengths differ by at most one (Horovod's ``split_list``).
+
+    >>> split_groups([1, 2, 3, 4, 5], 2)
+    [[1, 2, 3], [4, 5]]
+    """
+    if groups < 1:
+        raise ValueError(f"groups must be >= 1 to split; received: {groups}")
+    groups = min(groups, len(items)) or 1
+    size, extra = divmod(len(items), groups)
+    bounds = [i * size + min(i, extra) for i in range(groups + 1)]
+    return [list(items[bounds[i]:bounds[i + 1]]) for i in range(groups)]
+
+
+def allreduce_gradients(grads: Sequence, compression: str = "none", sparse_as_dense: bool = False,
+                        groups: int = 0) -> List:
+    """Every gradient averaged over ranks (``None`` stays ``None``), in backward order.
+
+    ``groups=0``: one request per dense gradient; ``groups=k``: ``k`` grouped requests
+    (see the module docstring). Sparse gradients go through Horovod's sparse allreduce
+    unless ``sparse_as_dense``.
+    """
+    if groups < 0:
+        raise ValueError(f"groups must be >= 0 (0: one request per gradient); received: {groups}")
     codec = horovod_compression(compression)
     out: List = list(grads)
-    dense_at, dense = [], []
-    for i, grad in enumerate(grads):
+    dense_at = []
+    # Backward order: the last variables' gradients are computed first.
+    for i in reversed(range(len(out))):
+        grad = out[i]
         if grad is None:
             continue
         if isinstance(grad, tf.IndexedSlices):
             if not sparse_as_dense:
                 out[i] = hvd.allreduce(grad, op=hvd.Average, name=f"hvdkeras.sparse_grad.{i}")
                 continue
-            grad = tf.convert_to_tensor(grad)
+            out[i] = tf.convert_to_tensor(grad)
         dense_at.append(i)
-        dense.append(grad)
-    if dense:
-        for i, reduced in zip(dense_at, hvd.grouped_allreduce(dense, op=hvd.Average, compression=codec)):
-            out[i] = reduced
+    if groups == 0:
+        for i in dense_at:
+            out[i] = hvd.allreduce(out[i], op=hvd.Average, compression=codec, name=f"hvdkeras.grad.{i}")
+    elif dense_at:
+        for g, members in enumerate(split_groups(dense_at, groups)):
+            reduced = hvd.grouped_allreduce([out[i] for i in members], op=hvd.Average, compression=codec,
+                                            name=f"hvdkeras.grads.{g}")
+            for i, r in zip(members, reduced):
+                out[i] = r
     return out
 
 
 def distribute(optimizer, compression: str = "none", backward_passes_per_step: int = 1,
-               average_aggregated_gradients: bool = False, sparse_as_dense: bool = False):
+               average_aggregated_gradients: bool = False, sparse_as_dense: bool = False, groups: int = 0):
     """A copy of the Keras 3 ``optimizer`` whose ``apply`` first averages the gradients over ranks.
 
     The copy is an instance of a subclass of the optimizer's own class, made from its
@@ -72,6 +113,8 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
     """
     if backward_passes_per_step < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1; received: {backward_passes_per_step}")
+    if groups < 0:
+        raise ValueError(f"groups must be >= 0 (0: one request per gradient); received: {groups}")
     horovod_compression(compression)
     if is_distributed(optimizer):
         raise ValueError(f"the optimizer is already distributed; received: {optimizer!r}")
@@ -83,7 +126,7 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
                          f"use mixed_bfloat16 or backward_passes_per_step=1. Received: {backward_passes_per_step}")
     base = type(optimizer)
     compression, passes = str(compression), int(backward_passes_per_step)
-    average, sparse_as_dense = bool(average_aggregated_gradients), bool(sparse_as_dense)
+    average, sparse_as_dense, groups = bool(average_aggregated_gradients), bool(sparse_as_dense), int(groups)
 
     def build(self, variables):
         base.build(self, variables)
@@ -96,7 +139,8 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
         if passes == 1:
-            return base.apply(self, allreduce_gradients(grads, compression, sparse_as_dense), trainable_variables)
+            return base.apply(self, allreduce_gradients(grads, compression, sparse_as_dense, groups),
+                              trainable_variables)
         if not self.built:
             self.build(list(trainable_variables))
             self.built = True
@@ -109,7 +153,8 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
             summed: List[Optional[tf.Tensor]] = [
                 None if g is None else tf.convert_to_tensor(acc) / passes if average else tf.convert_to_tensor(acc)
                 for acc, g in zip(self._hvd_accumulators, grads)]
-            base.apply(self, allreduce_gradients(summed, compression, sparse_as_dense=True), trainable_variables)
+            base.apply(self, allreduce_gradients(summed, compression, sparse_as_dense=True, groups=groups),
+                       trainable_variables)
             for acc in self._hvd_accumulators:
                 acc.assign(tf.zeros_like(acc))
             return tf.constant(True)
@@ -120,7 +165,8 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
     cls = type(f"Distributed{base.__name__}", (base,), {
         _MARK: True, "build": build, "apply": apply, "__module__": base.__module__,
         "hvd_options": dict(compression=compression, backward_passes_per_step=passes,
-                            average_aggregated_gradients=average, sparse_as_dense=sparse_as_dense),
+                            average_aggregated_gradients=average, sparse_as_dense=sparse_as_dense,
+                            groups=groups),
     })
     return cls.from_config(optimizer.get_config())
 

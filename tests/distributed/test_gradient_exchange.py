@@ -1,7 +1,8 @@
 """hvdkeras' DistributedOptimizer on two real ranks, on whichever stack runs the suite.
 
-On Keras 3 it is hvdkeras' own (Horovod's grouped_allreduce); on Keras 2 Horovod's
-Keras DistributedOptimizer. The same call, the same guarantees.
+On Keras 3 it is hvdkeras' own (Horovod's allreduce per gradient, or grouped
+requests); on Keras 2 Horovod's Keras DistributedOptimizer. The same call, the same
+guarantees.
 """
 import os
 
@@ -19,7 +20,8 @@ def gradient_results():
     return results
 
 
-@pytest.mark.parametrize("case", ["dense", "embedding_sparse", "embedding_as_dense"])
+@pytest.mark.parametrize("case", ["dense", "dense_one_group", "dense_two_groups", "embedding_sparse",
+                                  "embedding_as_dense"])
 def test_averaged_gradient_is_the_mean_of_the_ranks_gradients(gradient_results, case):
     for rank in (0, 1):
         res = gradient_results[rank][case]

@@ -1,6 +1,6 @@
 """Two real hosts on this machine: horovodrun launches the trainer over ssh into two network namespaces.
 
-tests/harness/two_hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
+hvdkeras/bench/lab/hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
 .2 and .3 for the hosts, an sshd in each host namespace with its own hostname) and removes them
 again. Needs root; elsewhere the module is skipped with the reason.
 """
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.harness import two_hosts
+from hvdkeras.bench.lab import hosts as two_hosts
 from tests.harness.ranks import HOROVODRUN, REPO, SCRIPTS, launch, read_jsonl
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")

@@ -1,6 +1,8 @@
 """hvdkeras.gradient_exchange in one process: the implementation for this stack and the compression names."""
 import horovod.tensorflow as hvd
+import numpy as np
 import pytest
+import tensorflow as tf
 
 import hvdkeras
 from hvdkeras import compat, gradient_exchange
@@ -24,3 +26,53 @@ def test_the_wrapped_optimizer_keeps_its_class_and_rate(hvd_single):
     optimizer = gradient_exchange.DistributedOptimizer(compat.keras.optimizers.SGD(0.3, momentum=0.9))
     assert isinstance(optimizer, compat.keras.optimizers.SGD)
     assert compat.get_learning_rate(optimizer) == pytest.approx(0.3)
+
+
+def _horovod_ops_per_step(model) -> list:
+    """The Horovod ops of one traced train step (nested functions and cond branches included)."""
+    per_function = []
+    for concrete in model.train_function._list_all_concrete_functions():
+        graph = concrete.graph.as_graph_def()
+        nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+        per_function.append(sorted(n.op for n in nodes if n.op.startswith("Horovod")))
+    assert per_function and all(ops == per_function[0] for ops in per_function)
+    return per_function[0]
+
+
+@pytest.mark.parametrize("groups, expected", [(0, ("HorovodAllreduce", 4)), (1, ("HorovodGroupedAllreduce", 1)),
+                                              (2, ("HorovodGroupedAllreduce", 2))])
+def test_the_compiled_step_sends_one_request_per_gradient_or_per_group(hvd_single, groups, expected):
+    keras = compat.keras
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5), keras.layers.Dense(3)])  # 4 variables
+    model.compile(gradient_exchange.DistributedOptimizer(keras.optimizers.SGD(0.1), groups=groups), "mse",
+                  jit_compile=False)
+    model.fit(np.ones((4, 6), "float32"), np.ones((4, 3), "float32"), verbose=0)
+    op, count = expected
+    assert _horovod_ops_per_step(model) == [op] * count
+
+
+def test_negative_groups_are_refused_with_the_value():
+    with pytest.raises(ValueError, match="groups must be >= 0 .*received: -1"):
+        gradient_exchange.DistributedOptimizer(compat.keras.optimizers.SGD(0.1), groups=-1)
+
+
+@pytest.mark.skipif(not compat.KERAS_3, reason="hvdkeras' own exchange is the Keras 3 one")
+def test_keras3_requests_are_issued_in_backward_order(hvd_single, monkeypatch):
+    from hvdkeras.gradient_exchange import keras3
+
+    issued = []
+    monkeypatch.setattr(keras3.hvd, "allreduce", lambda t, name, **kw: issued.append(name) or t)
+    grads = [tf.ones(2), None, tf.ones(3), tf.ones(1)]
+    out = keras3.allreduce_gradients(grads)
+    assert issued == ["hvdkeras.grad.3", "hvdkeras.grad.2", "hvdkeras.grad.0"]
+    assert out[1] is None and [o.shape[0] for o in (out[0], out[2], out[3])] == [2, 3, 1]
+
+
+@pytest.mark.skipif(not compat.KERAS_3, reason="hvdkeras' own exchange is the Keras 3 one")
+def test_split_groups_follows_horovods_rule():
+    from hvdkeras.gradient_exchange.keras3 import split_groups
+
+    assert split_groups(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
+    assert split_groups(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert split_groups([1, 2], 5) == [[1], [2]]  # never an empty request

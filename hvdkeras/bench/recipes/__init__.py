@@ -11,7 +11,10 @@ synthetic images and prints ``RESULT <json>`` per process for the second epoch:
   ``hvdkeras.DistributedOptimizer`` (Keras 3, where Horovod's Keras layer does not run);
 * ``mwms_fit.py``: ``model.fit`` under ``tf.distribute.MultiWorkerMirroredStrategy`` (Keras 2);
 * ``mwms_loop.py``: TensorFlow's custom training loop for that strategy (Keras 3, whose
-  ``fit`` fails under it).
+  ``fit`` fails under it);
+* ``ceiling.py``: the communication-free ceiling (the same processes and threads as
+  hvdkeras, no gradient exchange).
 
-None imports hvdkeras but ``horovod_ops.py``, for its ``DistributedOptimizer``.
+None imports hvdkeras but ``horovod_ops.py``, for its ``DistributedOptimizer``, and ``ceiling.py``,
+for hvdkeras' thread budget.
 """

@@ -37,8 +37,8 @@ class Clock(tf.keras.callbacks.Callback):
         self.seconds = time.perf_counter() - self.start
 
 
-def report(rank, clock, global_batch):
-    """Prints ``RESULT <json>``: images/s of all processes over the last epoch, and this process's peak memory."""
+def report(rank, clock, global_batch, **extra):
+    """Prints ``RESULT <json>``: images/s of all processes over the last epoch, peak memory, and ``extra``."""
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print("RESULT " + json.dumps({"rank": rank, "images_per_sec": steps * global_batch / clock.seconds,
-                                  "peak_rss_mb": rss_mb}), flush=True)
+    result = {"rank": rank, "images_per_sec": steps * global_batch / clock.seconds, "peak_rss_mb": rss_mb, **extra}
+    print("RESULT " + json.dumps(result), flush=True)

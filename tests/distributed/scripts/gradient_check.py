@@ -6,7 +6,8 @@ For a dense model and an embedding model (sparse gradients), each rank computes 
 own gradient on its own batch; the ranks exchange them with ``allgather_object``
 (pickled numpy: no allreduce involved) and compute their mean. One SGD step at
 learning rate 1 through the distributed optimizer must then move each weight by
-exactly minus that mean (one ``model.fit`` step). Then ``backward_passes_per_step=2``: the weights change on
+exactly minus that mean (one ``model.fit`` step), with one request per gradient (the
+default, ``groups=0``) and with one and two grouped requests. Then ``backward_passes_per_step=2``: the weights change on
 every second batch only, to the same values on every rank. Prints one
 ``RESULT <json>`` line per rank.
 """
@@ -47,17 +48,18 @@ def local_gradients(model, x, y):
     return tape.gradient(loss, model.trainable_variables)
 
 
-def check_mean(kind, make, sparse_as_dense):
+def check_mean(kind, make, sparse_as_dense, groups=0):
     model = make()
     x, y = batch(kind, seed=100 + rank)  # different data on every rank
     grads = local_gradients(model, x, y)
     kinds = [type(g).__name__ for g in grads]
     mine = [tf.convert_to_tensor(g).numpy() for g in grads]
-    expected = np.mean(np.array(hvd.allgather_object(mine, name=f"grads.{kind}.{sparse_as_dense}"), dtype=object),
-                       axis=0)
+    expected = np.mean(np.array(hvd.allgather_object(mine, name=f"grads.{kind}.{sparse_as_dense}.{groups}"),
+                                dtype=object), axis=0)
     before = [v.numpy().copy() for v in model.trainable_variables]
     # One training step the way users train: model.fit with the distributed optimizer.
-    model.compile(DistributedOptimizer(keras.optimizers.SGD(learning_rate=1.0), sparse_as_dense=sparse_as_dense),
+    model.compile(DistributedOptimizer(keras.optimizers.SGD(learning_rate=1.0), sparse_as_dense=sparse_as_dense,
+                                       groups=groups),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, y, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
     steps = [b - v.numpy() for b, v in zip(before, model.trainable_variables)]
@@ -88,6 +90,8 @@ def check_accumulation():
 
 result = {"rank": rank, "stack": compat.STACK,
           "dense": check_mean("dense", dense_model, sparse_as_dense=False),
+          "dense_one_group": check_mean("dense", dense_model, sparse_as_dense=False, groups=1),
+          "dense_two_groups": check_mean("dense", dense_model, sparse_as_dense=False, groups=2),
           "embedding_sparse": check_mean("embedding", embedding_model, sparse_as_dense=False),
           "embedding_as_dense": check_mean("embedding", embedding_model, sparse_as_dense=True),
           "accumulation": check_accumulation()}

@@ -1,8 +1,12 @@
 """Two "hosts" on this machine, for a real multi-host Horovod run (needs root).
 
-    python tests/harness/two_hosts.py check          # can this machine do it? (exit 0 yes, 1 no + reason)
-    python tests/harness/two_hosts.py up [TMPDIR]    # build them, print what horovodrun needs (JSON)
-    python tests/harness/two_hosts.py down           # tear everything down (idempotent, by fixed names)
+    python -m hvdkeras.bench.lab.hosts check         # can this machine do it? (exit 0 yes, 1 no + reason)
+    python -m hvdkeras.bench.lab.hosts up [TMPDIR]   # build them, print what horovodrun needs (JSON)
+    python -m hvdkeras.bench.lab.hosts down          # tear everything down (idempotent, by fixed names)
+
+Used by the multi-host tests (``tests/distributed/test_two_hosts.py``) and by the
+benchmark's lab (``python -m hvdkeras.bench --hosts 2``), which also shapes their
+links (:mod:`hvdkeras.bench.lab.shaper`).
 
 What ``up`` builds, all under fixed names so that ``down`` also removes what a killed run left:
 
@@ -11,11 +15,13 @@ What ``up`` builds, all under fixed names so that ``down`` also removes what a k
 - network namespaces ``hvdtest-a`` and ``hvdtest-b``, each joined to the bridge by a veth pair whose
   inner end is also named ``hvdtest0``, with 198.18.213.2 and .3, plus loopback, no IPv6 and no
   default route: a process in them can reach the other two addresses and nothing else;
-- in each namespace an sshd listening only on that address (port 22), started under
-  ``unshare --uts --mount`` with its own hostname (``hvd-host-a`` / ``hvd-host-b``) and a hosts
-  file bind-mounted over /etc/hosts in that mount namespace only, so the hostname resolves to the
-  namespace's address (Horovod 0.28.1's process-set Gloo context ignores ``HOROVOD_GLOO_IFACE`` and
-  connects to ``gethostname()``); the machine's own /etc/hosts is never touched;
+- in each namespace an sshd listening only on that address (port 22), pinned with ``taskset`` to
+  its own share of the machine's cores (host ``i`` gets every core ``c`` with ``c % 2 == i``, so
+  with two cores each host has one; everything started over ssh inherits it, as on a real host
+  with its own CPUs), started under ``unshare --uts --mount`` with its own hostname
+  (``hvd-host-a`` / ``hvd-host-b``) and a hosts file bind-mounted over /etc/hosts in that mount
+  namespace only, so the hostname resolves to the namespace's address (Horovod 0.28.1's
+  process-set Gloo context ignores ``HOROVOD_GLOO_IFACE`` and connects to ``gethostname()``); the machine's own /etc/hosts is never touched;
 - in TMPDIR: a client key (``id_ed25519``, authorized for root from the test subnet only), one host
   key per host, a ``known_hosts`` pinning them, an ssh client config, and ``bin/ssh``, a wrapper
   that runs the system ssh with that config and ``StrictHostKeyChecking=yes`` (horovodrun passes
@@ -61,6 +67,12 @@ class Host:
     netns: str
     addr: str
     sshd_pid: Optional[int] = None
+    cpus: str = ""  # taskset's list, e.g. "0"; "" = every core
+
+    def command(self, argv: List[str]) -> List[str]:
+        """``argv`` run inside this host without ssh: in its network namespace, on its cores."""
+        pin = ["taskset", "-c", self.cpus] if self.cpus else []
+        return ["ip", "netns", "exec", self.netns, *pin, *argv]
 
 
 @dataclasses.dataclass
@@ -98,6 +110,11 @@ class HostsInfo:
         return cls(**d)
 
 
+def link_ends() -> List[Tuple[Optional[str], str]]:
+    """Both ends of every host's link, by their fixed names: (network namespace or None, device)."""
+    return [end for _, netns, _, root_end in HOST_SPECS for end in ((netns, IFACE), (None, root_end))]
+
+
 def _run(cmd, check=True, **kwargs) -> subprocess.CompletedProcess:
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
     if check and res.returncode != 0:
@@ -130,7 +147,8 @@ def can_run() -> Tuple[bool, str]:
     """(True, "") if this machine can build the two hosts, else (False, one-line reason)."""
     if os.geteuid() != 0:
         return False, f"needs root to create network namespaces (running as uid {os.geteuid()})"
-    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("mount", "mount")):
+    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("taskset", "util-linux"),
+                          ("mount", "mount")):
         if shutil.which(tool) is None:
             return False, f"'{tool}' not found: install {package}"
     if not os.access(SSHD, os.X_OK):
@@ -253,6 +271,17 @@ def _wait_listening(addr: str, proc: subprocess.Popen, log: str, timeout=15.0) -
     raise RuntimeError(f"sshd for {addr} is not listening after {timeout}s (log: {log})")
 
 
+def host_cpus(index: int, hosts: int, cores: Optional[List[int]] = None) -> str:
+    """The cores host ``index`` of ``hosts`` runs on: every ``hosts``-th core of this process's, from ``index``.
+
+    With fewer cores than hosts, the hosts share them all (``""``: no pinning).
+    """
+    cores = sorted(os.sched_getaffinity(0)) if cores is None else cores
+    if len(cores) < hosts:
+        return ""
+    return ",".join(str(c) for c in cores[index::hosts])
+
+
 def up(tmpdir) -> HostsInfo:
     """Builds the two hosts (first removing leftovers of an earlier run) and returns how to reach
     them. On any failure everything built so far is removed again and the error is raised."""
@@ -262,7 +291,8 @@ def up(tmpdir) -> HostsInfo:
     down()
     tmpdir = os.path.abspath(str(tmpdir))
     os.makedirs(tmpdir, exist_ok=True)
-    info = HostsInfo(tmpdir=tmpdir, hosts=[Host(n, ns, a) for n, ns, a, _ in HOST_SPECS])
+    info = HostsInfo(tmpdir=tmpdir, hosts=[Host(n, ns, a, cpus=host_cpus(i, len(HOST_SPECS)))
+                                           for i, (n, ns, a, _) in enumerate(HOST_SPECS)])
     try:
         _build(info)
     except BaseException:
@@ -335,10 +365,10 @@ def _build(info: HostsInfo) -> None:
             "LogLevel INFO",
         ]) + "\n")
         log = os.path.join(hdir, "sshd.log")
-        # ip netns exec and unshare exec in turn and sh execs sshd: the Popen pid is sshd's.
-        cmd = ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--propagation", "private",
-               "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -D -e -f "$4"',
-               "sh", host.name, etc_hosts, SSHD, cfg]
+        # ip netns exec, taskset and unshare exec in turn and sh execs sshd: the Popen pid is sshd's.
+        cmd = host.command(["unshare", "--uts", "--mount", "--propagation", "private",
+                            "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -D -e -f "$4"',
+                            "sh", host.name, etc_hosts, SSHD, cfg])
         with open(log, "w") as logf:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                     start_new_session=True, close_fds=True)
@@ -379,7 +409,7 @@ def _verify(info: HostsInfo) -> None:
                                f"expected {host.name!r}")
     for src, dst in ((info.hosts[0], info.hosts[1]), (info.hosts[1], info.hosts[0])):
         code = f"import socket; socket.create_connection(({dst.addr!r}, 22), timeout=5).close()"
-        res = _run(["ip", "netns", "exec", src.netns, sys.executable, "-c", code], check=False, timeout=30)
+        res = _run(src.command([sys.executable, "-c", code]), check=False, timeout=30)
         if res.returncode != 0:
             raise RuntimeError(f"{src.name} cannot reach {dst.addr}:22: {res.stdout.strip()[-500:]}")
 
