@@ -21,7 +21,8 @@ What ``up`` builds, all under fixed names so that ``down`` also removes what a k
   with its own CPUs), started under ``unshare --uts --mount`` with its own hostname
   (``hvd-host-a`` / ``hvd-host-b``) and a hosts file bind-mounted over /etc/hosts in that mount
   namespace only, so the hostname resolves to the namespace's address (Horovod 0.28.1's
-  process-set Gloo context ignores ``HOROVOD_GLOO_IFACE`` and connects to ``gethostname()``); the machine's own /etc/hosts is never touched;
+  process-set Gloo context ignores ``HOROVOD_GLOO_IFACE`` and connects to ``gethostname()``);
+  the machine's own /etc/hosts is never touched;
 - in TMPDIR: a client key (``id_ed25519``, authorized for root from the test subnet only), one host
   key per host, a ``known_hosts`` pinning them, an ssh client config, and ``bin/ssh``, a wrapper
   that runs the system ssh with that config and ``StrictHostKeyChecking=yes`` (horovodrun passes
