@@ -36,7 +36,7 @@ LAUNCH_mpi    := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --mpi
 LAUNCH_mpirun = mpirun -np $(NP) $$($(PY) -m hvdkeras.launch --mpirun-flags)
 LAUNCH   := $(LAUNCH_$(LAUNCHER))
 
-.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean bench check-tf
+.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean bench lab check-tf
 
 # What the Horovod build depends on besides the stack: its patches and the command that applies them.
 BUILD_HOROVOD := $(wildcard hvdkeras/build_horovod/*.py hvdkeras/build_horovod/patches/*.patch)
@@ -95,3 +95,9 @@ check-tf:
 # Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see hvdkeras/bench/).
 bench: $(STAMP)
 	$(PY) -m hvdkeras.bench --np $(NP) --rounds 3 --out runs/bench
+
+# The lab (as root): two emulated hosts, their links shaped to each rate in turn; the default sweep
+# (hvdkeras, Horovod's recipe, MWMS and the communication-free ceiling) takes about 20 minutes here.
+LINK ?= unlimited,1gbit,gpu
+lab: $(STAMP)
+	$(PY) -m hvdkeras.bench --hosts 2 --link $(LINK) --rounds 3 --steps 8 --out runs/lab

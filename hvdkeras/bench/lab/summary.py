@@ -62,15 +62,28 @@ def _x(rates_bps: list, rates: list[str]) -> tuple[list[float], list[str]]:
     return [top if r is None else r for r in rates_bps], rates
 
 
-def draw_efficiency(table: dict, rates_bps: list, rates: list[str], path: str, title: str) -> str:
-    """A line chart of efficiency (against the ceiling) over link rate, one line per variant."""
+def _figure():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt.subplots(figsize=(8, 4.5))
+
+
+def _save(fig, path: str) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def draw_efficiency(table: dict, rates_bps: list, rates: list[str], path: str, title: str) -> str:
+    """A line chart of efficiency (against the ceiling) over link rate, one line per variant."""
     xs, labels = _x(rates_bps, rates)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = _figure()
     for variant, rows in table.items():
         if variant == CEILING or "efficiency" not in rows[rates[0]]:
             continue
@@ -87,10 +100,7 @@ def draw_efficiency(table: dict, rates_bps: list, rates: list[str], path: str, t
     ax.set_ylabel("scaling efficiency (throughput / ceiling)")
     ax.set_title(title)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def projection_table(calibration: dict, workers=(8, 16, 32, 64, 128, 256), cluster_rates=(25e9, 100e9, 400e9),
@@ -120,12 +130,7 @@ def lab_check(table: dict, calibration: dict, rates_bps: list, rates: list[str],
 
 def draw_projection(rows: list[dict], path: str, title: str) -> str:
     """Projected efficiency over workers, one line per cluster rate, with and without overlap."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = _figure()
     for rate in sorted({r["rate_bps"] for r in rows}):
         for overlap, style in ((True, "-"), (False, "--")):
             pts = [r for r in rows if r["rate_bps"] == rate and r["overlap"] == overlap]
@@ -137,10 +142,7 @@ def draw_projection(rows: list[dict], path: str, title: str) -> str:
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def write_all(sweep: dict, args, out: str, log=print) -> dict:

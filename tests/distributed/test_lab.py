@@ -1,0 +1,40 @@
+"""The benchmark's lab for real: one short round on the two emulated hosts at one shaped rate (as root).
+
+Asserts what the lab promises, not speed: every row ran on the hosts at that rate, the
+efficiency and the step split are in the JSON, the chart is drawn, and nothing of the
+lab (namespaces, links, shaper) is left behind.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hvdkeras.bench.lab import hosts
+from tests.harness.ranks import REPO
+
+
+def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
+    ok, reason = hosts.can_run()
+    if not ok:
+        pytest.skip(f"the lab needs network namespaces and sshd: {reason}")
+    out = tmp_path / "lab"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvdkeras.bench", "--hosts", "2", "--link", "200mbit", "--model",
+         "applications.MobileNetV2", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
+         "--variants", "hvdkeras,horovod,mwms", "--out", str(out), "--timeout", "300"],
+        check=False, cwd=REPO, capture_output=True, text=True, timeout=1200, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "lab.json").read_text())
+    assert result["rates"] == ["200mbit"]
+    assert set(result["table"]) == {"hvdkeras", "horovod", "mwms", "ceiling"}
+    for variant, rows in result["table"].items():
+        row = rows["200mbit"]
+        assert row["images_per_sec"]["median"] > 0
+        assert 0 < row["efficiency"]["median"] <= 1.5, (variant, row)  # against the ceiling of the same round
+        assert row["step_s"] >= row["compute_s"] - 1e-9
+    assert result["calibration"]["gradient_bytes"] > 4 * 2_000_000  # MobileNetV2 with a 1000-class head
+    assert (out / "lab_efficiency.png").stat().st_size > 1000
+    assert not any(os.path.exists(f"/run/netns/{ns}") for _, ns, _, _ in hosts.HOST_SPECS)
+    assert not os.path.exists(f"/sys/class/net/{hosts.IFACE}")
