@@ -24,7 +24,8 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
         [sys.executable, "-m", "hvdkeras.bench", "--hosts", "2", "--link", "200mbit", "--model",
          "applications.MobileNetV2", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
          "--variants", "hvdkeras,horovod,mwms", "--out", str(out), "--timeout", "300"],
-        check=False, cwd=REPO, capture_output=True, text=True, timeout=1200, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        check=False, cwd=REPO, capture_output=True, text=True, timeout=1200,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "lab.json").read_text())
     assert result["rates"] == ["200mbit"]
