@@ -101,11 +101,41 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
+def machine_cpu() -> tuple[float, float, float]:
+    """``(seconds, busy CPU seconds, stolen CPU seconds)`` of the whole machine now, from ``/proc/stat``.
+
+    Between two readings, ``busy / seconds`` is how many cores the machine's processes
+    used (ours and anyone else's) and ``stolen / seconds`` how many the hypervisor
+    gave to other guests while this one wanted them.
+    """
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return time.time(), 0.0, 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    ticks = os.sysconf("SC_CLK_TCK")
+    return time.time(), (user + nice + system + irq + softirq) / ticks, steal / ticks
+
+
+def machine_load(before: tuple, after: tuple) -> dict:
+    """Cores the machine kept busy and cores stolen from it between two :func:`machine_cpu` readings."""
+    seconds = max(after[0] - before[0], 1e-9)
+    return {"machine_busy_cores": (after[1] - before[1]) / seconds, "stolen_cores": (after[2] - before[2]) / seconds}
+
+
 def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | None = None) -> dict:
-    """One job of ``variant`` on ``np_`` processes; returns total images/s and peak memory per rank.
+    """One job of ``variant`` on ``np_`` processes: total images/s, CPU cores per rank, peak memory per rank,
+    and the machine's load while it ran (:func:`machine_load`).
 
     The ``ceiling`` variant also returns ``gradient_bytes``, the bytes of the model's gradients.
     """
+    before = machine_cpu()
+    result = _run_variant(variant, args, np_, workdir, place)
+    return dict(result, **machine_load(before, machine_cpu()))
+
+
+def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | None) -> dict:
     place = place or local(np_)
     env = dict(place.env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(np_),
@@ -124,12 +154,14 @@ def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | N
             cmd += ["--set", s]
         _run(cmd, env, args.timeout)
         last = read_metrics(os.path.join(run_dir, "metrics.jsonl"))[-1]
-        return {"images_per_sec": last["images_per_sec"], "peak_rss_mb": last["peak_rss_mb"]}
+        return {"images_per_sec": last["images_per_sec"], "peak_rss_mb": last["peak_rss_mb"],
+                "cpu_cores_per_rank": last["cpu_cores_per_rank"]}
     if variant == "ceiling":
         results = _results(_run(horovodrun + [sys.executable, os.path.join(RECIPES, "ceiling.py")] + model_args,
                                 env, args.timeout))
         return {"images_per_sec": sum(r["images_per_sec"] for r in results),
                 "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+                "cpu_cores_per_rank": statistics.mean(r["cpu_cores"] for r in results),
                 "gradient_bytes": results[0]["gradient_bytes"]}
     if variant.startswith("horovod"):
         if variant == "horovod-tuned":
@@ -160,7 +192,8 @@ def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | N
     else:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)} or hvdkeras+<key>=<value>")
     return {"images_per_sec": statistics.mean(r["images_per_sec"] for r in results),
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in results)}
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+            "cpu_cores_per_rank": statistics.mean(r["cpu_cores"] for r in results)}
 
 
 def run_rounds(variants: Sequence[str], nps: Sequence[int], args) -> dict[str, dict[int, list[dict]]]:

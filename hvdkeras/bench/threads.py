@@ -70,8 +70,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     before = {pid: thread_times(pid) for pid in args.pids}
     time.sleep(args.seconds)
+    after = {pid: thread_times(pid) for pid in args.pids}  # all read before gdb stops any of them
     for pid in args.pids:
-        rows = busy_threads(before[pid], thread_times(pid), args.seconds)
+        rows = busy_threads(before[pid], after[pid], args.seconds)
         total = sum(r[2] for r in rows)
         print(f"pid {pid}: {total:.2f} cores over {args.seconds:g}s, {len(rows)} threads")
         top = [r for r in rows[:args.top] if r[2] > 0.01]

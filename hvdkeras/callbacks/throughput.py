@@ -1,4 +1,4 @@
-"""Training throughput in the epoch logs: examples per second, total and per rank, and step time."""
+"""Training throughput in the epoch logs: examples per second, total and per rank, step time and CPU used."""
 from __future__ import annotations
 
 import time
@@ -32,13 +32,16 @@ def _peak_rss_mb() -> float:
 
 
 class ThroughputLogger(keras.callbacks.Callback):
-    """Adds ``<unit>_per_sec`` (all ranks), ``<unit>_per_sec_per_rank``, ``step_time_s``, ``train_time_s``
-    and ``peak_rss_mb`` (the largest peak resident memory of any rank so far).
+    """Adds ``<unit>_per_sec`` (all ranks), ``<unit>_per_sec_per_rank``, ``step_time_s``, ``train_time_s``,
+    ``cpu_cores_per_rank`` and ``peak_rss_mb`` (the largest peak resident memory of any rank so far).
 
     Rule enforced: the total is the sum over ranks of each rank's examples divided
     by its training time (validation excluded), reduced in one collective per epoch,
     so every rank logs the same numbers; ``step_time_s`` is the median time of a
-    training batch, averaged over ranks. Examples are counted from the loss
+    training batch, averaged over ranks; ``cpu_cores_per_rank`` is the CPU time the
+    process used while training (all its threads) over the training time, averaged
+    over ranks: on a CPU host a value below the rank's thread budget means the rank
+    waited (for the network, or for a core another process held). Examples are counted from the loss
     tracker; pass ``batch_size`` (per rank) for models compiled without a loss.
     Put it after :class:`MetricAverageCallback` (which would otherwise average the
     total) and before the loggers that should show it.
@@ -53,9 +56,11 @@ class ThroughputLogger(keras.callbacks.Callback):
         self._examples = None
         self._batch_start = None
         self._batch_times = []
+        self._cpu_start = self._cpu_end = 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
+        self._cpu_start = time.process_time()
         self._train_end = None
         self._examples = None
         self._batch_times = []
@@ -70,6 +75,7 @@ class ThroughputLogger(keras.callbacks.Callback):
     def _stop_clock(self):
         if self._start is not None and self._train_end is None:
             self._train_end = time.perf_counter()
+            self._cpu_end = time.process_time()
             if self.batch_size is not None:
                 self._examples = float(self.batch_size * len(self._batch_times))
             else:
@@ -85,8 +91,9 @@ class ThroughputLogger(keras.callbacks.Callback):
         train_time = max(self._train_end - self._start, 1e-9)
         rate = (self._examples or 0.0) / train_time
         step = float(np.median(self._batch_times)) if self._batch_times else 0.0
-        total_rate, total_step, total_time = distributed.allreduce_sum(
-            np.array([rate, step, train_time]), name=f"hvdkeras.throughput.{epoch}")
+        cores = (self._cpu_end - self._cpu_start) / train_time
+        total_rate, total_step, total_time, total_cores = distributed.allreduce_sum(
+            np.array([rate, step, train_time, cores]), name=f"hvdkeras.throughput.{epoch}")
         size = distributed.size()
         peak_mb = float(distributed.allreduce_max(np.array([_peak_rss_mb()]), name=f"hvdkeras.rss.{epoch}")[0])
         self._start = None
@@ -96,4 +103,5 @@ class ThroughputLogger(keras.callbacks.Callback):
                 logs[f"{self.unit}_per_sec_per_rank"] = float(total_rate / size)
             logs["step_time_s"] = float(total_step / size)
             logs["train_time_s"] = float(total_time / size)
+            logs["cpu_cores_per_rank"] = float(total_cores / size)
             logs["peak_rss_mb"] = peak_mb

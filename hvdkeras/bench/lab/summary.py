@@ -21,6 +21,9 @@ def summarize_sweep(sweep: dict, global_batch: int) -> dict:
         table[variant] = {}
         for rate, results in by_rate.items():
             row = {"images_per_sec": _spread([r["images_per_sec"] for r in results])}
+            for key in ("cpu_cores_per_rank", "stolen_cores"):  # what the ranks got, what the hypervisor took
+                if all(key in r for r in results):
+                    row[key] = _spread([r[key] for r in results])
             ceilings = {r["round"]: r["images_per_sec"] for r in runs.get(CEILING, {}).get(rate, [])}
             paired = [(r["images_per_sec"], ceilings[r["round"]]) for r in results if r["round"] in ceilings]
             if paired:
@@ -39,9 +42,10 @@ def summarize_sweep(sweep: dict, global_batch: int) -> dict:
 
 
 def table_text(table: dict, rates: list[str]) -> str:
-    """One line per rate and variant: images/s (spread), efficiency (spread), step = compute + exposed comm."""
+    """One line per rate and variant: images/s (spread), efficiency (spread), step = compute + exposed comm,
+    the ratio hvdkeras / row, and the CPU cores each rank used in the measured epoch (median)."""
     lines = [f"{'link':>10} {'variant':30} {'images/s':>8} {'(min-max)':>13} {'efficiency':>10} {'(min-max)':>11}"
-             f" {'step s':>7} {'compute':>7} {'exposed':>7} {'hvdkeras/x':>10}"]
+             f" {'step s':>7} {'compute':>7} {'exposed':>7} {'hvdkeras/x':>10} {'cpu/rank':>8}"]
     for rate in rates:
         for variant, rows in table.items():
             r = rows[rate]
@@ -50,8 +54,9 @@ def table_text(table: dict, rates: list[str]) -> str:
             split = (f" {r['step_s']:7.3f} {r['compute_s']:7.3f} {r['exposed_comm_s']:7.3f}" if "step_s" in r
                      else f" {'':7} {'':7} {'':7}")
             ratio = f" {r['hvdkeras_over_this']:10.3f}" if "hvdkeras_over_this" in r else f" {'':10}"
+            cpu = f" {r['cpu_cores_per_rank']['median']:8.2f}" if "cpu_cores_per_rank" in r else ""
             lines.append(f"{rate:>10} {variant:30} {ips['median']:8.2f} {ips['min']:6.2f}-{ips['max']:<6.2f}"
-                         f" {eff_text}{split}{ratio}")
+                         f" {eff_text}{split}{ratio}{cpu}")
     return "\n".join(lines)
 
 

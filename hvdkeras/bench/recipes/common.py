@@ -28,17 +28,19 @@ def data():
 
 
 class Clock(tf.keras.callbacks.Callback):
-    """Seconds of the last epoch."""
+    """Seconds of the last epoch, and the CPU seconds the process used in it (all threads)."""
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds = time.perf_counter() - self.start
+        self.cpu_seconds = time.process_time() - self.cpu_start
 
 
 def report(rank, clock, global_batch, **extra):
-    """Prints ``RESULT <json>``: images/s of all processes over the last epoch, peak memory, and ``extra``."""
+    """Prints ``RESULT <json>``: images/s of all processes in the last epoch, CPU cores, peak memory, ``extra``."""
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = {"rank": rank, "images_per_sec": steps * global_batch / clock.seconds, "peak_rss_mb": rss_mb, **extra}
+    result = {"rank": rank, "images_per_sec": steps * global_batch / clock.seconds, "peak_rss_mb": rss_mb,
+              "cpu_cores": clock.cpu_seconds / clock.seconds, **extra}
     print("RESULT " + json.dumps(result), flush=True)

@@ -10,3 +10,4 @@ def test_throughput_logger_counts_examples_from_the_loss_tracker(hvd_single):
     assert history.history["images_per_sec"][-1] > 0
     assert history.history["images_per_sec_per_rank"][-1] == history.history["images_per_sec"][-1]  # one rank
     assert 0 < history.history["step_time_s"][-1] <= history.history["train_time_s"][-1]
+    assert 0 < history.history["cpu_cores_per_rank"][-1] < 64  # CPU seconds over training seconds

@@ -34,6 +34,17 @@ def test_the_step_splits_into_the_ceilings_compute_and_the_rest():
     assert row["exposed_comm_s"] == pytest.approx(32 / 25 - 32 / 32.5)
 
 
+def test_cpu_per_rank_and_stolen_cores_are_kept_with_their_spread():
+    sweep = _sweep()
+    for i, r in enumerate(sweep["runs"]["ceiling"]["500mbit"]):
+        r.update(cpu_cores_per_rank=[0.98, 0.49][i], stolen_cores=[0.0, 0.9][i])
+    row = summary.summarize_sweep(sweep, global_batch=32)["ceiling"]["500mbit"]
+    assert row["cpu_cores_per_rank"] == {"median": pytest.approx(0.735), "min": 0.49, "max": 0.98,
+                                         "rounds": [0.98, 0.49]}
+    assert row["stolen_cores"]["max"] == 0.9
+    assert "cpu_cores_per_rank" not in summary.summarize_sweep(sweep, global_batch=32)["hvdkeras"]["500mbit"]
+
+
 def test_ratios_to_hvdkeras_per_rate():
     table = summary.summarize_sweep(_sweep(), global_batch=32)
     assert table["mwms"]["500mbit"]["hvdkeras_over_this"] == pytest.approx(25 / 20)
