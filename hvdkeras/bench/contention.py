@@ -25,7 +25,6 @@ import multiprocessing
 import os
 import signal
 import statistics
-import types
 
 from hvdkeras.bench.runner import run_variant
 
@@ -92,14 +91,12 @@ def main(argv=None) -> int:
     except ValueError as err:
         parser.error(str(err))
     cores = len(os.sched_getaffinity(0))
-    job = types.SimpleNamespace(model=args.model, batch=args.batch, image_size=args.image_size, steps=args.steps,
-                                timeout=args.timeout)
     workdir = os.path.abspath(os.path.join("runs", "contention"))
     os.makedirs(workdir, exist_ok=True)
     results: dict[tuple, list[dict]] = {h: [] for h in hogs}
     for round_ in range(args.rounds):
         for n, sessions in hogs:
-            r = with_spinners(n, lambda: run_variant("ceiling", job, 2, workdir), sessions)
+            r = with_spinners(n, lambda: run_variant("ceiling", args, 2, workdir), sessions)
             results[(n, sessions)].append(r)
             print(f"round {round_ + 1}: {n} spinners in {sessions} sessions: {r['images_per_sec']:6.2f} images/s, "
                   f"{r['cpu_cores_per_rank']:.2f} cores/rank", flush=True)
