@@ -126,13 +126,15 @@ def machine_load(before: tuple, after: tuple) -> dict:
 
 def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | None = None) -> dict:
     """One job of ``variant`` on ``np_`` processes: total images/s, CPU cores per rank, peak memory per rank,
-    and the machine's load while it ran (:func:`machine_load`).
+    the machine's load while it ran (:func:`machine_load`) and the job's wall time
+    ``wall_s`` (launch, warm-up and measured steps).
 
     The ``ceiling`` variant also returns ``gradient_bytes``, the bytes of the model's gradients.
     """
     before = machine_cpu()
     result = _run_variant(variant, args, np_, workdir, place)
-    return dict(result, **machine_load(before, machine_cpu()))
+    after = machine_cpu()
+    return dict(result, wall_s=after[0] - before[0], **machine_load(before, after))
 
 
 def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | None) -> dict:

@@ -2,12 +2,13 @@
 
     python -m hvdkeras.bench --hosts 2 --link unlimited,1gbit,gpu --rounds 3
 
-Order: the hosts come up once; then, round after round, each rate is applied in turn
-and every variant runs once at it, the variants' order rotating by one each round so
-that no variant always runs first after a change of rate. ``gpu`` in ``--link`` is the
-GPU-equivalent rate (:func:`hvdkeras.bench.efficiency.gpu_equivalent_rate`), computed
-from a ceiling job run unshaped before the first round (it also warms the caches),
-rounded to two significant digits.
+Order: the hosts come up once; then, round after round, the ceiling runs once unshaped
+(it exchanges no gradients, so the link cannot change it; each row is divided by the
+ceiling of its own round), then each rate is applied in turn and every other variant
+runs once at it, their order rotating by one each round so that no variant always runs
+first after a change of rate. ``gpu`` in ``--link`` is the GPU-equivalent rate
+(:func:`hvdkeras.bench.efficiency.gpu_equivalent_rate`), computed from the first
+round's ceiling job, rounded to two significant digits.
 
 Whatever happens (an error, Ctrl-C, SIGTERM), the shaper is removed and the hosts
 are taken down before the sweep returns or raises.
@@ -26,6 +27,7 @@ from hvdkeras.bench.lab import hosts, shaper
 from hvdkeras.bench.runner import on_hosts, run_variant
 
 GPU_TOKEN = "gpu"
+CEILING = "ceiling"
 
 
 def round_rate(bits_per_s: float) -> int:
@@ -75,10 +77,8 @@ def lab(n_hosts: int):
                 hosts.down(info)
 
 
-def calibrate(args, info, workdir: str) -> dict:
-    """One unshaped ceiling job: its images/s, step compute time, gradient bytes and the GPU-equivalent rate."""
-    result = run_variant("ceiling", args, len(info.hosts), workdir, on_hosts(info))
-    n = len(info.hosts)
+def calibration(result: dict, args, n: int) -> dict:
+    """From an unshaped ceiling job: its images/s, step compute time, gradient bytes and the GPU-equivalent rate."""
     compute = efficiency.step_seconds(result["images_per_sec"], args.batch * n)
     rate = efficiency.gpu_equivalent_rate(result["gradient_bytes"], compute, workers=n)
     return {"ceiling_images_per_sec": result["images_per_sec"], "compute_s": compute,
@@ -90,26 +90,41 @@ def run_sweep(variants: Sequence[str], rates: Sequence, args, log=print) -> dict
     """Every variant at every rate, ``args.rounds`` times; returns ``{"calibration", "rates", "runs"}``.
 
     ``runs[variant][rate_name]`` is the list of results (one per round), each with the
-    round number, so a row can be compared with the ceiling of the same round.
+    round number, so a row can be compared with the ceiling of the same round; the
+    ceiling's one job per round is listed under every rate.
     """
     workdir = tempfile.mkdtemp(prefix="hvdkeras-lab-runs-")
+    shaped_variants = [v for v in variants if v != CEILING]
     with lab(args.hosts) as info:
-        place = on_hosts(info)
+        place, n = on_hosts(info), len(info.hosts)
         tic = time.time()
-        calibration = calibrate(args, info, workdir)
-        log(f"calibration: ceiling {calibration['ceiling_images_per_sec']:.2f} images/s, compute "
-            f"{calibration['compute_s']:.3f} s/step, gradients {calibration['gradient_bytes'] / 1e6:.1f} MB, "
-            f"GPU-equivalent link {shaper.format_rate(calibration['gpu_equivalent_bps'])} ({time.time() - tic:.0f}s)")
-        resolved = [calibration["gpu_equivalent_bps"] if r == GPU_TOKEN else r for r in rates]
-        names = [shaper.format_rate(r) for r in resolved]
-        runs = {v: {name: [] for name in names} for v in variants}
+        runs: dict = {}
+        names: list = []
+        resolved: list = []
+        cal: dict = {}
         for round_ in range(args.rounds):
-            order = list(variants[round_ % len(variants):]) + list(variants[:round_ % len(variants)])
+            ceiling = dict(run_variant(CEILING, args, n, workdir, place), round=round_)
+            if round_ == 0:
+                cal = calibration(ceiling, args, n)
+                log(f"calibration: ceiling {cal['ceiling_images_per_sec']:.2f} images/s, compute "
+                    f"{cal['compute_s']:.3f} s/step, gradients {cal['gradient_bytes'] / 1e6:.1f} MB, "
+                    f"GPU-equivalent link {shaper.format_rate(cal['gpu_equivalent_bps'])} ({time.time() - tic:.0f}s)")
+                resolved = [cal["gpu_equivalent_bps"] if r == GPU_TOKEN else r for r in rates]
+                names = [shaper.format_rate(r) for r in resolved]
+                runs = {v: {name: [] for name in names} for v in variants}
+            else:
+                log(f"round {round_ + 1}/{args.rounds} unshaped {CEILING:28} {ceiling['images_per_sec']:8.2f} images/s"
+                    f" ({time.time() - tic:.0f}s)")
+            if CEILING in runs:
+                for name in names:
+                    runs[CEILING][name].append(ceiling)
+            k = round_ % max(len(shaped_variants), 1)
+            order = shaped_variants[k:] + shaped_variants[:k]
             for rate, name in zip(resolved, names):
                 with shaper.shaped(hosts.link_ends(), rate):
                     for variant in order:
-                        result = dict(run_variant(variant, args, len(info.hosts), workdir, place), round=round_)
+                        result = dict(run_variant(variant, args, n, workdir, place), round=round_)
                         runs[variant][name].append(result)
                         log(f"round {round_ + 1}/{args.rounds} link {name:>9} {variant:28} "
                             f"{result['images_per_sec']:8.2f} images/s ({time.time() - tic:.0f}s)")
-    return {"calibration": calibration, "rates": names, "rates_bps": resolved, "runs": runs}
+    return {"calibration": cal, "rates": names, "rates_bps": resolved, "runs": runs}

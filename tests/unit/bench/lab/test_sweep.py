@@ -57,3 +57,35 @@ def test_the_lab_refuses_other_host_counts_and_says_why_it_cannot_run(monkeypatc
     with pytest.raises(RuntimeError, match="the lab cannot run here: needs root"):
         with sweep.lab(2):
             pass
+
+
+def test_the_ceiling_runs_once_per_round_unshaped_and_the_rows_rotate(fake_lab, monkeypatch):
+    import contextlib
+
+    jobs = []
+    link = {"rate": "unshaped"}
+
+    @contextlib.contextmanager
+    def shaped(ends, rate):
+        link["rate"] = rate
+        yield
+        link["rate"] = "unshaped"
+
+    def run_variant(variant, args, n, workdir, place):
+        jobs.append((variant, link["rate"]))
+        return {"images_per_sec": 32.0, "gradient_bytes": 14_000_000}
+
+    monkeypatch.setattr(shaper, "shaped", shaped)
+    monkeypatch.setattr(sweep, "run_variant", run_variant)
+    monkeypatch.setattr(sweep, "on_hosts", lambda info: None)
+    monkeypatch.setattr(hosts, "link_ends", lambda: [])
+    fake_lab_info = types.SimpleNamespace(hosts=[1, 2])
+    monkeypatch.setattr(hosts, "up", lambda tmpdir: fake_lab.append("up") or fake_lab_info)
+    args = types.SimpleNamespace(hosts=2, rounds=2, batch=16)
+    out = sweep.run_sweep(["a", "b", "ceiling"], [None, "gpu"], args, log=lambda line: None)
+    gpu = out["rates_bps"][1]
+    assert jobs == [("ceiling", "unshaped"), ("a", None), ("b", None), ("a", gpu), ("b", gpu),
+                    ("ceiling", "unshaped"), ("b", None), ("a", None), ("b", gpu), ("a", gpu)]
+    assert out["calibration"]["ceiling_images_per_sec"] == 32.0
+    assert [r["round"] for r in out["runs"]["ceiling"][out["rates"][1]]] == [0, 1]  # listed under every rate
+    assert fake_lab[-2:] == ["clear", "down"]
