@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import random
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import horovod.tensorflow as hvd
 import numpy as np
@@ -65,6 +66,11 @@ def local_rank() -> int:
 
 def local_size() -> int:
     return hvd.local_size()
+
+
+def spans_hosts() -> bool:
+    """True on every rank when the ranks run on more than one host (``size > local_size``)."""
+    return hvd.size() > hvd.local_size()
 
 
 def is_chief() -> bool:
@@ -153,10 +159,36 @@ def reinit() -> None:
     """Shuts Horovod down and initialises it again: how an elastic job re-forms its ring after a reset."""
     hvd.shutdown()
     hvd.init()
+    reset_cycled_names()
 
 
 # --------------------------------------------------------------------------- collectives
 # Every rank must call these in the same order with the same names.
+
+_name_calls: Dict[str, "itertools.count[int]"] = {}
+
+
+def cycled_name(base: str) -> str:
+    """``base.0``, ``base.1``, ``base.0``, ...: the name for a collective repeated every batch.
+
+    Horovod refuses a name while it is still finishing the last tensor of that name,
+    which a one-number allreduce issued again right after its result arrived can hit
+    (fast batches, or a fused response); alternating two names avoids it and keeps
+    Horovod's response cache to two entries. Every rank draws the names in the same
+    order; :func:`reset_cycled_names` starts over (all ranks at once: a re-formed ring).
+    """
+    return f"{base}.{next(_name_calls.setdefault(base, itertools.count())) % 2}"
+
+
+def reset_cycled_names() -> None:
+    _name_calls.clear()
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """True for how a failed Horovod op reaches Python: Horovod's own error or a TensorFlow op error."""
+    from horovod.common.exceptions import HorovodInternalError
+
+    return isinstance(exc, (HorovodInternalError, tf.errors.OpError))
 
 
 def allreduce_sum(values: np.ndarray, name: str) -> np.ndarray:

@@ -31,7 +31,7 @@ On a resize, ``elastic.on_resize`` decides:
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -141,19 +141,20 @@ class ElasticDriver:
         self.data = trainer.data
         self.history: Dict[str, List[float]] = {}
 
-    def _restored_epoch(self) -> int:
-        """Rank 0 alone loads the latest checkpoint (the state sync shares it); the epochs it holds."""
+    def _restored_position(self) -> Tuple[int, int]:
+        """Rank 0 alone loads the latest intact checkpoint (the state sync shares it); ``(epoch, batch)``."""
         backup = self.trainer.backup
         if backup is None or not self.config.checkpoint.resume or not distributed.is_chief():
-            return 0
-        latest = backup.store.latest()
+            return 0, 0
+        latest = backup.store.latest_intact(warn=lambda line: print(f"[hvdkeras] warning: {line}", flush=True))
         if latest is None:
-            return 0
+            return 0, 0
         backup.store.restore(latest, checkpointing.trackable_for(self.trainer.model))
-        return latest.epoch
+        return latest.position
 
     def fit(self) -> Dict[str, float]:
-        state = TrainingState(self.trainer.model, epoch=self._restored_epoch(), batch=0)
+        epoch, batch = self._restored_position()
+        state = TrainingState(self.trainer.model, epoch=epoch, batch=batch)
         run(self._train)(state)
         return self.trainer.finish({k: float(v[-1]) for k, v in self.history.items()}, self.data)
 
@@ -166,24 +167,10 @@ class ElasticDriver:
         self.data = trainer.data_for_world(data_cfg, rank, size)
         trainer.preflight(self.data)
         scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, size, data_cfg.global_batch_size)
-        steps = self.data.steps_per_epoch
-        epochs = cfg.trainer.epochs
-        epoch, batch = state.epoch, min(state.batch, steps)
+        epoch, batch = state.epoch, min(state.batch, self.data.steps_per_epoch)
         print(f"[hvdkeras] rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
               f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size})", flush=True)
-        if epoch < epochs and batch:  # the rest of the interrupted epoch
-            self._fit(state, self.data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch,
-                      scaled_lr, size)
-            epoch += 1
-        if epoch < epochs:
-            self._fit(state, self.data.train(epoch, epochs), steps, epoch, epochs, 0, scaled_lr, size)
-
-    def _fit(self, state, dataset, steps, first_epoch, last_epoch, initial_batch, scaled_lr, size) -> None:
-        trainer = self.trainer
-        if trainer.backup is not None:
-            trainer.backup.continue_at(first_epoch)  # the weights come from the elastic state
+        every = cfg.elastic.commit_every_batches
         # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
-        callbacks = trainer.callbacks(scaled_lr, self.data.steps_per_epoch, size, initial_batch=initial_batch)
-        callbacks.append(CommitStateCallback(state, self.config.elastic.commit_every_batches, initial_batch))
-        for key, values in trainer.run_fit(self.data, dataset, steps, first_epoch, last_epoch, callbacks).items():
-            self.history.setdefault(key, []).extend(values)
+        trainer.fit_from(self.data, epoch, batch, scaled_lr, size, self.history,
+                         extra_callbacks=lambda initial_batch: [CommitStateCallback(state, every, initial_batch)])

@@ -55,5 +55,13 @@ class CheckpointError(HvdkerasError, RuntimeError):
     """A checkpoint cannot be written or read; the ones already written are left as they are."""
 
 
+class PeerLostError(HvdkerasError, RuntimeError):
+    """A collective failed because another rank's process or host is gone (see :mod:`hvdkeras.peers`)."""
+
+
+class StallError(HvdkerasError, RuntimeError):
+    """Horovod shut the job down because a rank stalled longer than ``horovod.stall_shutdown_seconds``."""
+
+
 class ReportError(HvdkerasError):
     """``metrics.jsonl`` is missing or holds no records."""

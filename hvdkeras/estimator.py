@@ -103,9 +103,14 @@ def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[
 
 
 def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
-    """Wraps a ``tf.compat.v1.train.Optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged)."""
+    """Wraps a ``tf.compat.v1.train.Optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged).
+
+    ``horovod.compression: auto`` is decided here, the trainer's way
+    (:func:`hvdkeras.horovod_env.resolve_compression`: fp16 across hosts, none on one).
+    """
+    compression = horovod_env.resolve_compression(horovod.compression, multi_host=distributed.spans_hosts())
     return hvd.DistributedOptimizer(
-        optimizer, compression=horovod_compression(horovod.compression),
+        optimizer, compression=horovod_compression(compression),
         backward_passes_per_step=horovod.backward_passes_per_step,
         average_aggregated_gradients=horovod.average_aggregated_gradients, sparse_as_dense=horovod.sparse_as_dense,
         groups=horovod.groups or None)

@@ -73,12 +73,25 @@ GPU_CYCLE_TIME_MS = 1.0  # Horovod's own default
 DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
 
 
-def resolve_horovod(horovod_cfg: HorovodConfig, has_gpu: bool) -> HorovodConfig:
-    """``horovod_cfg`` with its automatic (null) knobs replaced by the values chosen for this host."""
+def resolve_horovod(horovod_cfg: HorovodConfig, has_gpu: bool, multi_host: bool = False) -> HorovodConfig:
+    """``horovod_cfg`` with its automatic knobs replaced by the values chosen for this host and job.
+
+    * ``cycle_time_ms`` null: :data:`CPU_CYCLE_TIME_MS` on CPU hosts, :data:`GPU_CYCLE_TIME_MS` on GPU hosts.
+    * ``compression: auto``: ``fp16`` when the ranks span several hosts (``multi_host``; every rank
+      must decide alike, so pass ``size > local_size``, true on all ranks or none), else ``none``.
+    """
     return dataclasses.replace(
         horovod_cfg,
         cycle_time_ms=horovod_cfg.cycle_time_ms or (GPU_CYCLE_TIME_MS if has_gpu else CPU_CYCLE_TIME_MS),
+        compression=resolve_compression(horovod_cfg.compression, multi_host),
     )
+
+
+def resolve_compression(compression: str, multi_host: bool) -> str:
+    """``compression`` with ``auto`` decided: ``fp16`` when the ranks span several hosts, else ``none``."""
+    if compression == "auto":
+        return "fp16" if multi_host else "none"
+    return compression
 
 
 def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = None) -> dict:

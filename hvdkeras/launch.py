@@ -205,7 +205,7 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
     eval_global = d.eval_global_batch
     scaled = scaling.scaled_learning_rate(o, np_, d.global_batch_size)
     steps, note = _steps_per_epoch(cfg, np_)
-    resolved = horovod_env.resolve_horovod(cfg.horovod, has_gpu=gpus_per_host > 0)
+    resolved = horovod_env.resolve_horovod(cfg.horovod, has_gpu=gpus_per_host > 0, multi_host=len(hosts_) > 1)
     threads = tuple((n, horovod_env.thread_budget(cores, n, cfg.runtime.intra_op_threads, cfg.runtime.inter_op_threads))
                     for n in sorted({h.slots for h in hosts_}, reverse=True))
     return Plan(

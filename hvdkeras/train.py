@@ -22,6 +22,7 @@ from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import dry_run  # noqa: E402
 from hvdkeras.errors import HvdkerasError  # noqa: E402
 from hvdkeras.horovod_env import launcher_rank  # noqa: E402
+from hvdkeras.workdir import check_writable  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", None, "YAML config file (see configs/).")
@@ -74,7 +75,10 @@ def main(argv):
         if FLAGS.dry_run:
             dry_run.main(FLAGS.config, FLAGS.set, FLAGS.workdir, workdir)
         else:
-            _train(config_lib.load(FLAGS.config, FLAGS.set), workdir)
+            cfg = config_lib.load(FLAGS.config, FLAGS.set)
+            if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
+                check_writable(workdir)
+            _train(cfg, workdir)
     except (HvdkerasError, ImportError) as exc:
         _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 

@@ -13,22 +13,23 @@ Files under ``workdir`` (:mod:`hvdkeras.workdir`) are written by rank 0 only.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import horovod
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, horovod_env, optimizers, schedules
+from hvdkeras import compat, distributed, horovod_env, optimizers, peers, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
 from hvdkeras.elastic import ElasticDriver
-from hvdkeras.errors import ConfigError
+from hvdkeras.errors import ConfigError, HvdkerasError, PeerLostError, StallError
 from hvdkeras.losses import make_loss
 from hvdkeras.workdir import Workdir, save_config
 from hvdkeras.xla_gradients import use_xla_gradients
@@ -47,7 +48,8 @@ def resolved_for_host(config: config_lib.Config, process: distributed.ProcessInf
     """``config`` with the automatic choices made for this host (written to config.yaml so a run can be repeated)."""
     return dataclasses.replace(
         config,
-        horovod=horovod_env.resolve_horovod(config.horovod, process.gpu is not None),
+        horovod=horovod_env.resolve_horovod(config.horovod, process.gpu is not None,
+                                            multi_host=process.size > process.local_size),
         runtime=dataclasses.replace(config.runtime, intra_op_threads=process.threads.intra_op,
                                     inter_op_threads=process.threads.inter_op))
 
@@ -98,7 +100,8 @@ def make_backup(config: config_lib.Config, workdir: str) -> Optional[BackupAndRe
     if not ckpt.enabled:
         return None
     return BackupAndRestore(Workdir(workdir).checkpoints, delete_checkpoint=False, keep=ckpt.keep,
-                            every_epochs=ckpt.every_epochs)
+                            every_epochs=ckpt.every_epochs, preemption=ckpt.preemption,
+                            grace_s=ckpt.preemption_grace_s, on_save_error=ckpt.on_save_error)
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -218,6 +221,32 @@ class Trainer:
                                 callbacks=callbacks, verbose=cfg.trainer.verbose if distributed.is_chief() else 0)
         return result.history
 
+    def fit_from(self, data: data_lib.Datasets, epoch: int, batch: int, scaled_lr: float, size: int,
+                 history: Dict[str, List[float]],
+                 extra_callbacks: Callable[[int], List[Any]] = lambda initial_batch: []) -> None:
+        """Trains from batch ``batch`` of epoch index ``epoch`` to ``trainer.epochs``, extending ``history``.
+
+        A partial epoch (a run preempted mid-epoch) is a ``fit`` of its own over that
+        epoch's batches from ``batch`` on (the same shuffle, ``skip(batch)``), the
+        learning-rate callbacks counting from ``batch``; whole epochs follow in one
+        ``fit``. ``extra_callbacks(initial_batch)`` adds callbacks to each ``fit``.
+        """
+        epochs, steps = self.config.trainer.epochs, data.steps_per_epoch
+        if batch >= steps:
+            epoch, batch = epoch + 1, 0
+        parts = []
+        if epoch < epochs and batch:
+            parts.append((data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch))
+            epoch += 1
+        if epoch < epochs:
+            parts.append((data.train(epoch, epochs), steps, epoch, epochs, 0))
+        for dataset, n, first, last, skip in parts:
+            if self.backup is not None:
+                self.backup.continue_at(first, skip)  # weights are in place: restored, synced or trained
+            callbacks = self.callbacks(scaled_lr, steps, size, initial_batch=skip) + list(extra_callbacks(skip))
+            for key, values in self.run_fit(data, dataset, n, first, last, callbacks).items():
+                history.setdefault(key, []).extend(values)
+
     def evaluate(self, data: Optional[data_lib.Datasets] = None) -> Dict[str, float]:
         """Validation metrics over every validation example of every rank (collective)."""
         data = data or self.data
@@ -241,20 +270,54 @@ class Trainer:
 
     # ------------------------------------------------------------------ the plain driver
 
-    def resume_epoch(self) -> int:
-        """Collective: the number of epochs already done (0 for a fresh run); rank 0 loads them."""
+    def resume_position(self) -> Tuple[int, int]:
+        """Collective: ``(epochs done, batches done in the next)``, (0, 0) for a fresh run; rank 0 loads them."""
         if self.backup is None:
-            return 0
+            return 0, 0
         if not self.config.checkpoint.resume:
             store = self.backup.store
             found = distributed.broadcast_object(store.latest() if distributed.is_chief() else None,
                                                  name="hvdkeras.existing_checkpoint")
             if found is not None:
                 raise ConfigError(
-                    f"{self.workdir} already holds checkpoints up to epoch {found.epoch} and checkpoint.resume is"
+                    f"{self.workdir} already holds checkpoints up to {found.describe()} and checkpoint.resume is"
                     " false; set checkpoint.resume=true to continue from them, or pass a new --workdir"
                 )
-        return self.backup.restore(self.model)
+        self.backup.restore(self.model)
+        return self.backup.restored.position if self.backup.restored else (0, 0)
+
+    @contextlib.contextmanager
+    def watching_peers(self):
+        """Collective: a collective that fails inside names the lost ranks and hosts in one line.
+
+        Every rank opens a :class:`hvdkeras.peers.Beacon` and the ranks exchange their
+        addresses; when a Horovod op fails (Gloo's timeout, "Horovod has been shut down"),
+        the other ranks are probed and, if any is gone, :class:`PeerLostError` replaces
+        Horovod's error. If every rank is alive, Horovod shut down and
+        ``horovod.stall_shutdown_seconds`` is set, its stall inspector stopped the job:
+        :class:`StallError`. Other errors pass through unchanged.
+        """
+        with peers.Beacon() as beacon:
+            gathered = distributed.allgather_object((peers.own_host(), beacon.port), name="hvdkeras.peers")
+            table = peers.PeerTable.from_gathered(gathered, self.process.rank)
+            try:
+                yield table
+            except Exception as exc:
+                if isinstance(exc, HvdkerasError) or not distributed.is_collective_failure(exc):
+                    raise
+                line = peers.lost_line(table.lost())
+                saved = self.backup and (self.backup.last_saved or self.backup.restored)
+                resume = "rerun the same command to resume from the last checkpoint" + (
+                    f" (checkpoint {saved.describe()})" if saved else "")
+                if line is not None:
+                    raise PeerLostError(f"{line}; {resume}") from exc
+                stall = self.config.horovod.stall_shutdown_seconds
+                if stall and "shut down" in str(exc):
+                    raise StallError(
+                        f"Horovod stopped the job: a rank stalled longer than horovod.stall_shutdown_seconds={stall}"
+                        " (Horovod's stall warning above names it under 'Missing ranks'); every rank was still"
+                        f" alive; {resume}") from exc
+                raise
 
     def fit(self) -> Dict[str, float]:
         """Trains to ``trainer.epochs`` (resuming if possible); returns the final global metrics."""
@@ -264,10 +327,12 @@ class Trainer:
         cfg, p, data = self.config, self.process, self.data
         epochs = cfg.trainer.epochs
         self.preflight(data)
-        start = self.resume_epoch()
+        start, batch = self.resume_position()
         threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads"
         device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
-        where = f"resuming after epoch {start} from {self.backup.backup_dir}" if start else "starting fresh"
+        at = f" and batch {batch} of epoch {start + 1}" if batch else ""
+        where = (f"resuming after epoch {start}{at} from {self.backup.backup_dir}" if start or batch
+                 else "starting fresh")
         print(f"[hvdkeras] rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
               f" epoch {start + 1} of {epochs}", flush=True)
         self.log(f"{cfg.data.name}: global batch {cfg.data.global_batch_size} = {p.size} ranks x"
@@ -276,8 +341,9 @@ class Trainer:
         final: Dict[str, float] = {}
         if start < epochs:
             tic = time.perf_counter()
-            history = self.run_fit(data, data.train(start, epochs), data.steps_per_epoch, start, epochs,
-                                   self.callbacks(self.scaled_lr, data.steps_per_epoch, p.size))
+            history: Dict[str, List[float]] = {}
+            with self.watching_peers():
+                self.fit_from(data, start, batch, self.scaled_lr, p.size, history)
             self.log(f"trained epochs {start + 1}-{epochs} in {time.perf_counter() - tic:.1f}s")
             final = {k: float(v[-1]) for k, v in history.items()}
         else:

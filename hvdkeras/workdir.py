@@ -21,6 +21,7 @@ import tempfile
 from typing import Any, Callable, Dict, List, Tuple
 
 from hvdkeras.config import to_yaml
+from hvdkeras.errors import SetupError
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -62,6 +63,27 @@ class Workdir:
 
 
 # --------------------------------------------------------------------------- writing
+
+
+def check_writable(path: str) -> None:
+    """Raises :class:`SetupError` (one line) unless ``path`` is, or can be made, a folder this process can
+    write in, checkpoints folder included. Rank 0 calls it before training starts."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SetupError(f"--workdir {path} is a file, not a folder; pass a folder, e.g. --workdir runs/myjob")
+    for folder in (path, Workdir(path).checkpoints):
+        if folder != path and not os.path.exists(folder):
+            continue
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise SetupError(f"{folder} is a file, not a folder; remove it or pass another --workdir")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+            os.close(fd)
+            os.remove(probe)
+        except OSError as exc:
+            raise SetupError(f"cannot write in {folder} ({exc.strerror or exc}); pass a writable --workdir or"
+                             " fix its permissions") from None
+
 
 
 def fsync_dir(path: str) -> None:

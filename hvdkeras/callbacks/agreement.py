@@ -22,7 +22,7 @@ class TerminateOnNaN(keras.callbacks.TerminateOnNaN):
         local = bool(self.model.stop_training)
         super().on_batch_end(batch, logs)  # Keras' check on this rank's loss
         saw_nan = bool(self.model.stop_training) and not local
-        if distributed.any_rank(saw_nan, name="hvdkeras.terminate_on_nan"):
+        if distributed.any_rank(saw_nan, name=distributed.cycled_name("hvdkeras.terminate_on_nan")):
             if not saw_nan:
                 print(f"Batch {batch}: another rank saw an invalid loss, terminating training")
             self.model.stop_training = True

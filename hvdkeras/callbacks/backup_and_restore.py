@@ -1,58 +1,91 @@
-"""Resume after a crash or preemption, on every rank, from rank 0's latest backup."""
+"""Resume after a crash or preemption, on every rank, from rank 0's latest intact backup."""
 from __future__ import annotations
 
 import shutil
+import sys
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 import hvdkeras
 from hvdkeras import checkpointing, compat, distributed
+from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
+from hvdkeras.errors import CheckpointError
 
 keras = compat.keras
 
 
 class BackupAndRestore(keras.callbacks.Callback):
-    """Keras' ``BackupAndRestore`` made rank-correct; same arguments, plus ``keep`` and ``every_epochs``.
+    """Keras' ``BackupAndRestore`` made rank-correct; same arguments, plus ``keep``, ``every_epochs``,
+    ``preemption``, ``grace_s`` and ``on_save_error``.
 
-    Rule enforced: when training starts, rank 0 finds the latest backup in
-    ``backup_dir`` (model weights, optimizer slots and step counter), loads it and
+    Rule enforced: when training starts, rank 0 finds the newest intact backup in
+    ``backup_dir`` (model weights, optimizer slots and step counter; a damaged one is
+    named in a warning and skipped, see :mod:`hvdkeras.checkpointing`), loads it and
     broadcasts it, and every rank continues ``fit`` at the epoch after it, so the
     learning-rate callbacks (which compute the rate from the epoch) pick up the
     schedule where it was. If rank 0 cannot load it, every rank stops with the same
     :class:`~hvdkeras.errors.CheckpointError` instead of waiting for rank 0.
     Only rank 0 writes: after every ``every_epochs`` epochs (and the last), an
-    atomic ``epoch-NNNN`` directory (see :mod:`hvdkeras.checkpointing`), keeping the
-    newest ``keep``. With ``delete_checkpoint=True`` (Keras' default) the backups
-    are removed when ``fit`` ends normally, as in Keras.
+    atomic ``epoch-NNNN`` directory, keeping the newest ``keep``. With
+    ``delete_checkpoint=True`` (Keras' default) the backups are removed when ``fit``
+    ends normally, as in Keras.
 
-    :meth:`restore` can also be called before ``fit`` (collectively) to learn the
-    epoch to start at, e.g. to build an input pipeline positioned there.
+    ``preemption=True``: SIGTERM on any rank stops every rank at the same batch
+    boundary (see :mod:`hvdkeras.callbacks.preemption`: the ranks compare flags about
+    once a second, so within about a second and a batch of the first rank's signal);
+    rank 0 writes ``epoch-NNNN-batch-BBBB`` (model, optimizer and its step, epoch and
+    batch), then every rank prints ``preempted at epoch E, batch B; checkpoint written:
+    <path>`` and leaves with :class:`Preempted` (a ``SystemExit``, status 75).
+    A line warns if that took longer than ``grace_s`` seconds after the signal.
+
+    ``on_save_error``: ``"stop"`` raises the save's one-line ``CheckpointError`` (the
+    earlier checkpoints stay intact); ``"continue"`` prints it as a warning and trains on.
+
+    :meth:`restore` can also be called before ``fit`` (collectively) to learn where to
+    start, e.g. to build an input pipeline positioned there: ``restored.position`` is
+    ``(epoch, batch)``. ``fit`` itself always starts at a whole epoch; to resume a
+    mid-epoch backup exactly, run the rest of that epoch as its own ``fit`` over the
+    data with ``skip(batch)`` after :meth:`continue_at` ``(epoch, batch)`` (the trainer does).
     """
 
+    EXIT_STAGGER_S = 2.0  # how long ranks other than 0 wait before leaving after a preemption
+    check_interval_s = 1.0  # how often (in training time) the ranks compare their preemption flags
+
     def __init__(self, backup_dir: str, save_freq="epoch", delete_checkpoint: bool = True,
-                 save_before_preemption: bool = False, keep: int = 1, every_epochs: int = 1):
+                 save_before_preemption: bool = False, keep: int = 1, every_epochs: int = 1,
+                 preemption: bool = False, grace_s: float = 30.0, on_save_error: str = "stop"):
         super().__init__()
         if save_freq != "epoch":
             raise ValueError(
-                "BackupAndRestore saves at epoch ends only: mid-epoch positions cannot be restored exactly from a"
-                f" tf.data pipeline here. Received: save_freq={save_freq!r} (use 'epoch')"
+                "BackupAndRestore saves at epoch ends (and, with preemption=True, at the batch where a SIGTERM"
+                f" stops training). Received: save_freq={save_freq!r} (use 'epoch')"
             )
         if save_before_preemption:
-            raise ValueError("save_before_preemption needs a TPU/MultiWorkerMirroredStrategy preemption handler,"
-                             " which Horovod jobs do not have. Received: save_before_preemption=True")
+            raise ValueError("save_before_preemption needs a TPU/MultiWorkerMirroredStrategy preemption handler;"
+                             " use preemption=True. Received: save_before_preemption=True")
         if every_epochs < 1:
             raise ValueError(f"every_epochs must be >= 1; received: every_epochs={every_epochs}")
+        if on_save_error not in ("stop", "continue"):
+            raise ValueError(f"on_save_error must be 'stop' or 'continue'; received: on_save_error={on_save_error!r}")
         self.backup_dir = backup_dir
         self.delete_checkpoint = delete_checkpoint
         self.every_epochs = every_epochs
+        self.preemption = preemption
+        self.grace_s = grace_s
+        self.on_save_error = on_save_error
         self.store = checkpointing.CheckpointStore(backup_dir, keep=keep)
         self.restored: Optional[checkpointing.CheckpointInfo] = None
         self.last_saved: Optional[checkpointing.CheckpointInfo] = None
-        self._start_epoch: Optional[int] = None
+        self.signal_flag = SignalFlag()
+        self._agreement: Optional[StopAgreement] = None
+        self._start: Optional[Tuple[int, int]] = None
+        self._batch_offset = 0
+        self._epoch = 0
+        self._batch = 0
         self._trackable = None
 
     def restore(self, model=None) -> int:
-        """Collective: loads the latest backup on rank 0, broadcasts it; returns the epochs it holds (0: none)."""
+        """Collective: loads the latest intact backup on rank 0, broadcasts it; returns its completed epochs."""
         model = model or self.model
         optimizer = model.optimizer
         if not compat.optimizer_built(optimizer):
@@ -61,37 +94,102 @@ class BackupAndRestore(keras.callbacks.Callback):
         if self.restored is not None:
             distributed.broadcast_variables(model.variables)
             distributed.broadcast_variables(compat.optimizer_variables(optimizer))
-        self._start_epoch = self.restored.epoch if self.restored else 0
-        return self._start_epoch
+        self._start = self.restored.position if self.restored else (0, 0)
+        return self._start[0]
 
-    def continue_at(self, epoch: int) -> None:
-        """The next ``fit`` starts at ``epoch`` with the weights it has, loading nothing (elastic restarts)."""
-        self._start_epoch = epoch
+    def continue_at(self, epoch: int, batch: int = 0) -> None:
+        """The next ``fit`` starts at ``epoch`` with the weights it has, loading nothing; its first epoch
+        is counted from batch ``batch`` on (a fit over the rest of an interrupted epoch)."""
+        self._start = (epoch, batch)
+
+    # ------------------------------------------------------------------ hooks
+
+    def _implements_train_batch_hooks(self):
+        return self.preemption
 
     def on_train_begin(self, logs=None):
-        if self._start_epoch is None:
+        if self._start is None:
             self.restore(self.model)
-        compat.start_fit_at_epoch(self.model, self._start_epoch)
+        epoch, self._batch_offset = self._start
+        compat.start_fit_at_epoch(self.model, epoch)
         if distributed.is_chief():
             self.store.remove_stale()
             self._trackable = checkpointing.trackable_for(self.model)
+        if self.preemption:
+            self.signal_flag.install()
+            self._agreement = StopAgreement(distributed.allreduce_sum, is_root=distributed.is_chief(),
+                                            names=lambda: distributed.cycled_name("hvdkeras.preemption"),
+                                            interval_s=self.check_interval_s)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._agreement is None:
+            return
+        self._batch = self._batch_offset + batch + 1
+        if self._agreement.decide(self.signal_flag.pending):
+            self._preempt()
 
     def on_epoch_end(self, epoch, logs=None):
+        self._batch_offset = 0
         completed = epoch + 1
         last = completed == (self.params or {}).get("epochs")
         if not distributed.is_chief() or not (completed % self.every_epochs == 0 or last):
             return
-        meta = {
-            "metrics": {k: float(v) for k, v in (logs or {}).items()},
-            "global_step": int(self.model.optimizer.iterations.numpy()),
-            "num_ranks": distributed.size(),
-            "hvdkeras_version": hvdkeras.__version__,
-            "saved_at": time.time(),
-        }
-        self.last_saved = self.store.save(completed, self._trackable, meta)
+        meta = dict(self._meta(), metrics={k: float(v) for k, v in (logs or {}).items()})
+        self._save(completed, 0, meta)
 
     def on_train_end(self, logs=None):
+        self._agreement = None
         compat.clear_fit_start(self.model)
-        self._start_epoch = None  # a later fit looks again
+        self._start = None  # a later fit looks again
         if self.delete_checkpoint and distributed.is_chief():
             shutil.rmtree(self.backup_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ saving
+
+    def _meta(self) -> dict:
+        return {"global_step": int(self.model.optimizer.iterations.numpy()), "num_ranks": distributed.size(),
+                "hvdkeras_version": hvdkeras.__version__, "saved_at": time.time()}
+
+    def _save(self, epoch: int, batch: int, meta: dict) -> Optional[checkpointing.CheckpointInfo]:
+        try:
+            self.last_saved = self.store.save(epoch, self._trackable, meta, batch=batch)
+            return self.last_saved
+        except CheckpointError as exc:
+            if self.on_save_error == "stop":
+                raise
+            print(f"[hvdkeras] warning: {exc}; training continues (checkpoint.on_save_error=continue)",
+                  file=sys.stderr, flush=True)
+            return None
+
+    def _preempt(self) -> None:
+        """Collective: rank 0 writes the mid-epoch checkpoint, every rank learns its path and leaves ``fit``."""
+        epoch, batch = self._epoch, self._batch
+        steps = (self.params or {}).get("steps") or 0
+        if steps and batch - self._batch_offset >= steps:
+            epoch, batch = epoch + 1, 0  # stopped on an epoch's last batch: a whole-epoch position
+        outcome = None
+        if distributed.is_chief():
+            try:
+                meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum)
+                outcome = self.store.save(epoch, self._trackable, meta, batch=batch).path
+            except CheckpointError as exc:
+                outcome = exc
+        outcome = distributed.broadcast_object(outcome, name="hvdkeras.preempted")
+        self._agreement = None
+        if isinstance(outcome, Exception):
+            raise CheckpointError(f"preempted at epoch {epoch + 1}, batch {batch}, but {outcome}")
+        waited = self.signal_flag.seconds_since()
+        if waited is not None and waited > self.grace_s:
+            print(f"[hvdkeras] warning: the preemption checkpoint took {waited:.1f}s after the signal, more than"
+                  f" checkpoint.preemption_grace_s={self.grace_s:g}", file=sys.stderr, flush=True)
+        where = f"epoch {epoch + 1}, batch {batch}" if batch else f"the end of epoch {epoch}"
+        line = f"preempted at {where}; checkpoint written: {outcome}"
+        print(f"hvdkeras: {line}", file=sys.stderr, flush=True)
+        if not distributed.is_chief():
+            # Launchers stop the whole job when its first rank exits, and SIGTERM kills a Python that is
+            # already shutting down: rank 0 leaves first, the others while still catching the signal.
+            time.sleep(self.EXIT_STAGGER_S)
+        raise Preempted(line)

@@ -111,7 +111,10 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
-        self._apply(float(epoch))
+        # A resumed partial epoch goes straight to its first batch's rate: a detour through the
+        # epoch's start would rescale the momentum twice, not bit for bit like the uninterrupted run.
+        if self.staircase or self._batch_offset == 0:
+            self._apply(float(epoch))
 
     def on_train_batch_begin(self, batch, logs=None):
         if not self.staircase:

@@ -92,6 +92,7 @@ def validate(cfg: Config) -> None:
 
     need(ckpt.every_epochs > 0, "checkpoint.every_epochs", "be > 0")
     need(ckpt.keep >= 0, "checkpoint.keep", "be >= 0 (0 keeps all)")
+    need(ckpt.preemption_grace_s > 0, "checkpoint.preemption_grace_s", "be > 0 (seconds)")
 
     need(hvd.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
     need(hvd.groups >= 0, "horovod.groups", "be >= 0 (0: one request per gradient)")

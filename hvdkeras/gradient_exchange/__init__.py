@@ -14,8 +14,9 @@ Both take Horovod's options with Horovod's meaning. This is the only module besi
 """
 from __future__ import annotations
 
-from hvdkeras import compat
+from hvdkeras import compat, distributed
 from hvdkeras.gradient_exchange.compression import COMPRESSIONS
+from hvdkeras.horovod_env import resolve_compression
 
 if compat.KERAS_3:
     from hvdkeras.gradient_exchange import keras3 as _exchange
@@ -34,12 +35,14 @@ def DistributedOptimizer(optimizer, compression: str = "none", backward_passes_p
     """``optimizer`` with its gradients averaged over ranks before they are applied.
 
     Same options and meaning as Horovod's ``DistributedOptimizer``: ``compression``
-    ("none" or "fp16", the wire format of the allreduce), ``backward_passes_per_step``
-    (local gradient accumulation before one allreduce), ``average_aggregated_gradients``
+    ("none" or "fp16", the wire format of the allreduce; "auto": fp16 when the ranks
+    span several hosts, else none, see :func:`hvdkeras.horovod_env.resolve_compression`),
+    ``backward_passes_per_step`` (local gradient accumulation before one allreduce), ``average_aggregated_gradients``
     (divide the accumulated sum by the passes), ``sparse_as_dense`` (embedding
     gradients averaged as dense tensors), ``groups`` (0: one request per gradient,
     sent as soon as the backward pass produces it; ``k``: ``k`` grouped requests).
     The same call on Keras 2 and Keras 3.
     """
+    compression = resolve_compression(compression, multi_host=distributed.spans_hosts())
     return _exchange.distribute(optimizer, compression, backward_passes_per_step, average_aggregated_gradients,
                                 sparse_as_dense, groups)

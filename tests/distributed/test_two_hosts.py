@@ -6,7 +6,10 @@ again. Needs root; elsewhere the module is skipped with the reason.
 """
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -16,8 +19,6 @@ from tests.harness.ranks import HOROVODRUN, REPO, SCRIPTS, launch, read_jsonl
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 SCRIPT = os.path.join(SCRIPTS, "host_and_report.py")
-
-
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +92,72 @@ def test_only_rank_0_wrote_checkpoints(run):
     assert any("/checkpoints/" in p and p.endswith("ckpt") for p in written[0])
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002"]
+
+
+# ------------------------------------------------------------------ a link that goes down (runs last here)
+
+
+def _train_on_hosts(hosts, workdir, *sets):
+    cmd = [HOROVODRUN, "-np", "2", *hosts.horovodrun_args(), "--gloo", sys.executable, "-m", "hvdkeras.train",
+           "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.verbose=0",
+           "--set", "runtime.intra_op_threads=1", *[a for s in sets for a in ("--set", s)]]
+    return cmd
+
+
+def _ranks_running_in(netns, marker):
+    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in out:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rerun_resumes(hosts, tmp_path):
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen(_train_on_hosts(hosts, workdir, "trainer.epochs=500"), cwd=REPO,
+                            env=dict(hosts.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    host_b = hosts.hosts[1]
+    root_end = next(end for _, netns, _, end in two_hosts.HOST_SPECS if netns == host_b.netns)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not (workdir / "checkpoints" / "epoch-0002").exists():
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            time.sleep(0.2)
+        subprocess.run(["ip", "link", "set", root_end, "down"], check=True)
+        down_at = time.time()
+        try:
+            out, _ = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail("the launcher was still running 90 s after the link went down:\n"
+                        + proc.communicate()[0][-3000:])
+        launcher_s = time.time() - down_at
+        while _ranks_running_in(host_b.netns, str(workdir)) and time.time() < down_at + 60:
+            time.sleep(0.5)
+        stranded = _ranks_running_in(host_b.netns, str(workdir))
+        host_b_s = time.time() - down_at
+    finally:
+        subprocess.run(["ip", "link", "set", root_end, "up"], check=False)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _ranks_running_in(host_b.netns, str(workdir)):
+            os.kill(pid, signal.SIGKILL)
+    print(f"\nlink down -> launcher exited after {launcher_s:.1f}s; host b's rank gone after {host_b_s:.1f}s")
+    assert proc.returncode != 0
+    assert launcher_s < 60 and not stranded, f"rank 1 still running on {host_b.name} 60 s after the link went down"
+    lost = [line for line in out.splitlines() if "hvdkeras: error: lost rank 1 on host" in line]
+    assert len(lost) == 1, out[-4000:]
+    assert f"lost rank 1 on host {host_b.addr} (unreachable" in lost[0] and "rerun the same command" in lost[0]
+
+    done = len(read_jsonl(workdir / "metrics.jsonl"))
+    rerun = launch(_train_on_hosts(hosts, workdir, f"trainer.epochs={done + 1}"), env=hosts.env(), timeout=180)
+    resumed = [line for line in rerun.output.splitlines() if "resuming after epoch" in line]
+    assert len(resumed) == 2, rerun.output[-3000:]
+    assert all(f"resuming after epoch {done} from" in line for line in resumed), resumed
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == list(range(1, done + 2))

@@ -107,6 +107,19 @@ def rank_results(job: Job) -> dict:
     return {res["rank"]: res for res in results(job)}
 
 
+def rank_pid(rank: int, marker: str):
+    """The PID of the rank process ``rank`` whose command line contains ``marker`` (None if not running)."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []) and proc.environ().get("HOROVOD_RANK") == str(rank):
+                return proc.pid
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
 def read_jsonl(path):
     """The records of a ``metrics.jsonl`` (the library's one reader)."""
     return read_metrics(str(path))

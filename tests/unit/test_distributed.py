@@ -78,3 +78,11 @@ def test_single_process_collectives_return_this_ranks_values(hvd_single):
     assert distributed.agree_min(7, name="t.min") == 7
     assert distributed.ranks_disagreeing([np.ones(3)], name="t.agree") == 0
     distributed.preflight({"config": "abc", "steps": 3}, name="t.preflight")  # one rank agrees with itself
+
+
+def test_cycled_names_alternate_per_base_and_start_over_together():
+    distributed.reset_cycled_names()
+    assert [distributed.cycled_name("a") for _ in range(3)] == ["a.0", "a.1", "a.0"]
+    assert distributed.cycled_name("b") == "b.0"  # each base counts alone
+    distributed.reset_cycled_names()
+    assert distributed.cycled_name("a") == "a.0"

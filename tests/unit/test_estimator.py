@@ -50,6 +50,21 @@ def test_learning_rate_tensor_follows_the_schedule_formulas(hvd_single):
     assert seen[30] == pytest.approx(0.04) and seen[49] == pytest.approx(0.04)
 
 
+@needs_estimator
+def test_distributed_optimizer_takes_the_default_horovod_config(hvd_single, monkeypatch):
+    """``compression: auto`` (the default) is decided before Horovod sees it: none within one host."""
+    import horovod.tensorflow as hvd
+
+    from hvdkeras import estimator
+    from hvdkeras.config import HorovodConfig
+
+    seen = {}
+    monkeypatch.setattr(estimator.hvd, "DistributedOptimizer", lambda optimizer, **kwargs: seen.update(kwargs))
+    estimator.distributed_optimizer(object(), HorovodConfig())
+    assert HorovodConfig().compression == "auto"
+    assert seen["compression"] is hvd.Compression.none
+
+
 @needs_estimator  # where tf.estimator is really missing, the test below checks the refusal itself
 def test_import_fails_in_one_line_without_tf_estimator():
     code = ("import tensorflow as tf; tf.estimator = None\n"

@@ -47,3 +47,12 @@ def test_horovod_knobs_resolved_per_host_and_exported():
     assert horovod_env.resolve_horovod(explicit, has_gpu=False).cycle_time_ms == 3.5
     assert horovod_env.horovod_environment(horovod_env.resolve_horovod(explicit, False))["HOROVOD_FUSION_THRESHOLD"] \
         == "0"
+
+
+def test_compression_auto_is_fp16_across_hosts_and_none_on_one():
+    auto = config_lib.load(None, []).horovod
+    assert auto.compression == "auto"
+    assert horovod_env.resolve_horovod(auto, has_gpu=False, multi_host=True).compression == "fp16"
+    assert horovod_env.resolve_horovod(auto, has_gpu=True, multi_host=False).compression == "none"
+    pinned = config_lib.load(None, ["horovod.compression=none"]).horovod
+    assert horovod_env.resolve_horovod(pinned, has_gpu=False, multi_host=True).compression == "none"

@@ -152,3 +152,64 @@ def test_trainer_writes_lr_and_images_per_sec_to_tensorboard(hvd_single, tmp_pat
     assert train["epoch_lr"][1] < train["epoch_lr"][0]  # the cosine decay after a 1-epoch warmup
     saved = config_lib.read_yaml(os.path.join(workdir, "config.yaml"))  # the resolved config, host choices in
     assert saved["horovod"]["cycle_time_ms"] == horovod_env.CPU_CYCLE_TIME_MS and saved["trainer"]["epochs"] == EPOCHS
+
+
+# --------------------------------------------------------------------------- a failed collective
+
+
+def _peers_of(monkeypatch, second):
+    """The trainer's allgather of beacons sees this rank and ``second`` as rank 1."""
+    from hvdkeras import distributed
+
+    monkeypatch.setattr(distributed, "allgather_object", lambda own, name: [own, second])
+
+
+def _closed_port():
+    from hvdkeras import peers
+
+    with peers.Beacon() as beacon:
+        return beacon.port
+
+
+def test_a_collective_failure_with_a_peer_gone_becomes_one_line_naming_it(hvd_single, tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from hvdkeras.errors import PeerLostError
+
+    _peers_of(monkeypatch, ("127.0.0.1", _closed_port()))
+    trainer = hand_built_trainer(tiny_config(), str(tmp_path))
+    with pytest.raises(PeerLostError, match=r"^lost rank 1 on host 127\.0\.0\.1 \(its process has exited; the host "
+                                            r"answers\); rerun the same command to resume from the last checkpoint$"):
+        with trainer.watching_peers():
+            raise tf.errors.UnknownError(None, None, "Horovod has been shut down. This was caused by ...")
+
+
+def test_a_stall_shutdown_with_every_rank_alive_names_the_setting(hvd_single, tmp_path, monkeypatch):
+    import tensorflow as tf
+    from horovod.common.exceptions import HorovodInternalError
+
+    from hvdkeras import peers
+    from hvdkeras.errors import StallError
+
+    with peers.Beacon() as alive:
+        _peers_of(monkeypatch, ("127.0.0.1", alive.port))
+        trainer = hand_built_trainer(tiny_config("horovod.stall_warning_seconds=5",
+                                                 "horovod.stall_shutdown_seconds=10"), str(tmp_path))
+        with pytest.raises(StallError, match=r"horovod.stall_shutdown_seconds=10 .*every rank was still alive"):
+            with trainer.watching_peers():
+                raise HorovodInternalError("Horovod has been shut down. This was caused by ...")
+        # Without that setting, Horovod's own error stays as it was.
+        trainer = hand_built_trainer(tiny_config(), str(tmp_path))
+        with pytest.raises(tf.errors.UnknownError):
+            with trainer.watching_peers():
+                raise tf.errors.UnknownError(None, None, "Horovod has been shut down.")
+
+
+def test_other_errors_pass_through_without_probing(hvd_single, tmp_path, monkeypatch):
+    from hvdkeras import peers
+
+    _peers_of(monkeypatch, ("127.0.0.1", _closed_port()))
+    monkeypatch.setattr(peers.PeerTable, "lost", lambda self, timeout=0: pytest.fail("probed"))
+    with pytest.raises(KeyError):
+        with hand_built_trainer(tiny_config(), str(tmp_path)).watching_peers():
+            raise KeyError("a bug of our own")

@@ -7,6 +7,7 @@ import yaml
 
 from hvdkeras import config as config_lib
 from hvdkeras import workdir
+from hvdkeras.errors import SetupError
 from tests.unit.helpers import config_file
 
 
@@ -79,3 +80,30 @@ def test_keep_metrics_through_drops_later_epochs_and_broken_lines(tmp_path):
     workdir.keep_metrics_through(str(path), 5)  # nothing to drop: unchanged
     assert path.read_text() == '{"epoch": 1}\n{"epoch": 2}\n'
     assert os.listdir(tmp_path) == ["metrics.jsonl"]
+
+
+def test_check_writable_accepts_a_new_folder_and_leaves_nothing(tmp_path):
+    target = tmp_path / "runs" / "job"
+    workdir.check_writable(str(target))
+    assert target.is_dir() and os.listdir(target) == []
+
+
+def test_check_writable_rejects_a_file_in_one_line(tmp_path):
+    path = tmp_path / "job"
+    path.write_text("not a folder")
+    with pytest.raises(SetupError, match=r"^--workdir .*job is a file, not a folder; pass a folder"):
+        workdir.check_writable(str(path))
+    os.remove(path)
+    os.makedirs(path)
+    (path / "checkpoints").write_text("x")
+    with pytest.raises(SetupError, match=r"checkpoints is a file, not a folder"):
+        workdir.check_writable(str(path))
+
+
+def test_check_writable_names_the_os_error(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(workdir.tempfile, "mkstemp", refuse)
+    with pytest.raises(SetupError, match=r"^cannot write in .* \(Permission denied\); pass a writable --workdir"):
+        workdir.check_writable(str(tmp_path))

@@ -70,3 +70,76 @@ def test_backup_and_restore_rejects_what_it_cannot_do():
         hc.BackupAndRestore("/tmp/x", save_before_preemption=True)
     with pytest.raises(ValueError, match="every_epochs must be >= 1; received: every_epochs=0"):
         hc.BackupAndRestore("/tmp/x", every_epochs=0)
+
+
+def test_preemption_writes_a_mid_epoch_checkpoint_at_the_batch_of_the_signal(hvd_single, tmp_path, capsys):
+    import signal as signal_lib
+
+    from hvdkeras.callbacks.preemption import Preempted
+
+    model = small_bn_model()
+    cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True, delete_checkpoint=False, keep=0), model, epochs=3,
+                steps=10)
+    cb.check_interval_s = 0  # compare flags at every batch
+    before = signal_lib.getsignal(signal_lib.SIGTERM)
+    cb.on_train_begin()
+    assert cb._implements_train_batch_hooks()
+    cb.on_epoch_begin(0)
+    for batch in range(10):
+        cb.on_train_batch_end(batch)
+    cb.on_epoch_end(0, {})
+    cb.on_epoch_begin(1)
+    cb.on_train_batch_end(0)
+    cb.on_train_batch_end(1)
+    cb.on_train_batch_end(2)
+    os.kill(os.getpid(), signal_lib.SIGTERM)  # during batch 4 of epoch 2: noted, not fatal
+    with pytest.raises(Preempted) as caught:
+        cb.on_train_batch_end(3)  # the agreed stop: after batch 4
+    assert caught.value.code == 75
+    path = str(tmp_path / "epoch-0001-batch-0004")
+    assert str(caught.value) == f"preempted at epoch 2, batch 4; checkpoint written: {path}"
+    assert f"hvdkeras: preempted at epoch 2, batch 4; checkpoint written: {path}" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["epoch-0001", "epoch-0001-batch-0004"]
+    meta = json.loads((tmp_path / "epoch-0001-batch-0004" / "meta.json").read_text())
+    assert meta["epoch"] == 1 and meta["batch"] == 4 and meta["preempted"] and meta["signal"] == signal_lib.SIGTERM
+    cb.signal_flag.uninstall()
+    assert signal_lib.getsignal(signal_lib.SIGTERM) == before
+
+    # the next fit learns the position; the trainer continues there with continue_at(epoch, batch)
+    again = attach(hc.BackupAndRestore(str(tmp_path), preemption=True), small_bn_model(), epochs=3, steps=10)
+    again.restore()
+    assert again.restored.position == (1, 4)
+
+
+def test_preemption_on_an_epochs_last_batch_is_a_whole_epoch(hvd_single, tmp_path):
+    from hvdkeras.callbacks.preemption import Preempted
+
+    cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True), small_bn_model(), epochs=3, steps=4)
+    cb.continue_at(1, 2)  # a fit over the last 2 of the 4 batches of epoch 2
+    cb.set_params({"epochs": 2, "steps": 2, "verbose": 0})
+    cb.check_interval_s = 0
+    cb.on_train_begin()
+    cb.on_epoch_begin(1)
+    cb.on_train_batch_end(0)  # batch 3 of epoch 2
+    cb.signal_flag._handle(15, None)
+    with pytest.raises(Preempted, match="preempted at the end of epoch 2; checkpoint written: .*epoch-0002$"):
+        cb.on_train_batch_end(1)  # batch 4: the epoch's last
+    cb.signal_flag.uninstall()
+
+
+def test_save_errors_stop_or_warn_as_configured(hvd_single, tmp_path, capsys):
+    from hvdkeras.errors import CheckpointError
+
+    (tmp_path / "ckpt").write_text("a file where the folder should be")
+    for mode in ("stop", "continue"):
+        cb = attach(hc.BackupAndRestore(str(tmp_path / "ckpt"), on_save_error=mode), small_bn_model(), epochs=2)
+        cb.continue_at(0)
+        cb.on_train_begin()
+        if mode == "stop":
+            with pytest.raises(CheckpointError, match="cannot write checkpoint epoch 1"):
+                cb.on_epoch_end(0, {})
+        else:
+            cb.on_epoch_end(0, {})
+            assert "training continues (checkpoint.on_save_error=continue)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="Received: on_save_error='ignore'|received: on_save_error='ignore'"):
+        hc.BackupAndRestore(str(tmp_path), on_save_error="ignore")

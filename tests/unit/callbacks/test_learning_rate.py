@@ -193,3 +193,18 @@ def test_keras_learning_rate_schedule_as_multiplier_after_warmup(hvd_single):
     model.fit(x, y, epochs=3, batch_size=8, verbose=0, callbacks=cbs)
     assert rec[:4] == pytest.approx([0.2 * (b / 4 + 1) for b in range(4)], rel=1e-6)
     assert rec[4:] == pytest.approx([0.4 * float(decay(s)) for s in range(8)], rel=1e-5)
+
+
+def test_a_resumed_partial_epoch_sets_its_first_batchs_rate_directly(hvd_single):
+    # Through the epoch's start first, momentum would be rescaled twice: not bit for bit like
+    # the run that was never interrupted.
+    model, _, _ = model_and_data()
+    cb = attach(LearningRateScheduleCallback(0.1, lambda epoch: 1.0 / (1 + epoch), start_epoch=0,
+                                                staircase=False, steps_per_epoch=10, initial_batch=4),
+                model, epochs=5, steps=6)
+    compat.set_learning_rate(model.optimizer, 0.123)  # the restored rate
+    cb.on_train_begin()
+    cb.on_epoch_begin(2)
+    assert compat.get_learning_rate(model.optimizer) == pytest.approx(0.123)  # untouched at the epoch start
+    cb.on_train_batch_begin(0)
+    assert compat.get_learning_rate(model.optimizer) == pytest.approx(0.1 / (1 + 2.4))

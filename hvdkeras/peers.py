@@ -1,0 +1,123 @@
+"""Which rank, on which host, is gone when a collective fails.
+
+Horovod reports a lost peer without naming it: Gloo's ``Timed out waiting 30000ms
+for recv operation to complete`` or ``Horovod has been shut down``. To name it, each
+rank keeps a :class:`Beacon`: a listening TCP socket on an ephemeral port, nothing
+more. The kernel completes a connection to a listening socket without the process's
+help, so a probe tells three states apart, even for a rank that is busy or frozen:
+
+* ``alive``: the connection is accepted (the process holds its socket open);
+* ``exited``: refused (the host answers, the process and its socket are gone);
+* ``unreachable``: no answer within the timeout, or no route (the host or the link is down).
+
+The ranks exchange ``(host, port)`` once at start (:class:`PeerTable`, gathered by
+the caller with any collective); after a failed collective each rank probes the
+others in parallel and :func:`lost_line` names the lost ones in one line.
+No TensorFlow or Horovod here: the trainer wires it in.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import errno
+import os
+import socket
+from typing import List, Optional, Sequence
+
+ALIVE, EXITED, UNREACHABLE = "alive", "exited", "unreachable"
+PROBE_TIMEOUT_S = 3.0
+
+
+def own_host() -> str:
+    """How the other ranks reach this one: the launcher's name for this host, else the hostname.
+
+    ``horovodrun`` sets ``HOROVOD_HOSTNAME`` to the host as given in ``-H`` (a name or an
+    address the launcher itself reached); ``mpirun`` and Slurm leave the machine's hostname.
+    """
+    return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+
+
+class Beacon:
+    """A listening socket on every address of this host; :attr:`port` is what peers probe."""
+
+    def __init__(self, host: str = "0.0.0.0"):
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self._sock.listen(64)  # probes wait in the backlog; nobody accepts them, the close drops them
+        self.port = self._sock.getsockname()[1]
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> "Beacon":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """:data:`ALIVE`, :data:`EXITED` or :data:`UNREACHABLE` for the beacon at ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return ALIVE
+    except ConnectionRefusedError:
+        return EXITED
+    except (socket.timeout, TimeoutError):
+        return UNREACHABLE
+    except OSError as exc:
+        if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN):
+            return UNREACHABLE
+        if exc.errno == errno.ECONNRESET:
+            return EXITED
+        return UNREACHABLE  # the name no longer resolves, or another failure to reach it
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    rank: int
+    host: str
+    port: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    peer: Peer
+    state: str
+
+
+class PeerTable:
+    """Every rank's beacon address, in rank order (gathered by the caller at start)."""
+
+    def __init__(self, peers: Sequence[Peer], own_rank: int):
+        self.peers = list(peers)
+        self.own_rank = own_rank
+
+    @classmethod
+    def from_gathered(cls, gathered: Sequence[Sequence], own_rank: int) -> "PeerTable":
+        """From ``[(host, port), ...]`` in rank order (one ``allgather`` of :func:`own_host` and the port)."""
+        return cls([Peer(r, str(h), int(p)) for r, (h, p) in enumerate(gathered)], own_rank)
+
+    def lost(self, timeout: float = PROBE_TIMEOUT_S) -> List[Finding]:
+        """The other ranks that are not alive, probed in parallel, in rank order."""
+        others = [p for p in self.peers if p.rank != self.own_rank]
+        if not others:
+            return []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(others))) as pool:
+            states = list(pool.map(lambda p: probe(p.host, p.port, timeout), others))
+        return [Finding(p, s) for p, s in zip(others, states) if s != ALIVE]
+
+
+def lost_line(findings: Sequence[Finding], timeout: float = PROBE_TIMEOUT_S, limit: int = 4) -> Optional[str]:
+    """One line naming the lost ranks and hosts (None if none is lost).
+
+    ``lost rank 1 on host 198.18.213.3 (unreachable: no answer within 3 s; the host or its link is down)``
+    """
+    if not findings:
+        return None
+    why = {UNREACHABLE: f"unreachable: no answer within {timeout:g} s; the host or its link is down",
+           EXITED: "its process has exited; the host answers"}
+    parts = [f"rank {f.peer.rank} on host {f.peer.host} ({why[f.state]})" for f in findings[:limit]]
+    more = f" and {len(findings) - limit} more" if len(findings) > limit else ""
+    return "lost " + ", ".join(parts) + more

@@ -1,0 +1,64 @@
+"""hvdkeras.peers: beacons, probes and the line naming a lost rank (no Horovod: sockets on this host)."""
+import errno
+import socket
+
+import pytest
+
+from hvdkeras import peers
+
+
+def _closed_port() -> int:
+    """A port nobody listens on: one a beacon held a moment ago."""
+    with peers.Beacon() as beacon:
+        return beacon.port
+
+
+def test_a_beacon_answers_without_its_process_accepting():
+    with peers.Beacon() as beacon:
+        assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE
+        assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE  # again: the backlog is never drained
+
+
+def test_a_closed_beacon_reads_as_an_exited_process():
+    assert peers.probe("127.0.0.1", _closed_port()) == peers.EXITED
+
+
+@pytest.mark.parametrize("failure", [socket.timeout("timed out"), OSError(errno.EHOSTUNREACH, "No route to host"),
+                                     OSError(errno.ENETUNREACH, "Network is unreachable")])
+def test_a_host_that_does_not_answer_is_unreachable(monkeypatch, failure):
+    # A silent host cannot be made without root here; the link-down test on two namespace hosts has the real one.
+    def connect(address, timeout):
+        raise failure
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    assert peers.probe("198.18.213.3", 9, timeout=0.3) == peers.UNREACHABLE
+
+
+def test_a_name_that_does_not_resolve_is_unreachable():
+    assert peers.probe("no-such-host.invalid", 9, timeout=0.3) == peers.UNREACHABLE
+
+
+def test_the_table_probes_the_other_ranks_only_and_names_the_lost_ones_in_rank_order():
+    with peers.Beacon() as alive:
+        table = peers.PeerTable.from_gathered(
+            [("127.0.0.1", _closed_port()), ("127.0.0.1", alive.port), ("no-such-host.invalid", 9),
+             ("127.0.0.1", alive.port)], own_rank=1)
+        found = table.lost(timeout=0.3)
+    assert [(f.peer.rank, f.state) for f in found] == [(0, peers.EXITED), (2, peers.UNREACHABLE)]
+    assert peers.lost_line(found, timeout=0.3) == (
+        "lost rank 0 on host 127.0.0.1 (its process has exited; the host answers), rank 2 on host"
+        " no-such-host.invalid (unreachable: no answer within 0.3 s; the host or its link is down)")
+
+
+def test_nothing_lost_is_no_line_and_a_long_list_is_cut():
+    assert peers.lost_line([]) is None
+    many = [peers.Finding(peers.Peer(r, f"h{r}", 1), peers.EXITED) for r in range(7)]
+    line = peers.lost_line(many, limit=2)
+    assert line.startswith("lost rank 0 on host h0") and "rank 1 on host h1" in line and line.endswith("and 5 more")
+
+
+def test_own_host_is_the_launchers_name_for_it_else_the_hostname(monkeypatch):
+    monkeypatch.setenv("HOROVOD_HOSTNAME", "198.18.213.2")
+    assert peers.own_host() == "198.18.213.2"
+    monkeypatch.delenv("HOROVOD_HOSTNAME")
+    assert peers.own_host() == socket.gethostname()
