@@ -102,8 +102,9 @@ def test_a_rank_frozen_for_20s_delays_training_without_an_error(tmp_path):
 
 
 def _slow_rank(tmp_path, seconds, *sets):
-    return horovodrun([os.path.join(SCRIPTS, "slow_rank.py"), str(tmp_path / "w"), DIGITS, str(seconds),
-                       "trainer.verbose=0", "trainer.epochs=3", "horovod.stall_warning_seconds=5", *sets],
+    sets = ("trainer.verbose=0", "trainer.epochs=3", "horovod.stall_warning_seconds=5") + sets
+    return horovodrun([os.path.join(SCRIPTS, "slow_rank.py"), str(seconds), "--config", DIGITS,
+                       "--workdir", str(tmp_path / "w"), *[a for s in sets for a in ("--set", s)]],
                       timeout=240, check=False)
 
 

@@ -1,20 +1,21 @@
-"""Run under horovodrun: the trainer, with rank 1 pausing in one batch while its Horovod thread stays alive.
+"""Run under horovodrun: ``python -m hvdkeras.train`` with rank 1 pausing in one batch, its Horovod thread alive.
 
-    python slow_rank.py WORKDIR CONFIG SECONDS [section.key=value ...]
+    python slow_rank.py SECONDS --config FILE --workdir DIR [--set section.key=value ...]
 
 Rank 1 sleeps SECONDS at the start of batch 4 of epoch 2 (a slow data loader, a long
 garbage collection): the other rank waits in that batch's allreduce, and Horovod's
 stall inspector, which needs every rank's background thread running, can name rank 1.
+Everything else is the command line's own path, its one-line errors included.
 """
 import sys
 import time
 
-from hvdkeras import config as config_lib
+from hvdkeras import distributed, train
+from hvdkeras import trainer as trainer_lib
 from hvdkeras.compat import keras
-from hvdkeras.trainer import Trainer
 
-workdir, config_path, seconds, *overrides = sys.argv[1:]
-trainer = Trainer.from_config(config_lib.load(config_path, overrides), workdir)
+seconds = float(sys.argv[1])
+sys.argv = [sys.argv[0]] + sys.argv[2:]
 
 
 class PauseOnce(keras.callbacks.Callback):
@@ -26,11 +27,11 @@ class PauseOnce(keras.callbacks.Callback):
         self.epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
-        if trainer.process.rank == 1 and self.epoch == 1 and batch == 3:
-            print(f"rank 1 pauses for {seconds}s", flush=True)
-            time.sleep(float(seconds))
+        if distributed.rank() == 1 and self.epoch == 1 and batch == 3:
+            print(f"rank 1 pauses for {seconds:g}s", flush=True)
+            time.sleep(seconds)
 
 
-build_callbacks = trainer.callbacks
-trainer.callbacks = lambda *args, **kwargs: build_callbacks(*args, **kwargs) + [PauseOnce()]
-trainer.fit()
+build_callbacks = trainer_lib.Trainer.callbacks
+trainer_lib.Trainer.callbacks = lambda self, *args, **kwargs: build_callbacks(self, *args, **kwargs) + [PauseOnce()]
+train.run()
