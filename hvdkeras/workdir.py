@@ -66,24 +66,34 @@ class Workdir:
 
 
 def check_writable(path: str) -> None:
-    """Raises :class:`SetupError` (one line) unless ``path`` is, or can be made, a folder this process can
-    write in, checkpoints folder included. Rank 0 calls it before training starts."""
+    """Raises :class:`SetupError` (one line) unless this process can write ``path``'s files.
+
+    Checks the folder and its ``checkpoints/`` where they exist; where ``path`` does not
+    exist yet, the nearest folder above it, in which training will create it. Creates
+    nothing: a run that then fails on its config leaves no empty workdir behind. Rank 0
+    calls it before training starts.
+    """
     if os.path.exists(path) and not os.path.isdir(path):
         raise SetupError(f"--workdir {path} is a file, not a folder; pass a folder, e.g. --workdir runs/myjob")
-    for folder in (path, Workdir(path).checkpoints):
-        if folder != path and not os.path.exists(folder):
-            continue
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            raise SetupError(f"{folder} is a file, not a folder; remove it or pass another --workdir")
+    checkpoints = Workdir(path).checkpoints
+    if os.path.exists(checkpoints) and not os.path.isdir(checkpoints):
+        raise SetupError(f"{checkpoints} is a file, not a folder; remove it or pass another --workdir")
+    folders = [f for f in (path, checkpoints) if os.path.isdir(f)]
+    if not folders:
+        above = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(above):
+            above = os.path.dirname(above)
+        if not os.path.isdir(above):
+            raise SetupError(f"cannot create --workdir {path}: {above} is a file, not a folder; pass another --workdir")
+        folders = [above]
+    for folder in folders:
         try:
-            os.makedirs(folder, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
             os.close(fd)
             os.remove(probe)
         except OSError as exc:
             raise SetupError(f"cannot write in {folder} ({exc.strerror or exc}); pass a writable --workdir or"
                              " fix its permissions") from None
-
 
 
 def fsync_dir(path: str) -> None:

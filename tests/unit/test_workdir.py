@@ -82,10 +82,21 @@ def test_keep_metrics_through_drops_later_epochs_and_broken_lines(tmp_path):
     assert os.listdir(tmp_path) == ["metrics.jsonl"]
 
 
-def test_check_writable_accepts_a_new_folder_and_leaves_nothing(tmp_path):
+def test_check_writable_accepts_a_new_folder_and_creates_nothing(tmp_path):
     target = tmp_path / "runs" / "job"
     workdir.check_writable(str(target))
-    assert target.is_dir() and os.listdir(target) == []
+    assert os.listdir(tmp_path) == []  # a run that then fails on its config leaves no empty workdir
+
+
+def test_check_writable_checks_the_folder_a_new_workdir_goes_in(tmp_path, monkeypatch):
+    (tmp_path / "runs").write_text("a file where the workdir's parent should be")
+    with pytest.raises(SetupError, match=r"^cannot create --workdir .*job: .*runs is a file, not a folder"):
+        workdir.check_writable(str(tmp_path / "runs" / "job"))
+    probed = []
+    real = workdir.tempfile.mkstemp
+    monkeypatch.setattr(workdir.tempfile, "mkstemp", lambda **kw: probed.append(kw["dir"]) or real(**kw))
+    workdir.check_writable(str(tmp_path / "new" / "job"))
+    assert probed == [str(tmp_path)]
 
 
 def test_check_writable_rejects_a_file_in_one_line(tmp_path):
