@@ -1,4 +1,4 @@
-"""Elastic training with real processes: a worker killed mid-epoch, then a worker added back."""
+"""Elastic training with real processes: a worker killed mid-epoch, then a worker added back; a SIGTERM."""
 import os
 import signal
 import socket
@@ -8,7 +8,8 @@ import time
 
 import psutil
 
-from tests.harness.ranks import HOROVODRUN, REPO, kill_tree, read_jsonl
+from hvdkeras import checkpointing
+from tests.harness.ranks import HOROVODRUN, REPO, finish, kill_tree, read_jsonl, start, wait_for_epochs
 
 EPOCHS = 120
 
@@ -33,15 +34,22 @@ def _worker_on(host: str, marker: str):
     return None
 
 
-def test_kill_a_worker_then_add_one_back(tmp_path):
-    hosts, workdir, log = tmp_path / "hosts", tmp_path / "work", tmp_path / "job.log"
-    hosts.write_text("localhost:1\n127.0.0.1:1\n")  # two "hosts" on this machine, no ssh
+def _elastic_job(hosts, workdir, epochs, *sets):
+    """An elastic digits job on two "hosts" of this machine (no ssh): (command, environment)."""
+    hosts.write_text("localhost:1\n127.0.0.1:1\n")
     cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo",
            "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
            sys.executable, "-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "digits.yaml"),
            "--workdir", str(workdir), "--set", "elastic.enabled=true", "--set", "elastic.commit_every_batches=5",
-           "--set", f"trainer.epochs={EPOCHS}", "--set", "trainer.verbose=0"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", HVDKERAS_HOSTS_FILE=str(hosts))
+           "--set", f"trainer.epochs={epochs}", "--set", "trainer.verbose=0"]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", HVDKERAS_HOSTS_FILE=str(hosts))
+
+
+def test_kill_a_worker_then_add_one_back(tmp_path):
+    hosts, workdir, log = tmp_path / "hosts", tmp_path / "work", tmp_path / "job.log"
+    cmd, env = _elastic_job(hosts, workdir, EPOCHS)
     out = open(log, "w")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     text = lambda: log.read_text()  # noqa: E731
@@ -73,3 +81,32 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
     final = [ln for ln in output.splitlines() if "final validation" in ln]
     assert len(final) == 1 and "(2 ranks" in final[0]
     assert sorted(os.listdir(workdir / "checkpoints"))[-1] == f"epoch-{EPOCHS:04d}"
+
+
+def test_sigterm_stops_an_elastic_job_at_one_batch_and_the_rerun_resumes_there(tmp_path):
+    """Preemption in elastic mode is preemption, not a lost host: both workers stop at one batch with a
+    checkpoint and status 75, Horovod's driver ends the job (every worker failed) instead of waiting for
+    replacement hosts, and the rerun continues at that batch."""
+    hosts, workdir = tmp_path / "hosts", tmp_path / "work"
+    cmd, env = _elastic_job(hosts, workdir, 400)
+    proc = start(cmd, env=env)
+    wait_for_epochs(proc, workdir, 2)
+    os.kill(proc.pid, signal.SIGTERM)  # the launcher: it forwards the signal, and kills the workers 5 s later
+    signalled = time.time()
+    out = finish(proc, timeout=90)
+    took = time.time() - signalled
+    stopped = [ln for ln in out.splitlines() if "hvdkeras: preempted at" in ln]
+    assert len(stopped) == 2, out[-4000:]  # one line per worker
+    position = stopped[0].split("hvdkeras: preempted at ")[1]
+    assert all(ln.endswith(position) for ln in stopped), stopped  # the same batch and checkpoint on both
+    found = checkpointing.CheckpointStore(str(workdir / "checkpoints")).latest_intact()
+    assert found is not None and position.endswith(found.path)
+    epoch, batch = found.position
+    print(f"\nSIGTERM to the elastic launcher -> both workers stopped in {took:.1f}s at epoch {epoch} batch {batch}")
+
+    cmd, env = _elastic_job(hosts, workdir, epoch + 2)
+    rerun = finish(start(cmd, env=env), timeout=300)
+    at = f"epoch {epoch + 1}, batch {batch}"
+    assert sum(f"elastic resuming at {at}" in ln for ln in rerun.splitlines()) == 2, rerun[-4000:]
+    epochs = [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")]
+    assert epochs == list(range(1, epoch + 3))  # none missing, none repeated

@@ -2,35 +2,24 @@
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
-from tests.harness.ranks import HOROVODRUN, REPO, SCRIPTS, horovodrun, rank_pid, read_jsonl
+from tests.harness.ranks import REPO, SCRIPTS, finish, horovodrun, rank_pid, read_jsonl, start_ranks, wait_for_epochs
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 
 
 def test_killed_rank_ends_the_job_quickly_and_the_rerun_resumes(tmp_path):
     workdir = tmp_path / "work"
-    cmd = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "-m", "hvdkeras.train",
-           "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.epochs=400", "--set", "trainer.verbose=0"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.time() + 240
-        while time.time() < deadline and len(read_jsonl(workdir / "metrics.jsonl")
-                                             if (workdir / "metrics.jsonl").exists() else []) < 3:
-            time.sleep(0.2)
-        pid = rank_pid(1, str(workdir))
-        assert pid is not None, "rank 1 not found"
-        os.kill(pid, signal.SIGKILL)  # mid-epoch, without warning
-        killed_at = time.time()
-        out, _ = proc.communicate(timeout=90)
-        took = time.time() - killed_at
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc = start_ranks(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
+                        "--set", "trainer.epochs=400", "--set", "trainer.verbose=0"])
+    wait_for_epochs(proc, workdir, 3)
+    pid = rank_pid(1, str(workdir))
+    assert pid is not None, "rank 1 not found"
+    os.kill(pid, signal.SIGKILL)  # mid-epoch, without warning
+    killed_at = time.time()
+    out = finish(proc, timeout=90)
+    took = time.time() - killed_at
     assert proc.returncode != 0
     assert took < 60, f"the job took {took:.0f}s to end after rank 1 died"
     assert "Process 1 exit with status code" in out or "exit with status code -9" in out, out[-2000:]
@@ -66,29 +55,20 @@ def test_ranks_with_different_configs_stop_with_a_readable_diff(tmp_path):
 
 def _stop_rank_one_for(workdir, seconds, *sets):
     """Trains digits on two ranks, freezes rank 1 (SIGSTOP) for ``seconds`` mid-training; (status, output)."""
-    cmd = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "-m", "hvdkeras.train",
-           "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.verbose=0"]
+    args = ["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.verbose=0"]
     for s in sets:
-        cmd += ["--set", s]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        args += ["--set", s]
+    proc = start_ranks(args)
+    wait_for_epochs(proc, workdir, 1)
+    pid = rank_pid(1, str(workdir))
+    assert pid is not None, "rank 1 not found"
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(seconds)
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and len(read_jsonl(workdir / "metrics.jsonl")
-                                             if (workdir / "metrics.jsonl").exists() else []) < 1:
-            time.sleep(0.2)
-        pid = rank_pid(1, str(workdir))
-        assert pid is not None, "rank 1 not found"
-        os.kill(pid, signal.SIGSTOP)
-        time.sleep(seconds)
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass  # the job was already shut down
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass  # the job was already shut down
+    out = finish(proc, timeout=240)
     return proc.returncode, out
 
 

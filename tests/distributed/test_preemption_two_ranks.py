@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from hvdkeras import checkpointing
-from tests.harness.ranks import HOROVODRUN, REPO, horovodrun, rank_pid, read_jsonl
+from tests.harness.ranks import HOROVODRUN, REPO, finish, horovodrun, rank_pid, read_jsonl, start_ranks, wait_for_epochs
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 PREEMPTED = re.compile(r"hvdkeras: preempted at (?:epoch (\d+), batch (\d+)|the end of epoch (\d+));"
@@ -31,32 +31,7 @@ def _train_args(workdir, *sets):
 
 
 def _start(workdir, *sets):
-    cmd = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable] + _train_args(workdir, *sets)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def _wait_for_epochs(proc, workdir, n, timeout=240):
-    metrics = workdir / "metrics.jsonl"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if metrics.exists() and len(read_jsonl(metrics)) >= n:
-            return
-        if proc.poll() is not None:
-            pytest.fail("the job ended before the signal:\n" + proc.communicate()[0][-3000:])
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    pytest.fail(f"no {n} epochs within {timeout}s")
-
-
-def _finish(proc, timeout=90):
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"the job did not end within {timeout}s of the signal:\n" + proc.communicate()[0][-3000:])
-    return out
+    return start_ranks(_train_args(workdir, *sets))
 
 
 def _preempted_lines(out):
@@ -88,12 +63,12 @@ EXACT = ("trainer.epochs=6", "model.dropout=0", "checkpoint.keep=0")
 def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_uninterrupted_run(tmp_path):
     workdir = tmp_path / "preempted"
     proc = _start(workdir, *EXACT)
-    _wait_for_epochs(proc, workdir, 2)
+    wait_for_epochs(proc, workdir, 2)
     pid = rank_pid(1, str(workdir))
     assert pid is not None, "rank 1 not found"
     os.kill(pid, signal.SIGTERM)  # rank 1 alone: rank 0 learns it through the agreement
     signalled = time.time()
-    out = _finish(proc)
+    out = finish(proc)
     took = time.time() - signalled
     lines = _preempted_lines(out)
     assert len(lines) == 2, out[-3000:]  # one line per rank
@@ -122,9 +97,9 @@ def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_un
 def test_sigterm_on_the_launcher_reaches_both_ranks_within_its_grace(tmp_path):
     workdir = tmp_path / "work"
     proc = _start(workdir, "trainer.epochs=400")
-    _wait_for_epochs(proc, workdir, 1)
+    wait_for_epochs(proc, workdir, 1)
     os.kill(proc.pid, signal.SIGTERM)  # horovodrun forwards it and kills the ranks 5 s later
-    out = _finish(proc)
+    out = finish(proc)
     lines = _preempted_lines(out)
     assert len(lines) == 2, out[-3000:]
     assert checkpointing.verify(lines[0].group(4)) is None

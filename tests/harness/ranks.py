@@ -88,6 +88,63 @@ def launch(cmd, env=None, timeout=300, check=True) -> Job:
     return job
 
 
+def start(cmd, env=None) -> subprocess.Popen:
+    """Starts a whole launcher command line (e.g. ``launch_command(2) + [sys.executable, ...]``) from REPO
+    without waiting, in a session of its own (:func:`finish` kills the whole group on a hang); the
+    environment as :func:`launch` builds it. For tests that act on a job while it runs."""
+    env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **MPI_ENV)
+    return subprocess.Popen(list(cmd), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def start_ranks(args, np=2, env=None) -> subprocess.Popen:
+    """:func:`start` for ``python <args>`` on ``np`` local Gloo ranks."""
+    return start(launch_command(np) + [sys.executable] + list(args), env=env)
+
+
+def epochs_logged(workdir) -> int:
+    """How many epochs ``workdir/metrics.jsonl`` records so far (0 before it exists)."""
+    path = os.path.join(str(workdir), "metrics.jsonl")
+    return len(read_metrics(path)) if os.path.exists(path) else 0
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kills a job from :func:`start`: its process tree, and its session's group for ranks a dead launcher left."""
+    import signal
+
+    kill_tree(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def wait_for_epochs(proc: subprocess.Popen, workdir, n: int, timeout: float = 240) -> None:
+    """Waits until a job started by :func:`start` has logged ``n`` epochs; fails the test (and kills
+    the job) if it ends first or takes longer than ``timeout`` seconds."""
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if epochs_logged(workdir) >= n:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the job ended before {n} epochs:\n" + proc.communicate()[0][-3000:])
+        time.sleep(0.05)
+    _kill(proc)
+    pytest.fail(f"no {n} epochs within {timeout}s:\n" + proc.communicate()[0][-3000:])
+
+
+def finish(proc: subprocess.Popen, timeout: float = 90) -> str:
+    """The output of a job started by :func:`start` once it ends; fails the test and kills the job
+    after ``timeout`` seconds."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        pytest.fail(f"the job did not end within {timeout}s:\n" + proc.communicate()[0][-3000:])
+
+
 def results(job: Job) -> list:
     """Every ``RESULT <json>`` a test script printed, in output order.
 
