@@ -72,7 +72,7 @@ test:
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -rs tests
+	$(PY) -m pytest -q -rs --durations=25 tests
 
 # ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks.
 lint: $(STAMP)
