@@ -53,11 +53,13 @@ install: $(STAMP)
 install-mpi:
 	bash tools/system_deps.sh openmpi-bin libopenmpi-dev
 
-# What the whole suite needs from the system: OpenMPI (MPI tests), an sshd (the two-host test)
+# What the whole suite needs from the system: OpenMPI (MPI tests), an sshd (the two-host test),
+# Slurm and munge (the two-node Slurm test cluster)
 # and LLVM's headers (TensorFlow 2.19+'s headers include them; skipped where llvm-config exists).
 # Installed when running as root with apt; otherwise those tests skip and say why.
 system-deps:
 	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2 patch \
+	  slurm-wlm munge \
 	  $(if $(shell command -v llvm-config 2>/dev/null),,llvm-dev)
 
 train: $(STAMP)

@@ -20,7 +20,7 @@ done
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   if [ $optional = 1 ]; then
-    echo "[system-deps] not installing ${missing[*]} (needs root and apt-get): MPI and two-host tests will skip; run 'sudo make system-deps' to add them"
+    echo "[system-deps] not installing ${missing[*]} (needs root and apt-get): MPI, two-host and Slurm tests will skip; run 'sudo make system-deps' to add them"
     exit 0
   fi
   echo "[system-deps] FAILED: ${missing[*]} missing; run this as root (sudo make install-mpi) on a Debian/Ubuntu machine" >&2

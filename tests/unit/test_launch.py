@@ -1,4 +1,5 @@
 """Launch recipes and the dry run (hvdkeras/launch.py): the numbers match the trainer's, the files parse."""
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -168,8 +169,18 @@ def test_slurm_script_counts_and_command(tmp_path):
         assert f"#SBATCH {directive}" in lines
     assert not any("--gpus-per-node" in line for line in lines)  # CPU hosts
     assert any(line.startswith("# Launcher: horovodrun") for line in lines)  # the choice, in a comment
-    assert lines[-1] == 'horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train --config configs/digits.yaml'
+    # exec: horovodrun is the batch shell, so --signal=B:TERM and `scancel --batch` reach it
+    assert lines[-1] == ('exec horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train'
+                         ' --config configs/digits.yaml')
     assert 'sed "s/$/:4/"' in script
+    # preemption (on by default): a SIGTERM the checkpoint grace (30 s) plus 30 s before the time limit
+    for directive in ("--signal=B:TERM@60", "--requeue", "--open-mode=append"):
+        assert f"#SBATCH {directive}" in lines
+    assert "source " not in script or any(line.startswith("source ") and "/bin/activate" in line for line in lines)
+    off = digits_plan()
+    off = dataclasses.replace(off, config=dataclasses.replace(
+        off.config, checkpoint=dataclasses.replace(off.config.checkpoint, preemption=False)))
+    assert "#SBATCH --signal" not in launch.render_command(off, "slurm")
     # All #SBATCH lines come before the first command (sbatch stops reading them there).
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < first_command
