@@ -312,6 +312,7 @@ def slurm_script(p: Plan) -> str:
     slots = _need_uniform(p, "slurm")
     budget = dict(p.threads)[slots]
     name = _job_name(p)
+    activate = venv_activate()
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={name}",
@@ -340,8 +341,8 @@ def slurm_script(p: Plan) -> str:
                                        " the --hosts names)." if p.hosts[0].name != "localhost" else "."),
         "set -euo pipefail",
         'cd "${SLURM_SUBMIT_DIR}"',
-        *([venv_activate() + "  # the same checkout and venv path on every node (README)"] if venv_activate() else
-          ["# python and horovodrun from PATH, the same on every node"]),
+        activate + "  # the same checkout and venv path on every node (README)" if activate else
+        "# python and horovodrun from PATH, the same on every node",
         f'HOSTS=$(scontrol show hostnames "${{SLURM_JOB_NODELIST}}" | sed "s/$/:{slots}/" | paste -sd, -)',
         "# exec: horovodrun is the batch shell, so Slurm's --signal and `scancel --batch` reach it (it forwards",
         "# SIGTERM to every rank); a preempted job exits with status 75 and `scontrol requeue <jobid>` resumes it.",

@@ -9,7 +9,7 @@ import time
 import psutil
 
 from hvdkeras import checkpointing
-from tests.harness.ranks import HOROVODRUN, REPO, finish, kill_tree, read_jsonl, start, wait_for_epochs
+from tests.harness.ranks import HOROVODRUN, REPO, epochs_logged, finish, kill_tree, read_jsonl, start, wait_for_epochs
 
 EPOCHS = 120
 
@@ -53,18 +53,17 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
     out = open(log, "w")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     text = lambda: log.read_text()  # noqa: E731
-    epochs_done = lambda: len(read_jsonl(workdir / "metrics.jsonl")) if (workdir / "metrics.jsonl").exists() else 0  # noqa: E731,E501
     try:
-        _wait_for(lambda: epochs_done() >= 5, 180, "five epochs on two ranks", log)
+        _wait_for(lambda: epochs_logged(workdir) >= 5, 180, "five epochs on two ranks", log)
         victim = _worker_on("127.0.0.1", str(workdir))
         assert victim is not None
         os.kill(victim, signal.SIGKILL)  # mid-epoch, without warning
-        before = epochs_done()
+        before = epochs_logged(workdir)
         _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone", log)
         resumed_line = [ln for ln in text().splitlines() if "rank 0/1: elastic resuming" in ln][0]
         resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
         assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
-        _wait_for(lambda: epochs_done() >= resumed_epoch + 3, 120, "training on one rank", log)
+        _wait_for(lambda: epochs_logged(workdir) >= resumed_epoch + 3, 120, "training on one rank", log)
 
         hosts.write_text(f"localhost:1\n{socket.gethostname()}:1\n")  # a worker comes back
         _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join", log)

@@ -70,10 +70,22 @@ class Host:
     sshd_pid: Optional[int] = None
     cpus: str = ""  # taskset's list, e.g. "0"; "" = every core
 
-    def command(self, argv: List[str]) -> List[str]:
-        """``argv`` run inside this host without ssh: in its network namespace, on its cores."""
+    def command(self, argv: List[str], own_sysfs: bool = True) -> List[str]:
+        """``argv`` run inside this host without ssh: in its network namespace, on its cores.
+
+        ``ip netns exec`` (``own_sysfs``) also mounts the namespace's own /sys, which hides
+        /sys/fs/cgroup; ``nsenter --net`` (not ``own_sysfs``) enters the network namespace alone."""
         pin = ["taskset", "-c", self.cpus] if self.cpus else []
-        return ["ip", "netns", "exec", self.netns, *pin, *argv]
+        enter = ["ip", "netns", "exec", self.netns] if own_sysfs else ["nsenter", f"--net=/run/netns/{self.netns}"]
+        return [*enter, *pin, *argv]
+
+    def daemon_command(self, argv: List[str], etc_hosts: str, own_sysfs: bool = True) -> List[str]:
+        """A daemon ``argv`` run as this host: :meth:`command`, plus the host's own hostname and
+        ``etc_hosts`` bind-mounted over /etc/hosts in a private mount namespace. Every exec
+        replaces the one before, so the Popen pid is the daemon's."""
+        return self.command(["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
+                             'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"',
+                             "sh", self.name, etc_hosts, *argv], own_sysfs=own_sysfs)
 
 
 @dataclasses.dataclass
@@ -94,6 +106,10 @@ class HostsInfo:
         """The arguments that make horovodrun use these hosts (add ``-np`` and ``--gloo``)."""
         return ["-H", self.host_list(slots), "--network-interfaces", self.iface,
                 "--ssh-identity-file", self.identity_file]
+
+    def etc_hosts(self, host: Host) -> str:
+        """The hosts file ``host``'s daemons see as /etc/hosts."""
+        return os.path.join(self.tmpdir, host.name, "hosts")
 
     def env(self, base=None) -> dict:
         """``base`` (default os.environ) with the test's ssh wrapper first on PATH."""
@@ -342,7 +358,7 @@ def _build(info: HostsInfo) -> None:
         os.makedirs(hdir, exist_ok=True)
         host_key = os.path.join(hdir, "ssh_host_ed25519_key")
         known.append(f"{host.addr},{host.name} {' '.join(_keygen(host_key, host.name).split()[:2])}")
-        etc_hosts = _write(os.path.join(hdir, "hosts"), hosts_file)
+        etc_hosts = _write(info.etc_hosts(host), hosts_file)
         cfg = _write(os.path.join(hdir, "sshd_config"), "\n".join([
             f"ListenAddress {host.addr}:22",
             f"HostKey {host_key}",
@@ -366,10 +382,7 @@ def _build(info: HostsInfo) -> None:
             "LogLevel INFO",
         ]) + "\n")
         log = os.path.join(hdir, "sshd.log")
-        # ip netns exec, taskset and unshare exec in turn and sh execs sshd: the Popen pid is sshd's.
-        cmd = host.command(["unshare", "--uts", "--mount", "--propagation", "private",
-                            "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -D -e -f "$4"',
-                            "sh", host.name, etc_hosts, SSHD, cfg])
+        cmd = host.daemon_command([SSHD, "-D", "-e", "-f", cfg], etc_hosts)
         with open(log, "w") as logf:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                     start_new_session=True, close_fds=True)

@@ -161,13 +161,10 @@ def _start_munged() -> None:
 
 
 def _start_slurmd(host: hosts_lib.Host, conf: str, etc_hosts: str, log: str) -> None:
-    """``slurmd -N <host>`` inside the host: its network namespace, cores, hostname and hosts file (as its
-    sshd). Entered with ``nsenter``, not ``ip netns exec``: that remounts /sys, hiding /sys/fs/cgroup,
-    and slurmd 22.05 will not start without it even when no cgroup plugin is configured."""
-    pin = ["taskset", "-c", host.cpus] if host.cpus else []
-    cmd = ["nsenter", f"--net=/run/netns/{host.netns}", *pin, "unshare", "--uts", "--mount", "--propagation",
-           "private", "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -D -N "$1" -f "$4"',
-           "sh", host.name, etc_hosts, DAEMONS["slurmd"], conf]
+    """``slurmd -N <host>`` run as the host (as its sshd). Entered with ``nsenter``, not ``ip netns
+    exec``: that remounts /sys, hiding /sys/fs/cgroup, and slurmd 22.05 will not start without it even
+    when no cgroup plugin is configured."""
+    cmd = host.daemon_command([DAEMONS["slurmd"], "-D", "-N", host.name, "-f", conf], etc_hosts, own_sysfs=False)
     with open(log, "w") as out:
         subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                          start_new_session=True, close_fds=True)
@@ -201,8 +198,7 @@ def up(tmpdir) -> ClusterInfo:
         _start_munged()
         hosts_lib._run([DAEMONS["slurmctld"], "-f", conf])
         for host in hosts.hosts:
-            etc_hosts = os.path.join(hosts.tmpdir, host.name, "hosts")
-            _start_slurmd(host, conf, etc_hosts, os.path.join(folder, f"slurmd-{host.name}.out"))
+            _start_slurmd(host, conf, hosts.etc_hosts(host), os.path.join(folder, f"slurmd-{host.name}.out"))
         deadline = time.time() + 60
         states: Dict[str, str] = {}
         while time.time() < deadline:
