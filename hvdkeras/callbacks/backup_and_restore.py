@@ -36,6 +36,9 @@ class BackupAndRestore(keras.callbacks.Callback):
     rank 0 writes ``epoch-NNNN-batch-BBBB`` (model, optimizer and its step, epoch and
     batch), then every rank prints ``preempted at epoch E, batch B; checkpoint written:
     <path>`` and leaves with :class:`Preempted` (a ``SystemExit``, status 75).
+    A stop agreed on an epoch's last batch lets that epoch end first (validation, metrics
+    and the other callbacks' ``on_epoch_end``), writes the whole-epoch ``epoch-NNNN``,
+    stops ``fit`` and leaves from ``on_train_end`` with ``preempted at the end of epoch E``.
     A line warns if that took longer than ``grace_s`` seconds after the signal.
 
     ``on_save_error``: ``"stop"`` raises the save's one-line ``CheckpointError`` (the
@@ -83,6 +86,8 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._epoch = 0
         self._batch = 0
         self._trackable = None
+        self._stop_at_epoch_end = False
+        self._preempted_line: Optional[str] = None  # agreed on an epoch's last batch: leave when fit ends
 
     def restore(self, model=None) -> int:
         """Collective: loads the latest intact backup on rank 0, broadcasts it; returns its completed epochs."""
@@ -128,20 +133,37 @@ class BackupAndRestore(keras.callbacks.Callback):
         if self._agreement is None:
             return
         self._batch = self._batch_offset + batch + 1
-        if self._agreement.decide(self.signal_flag.pending):
-            self._preempt()
+        if not self._agreement.decide(self.signal_flag.pending):
+            return
+        self._agreement = None
+        steps = (self.params or {}).get("steps") or 0
+        if steps and batch + 1 >= steps:
+            # The epoch's last batch: its validation, metrics and epoch-end callbacks still run, then
+            # on_epoch_end writes a whole-epoch checkpoint and fit stops; the rerun starts the next epoch.
+            self._stop_at_epoch_end = True
+            self.model.stop_training = True
+            return
+        raise Preempted(self._preempt(self._epoch, self._batch, {}))
 
     def on_epoch_end(self, epoch, logs=None):
         self._batch_offset = 0
         completed = epoch + 1
+        metrics = {k: float(v) for k, v in (logs or {}).items()}
+        if self._stop_at_epoch_end:
+            self._stop_at_epoch_end = False
+            self._preempted_line = self._preempt(completed, 0, metrics)  # Preempted when fit ends
+            return
         last = completed == (self.params or {}).get("epochs")
         if not distributed.is_chief() or not (completed % self.every_epochs == 0 or last):
             return
-        meta = dict(self._meta(), metrics={k: float(v) for k, v in (logs or {}).items()})
-        self._save(completed, 0, meta)
+        self._save(completed, 0, dict(self._meta(), metrics=metrics))
 
     def on_train_end(self, logs=None):
         self._agreement = None
+        if self._preempted_line is not None:
+            line, self._preempted_line = self._preempted_line, None
+            self._start = None
+            raise Preempted(line)
         compat.clear_fit_start(self.model)
         self._start = None  # a later fit looks again
         if self.delete_checkpoint and distributed.is_chief():
@@ -164,21 +186,17 @@ class BackupAndRestore(keras.callbacks.Callback):
                   file=sys.stderr, flush=True)
             return None
 
-    def _preempt(self) -> None:
-        """Collective: rank 0 writes the mid-epoch checkpoint, every rank learns its path and leaves ``fit``."""
-        epoch, batch = self._epoch, self._batch
-        steps = (self.params or {}).get("steps") or 0
-        if steps and batch - self._batch_offset >= steps:
-            epoch, batch = epoch + 1, 0  # stopped on an epoch's last batch: a whole-epoch position
+    def _preempt(self, epoch: int, batch: int, metrics: dict) -> str:
+        """Collective: rank 0 writes the preemption checkpoint at ``epoch`` completed epochs and ``batch``
+        batches of the next, every rank learns its path and prints the line it returns (to leave with)."""
         outcome = None
         if distributed.is_chief():
             try:
-                meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum)
+                meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum, metrics=metrics)
                 outcome = self.store.save(epoch, self._trackable, meta, batch=batch).path
             except CheckpointError as exc:
                 outcome = exc
         outcome = distributed.broadcast_object(outcome, name="hvdkeras.preempted")
-        self._agreement = None
         if isinstance(outcome, Exception):
             raise CheckpointError(f"preempted at epoch {epoch + 1}, batch {batch}, but {outcome}")
         waited = self.signal_flag.seconds_since()
@@ -192,4 +210,4 @@ class BackupAndRestore(keras.callbacks.Callback):
             # Launchers stop the whole job when its first rank exits, and SIGTERM kills a Python that is
             # already shutting down: rank 0 leaves first, the others while still catching the signal.
             time.sleep(self.EXIT_STAGGER_S)
-        raise Preempted(line)
+        return line

@@ -46,13 +46,25 @@ def _position(match):
     return int(match.group(1)) - 1, int(match.group(2))
 
 
+def _is_model_variable(key):
+    """Whether a checkpoint key holds a model variable.
+
+    A checkpoint stores each variable once, under its shortest path from the root. Keras 2 reaches
+    the model's variables first through ``model/``; Keras 3's optimizer holds the trainable ones one
+    level nearer (``optimizer/_trainable_variables/<i>``), so they are stored there.
+    """
+    if key.startswith("model/"):
+        return "OPTIMIZER_SLOT" not in key
+    return key.startswith("optimizer/_trainable_variables/")
+
+
 def _weights(checkpoint_dir):
     """Every model variable of a checkpoint folder, by its key in the checkpoint."""
     import tensorflow as tf
 
     reader = tf.train.load_checkpoint(os.path.join(checkpoint_dir, checkpointing.PREFIX))
     return {key: reader.get_tensor(key) for key in sorted(reader.get_variable_to_shape_map())
-            if key.startswith("model/") and "OPTIMIZER_SLOT" not in key}
+            if _is_model_variable(key)}
 
 
 # Dropout off: Keras 2 draws dropout masks from TensorFlow's op-level random state, which no
@@ -87,7 +99,7 @@ def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_un
     straight = tmp_path / "straight"
     horovodrun(_train_args(straight, *EXACT), timeout=240)
     resumed, reference = (_weights(w / "checkpoints" / "epoch-0006") for w in (workdir, straight))
-    assert resumed.keys() == reference.keys()
+    assert resumed.keys() == reference.keys() and reference, sorted(reference)
     trainable = [k for k in reference if "moving_" not in k]
     worst = max(float(np.max(np.abs(resumed[k] - reference[k]))) for k in trainable)
     print(f"largest difference in a trainable weight after resuming: {worst:.3g}")

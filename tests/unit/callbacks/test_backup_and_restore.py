@@ -111,10 +111,11 @@ def test_preemption_writes_a_mid_epoch_checkpoint_at_the_batch_of_the_signal(hvd
     assert again.restored.position == (1, 4)
 
 
-def test_preemption_on_an_epochs_last_batch_is_a_whole_epoch(hvd_single, tmp_path):
+def test_preemption_on_an_epochs_last_batch_lets_the_epoch_end_then_leaves(hvd_single, tmp_path):
     from hvdkeras.callbacks.preemption import Preempted
 
-    cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True), small_bn_model(), epochs=3, steps=4)
+    cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True, every_epochs=5), small_bn_model(), epochs=3,
+                steps=4)
     cb.continue_at(1, 2)  # a fit over the last 2 of the 4 batches of epoch 2
     cb.set_params({"epochs": 2, "steps": 2, "verbose": 0})
     cb.check_interval_s = 0
@@ -122,8 +123,14 @@ def test_preemption_on_an_epochs_last_batch_is_a_whole_epoch(hvd_single, tmp_pat
     cb.on_epoch_begin(1)
     cb.on_train_batch_end(0)  # batch 3 of epoch 2
     cb.signal_flag._handle(15, None)
+    cb.on_train_batch_end(1)  # batch 4, the epoch's last: validation and on_epoch_end still to come
+    assert cb.model.stop_training and os.listdir(tmp_path) == []
+    cb.on_epoch_end(1, {"val_loss": 0.5})  # written although every_epochs=5; the epoch's metrics with it
+    meta = json.loads((tmp_path / "epoch-0002" / "meta.json").read_text())
+    assert meta["preempted"] and meta["metrics"] == {"val_loss": 0.5} and meta["batch"] == 0
     with pytest.raises(Preempted, match="preempted at the end of epoch 2; checkpoint written: .*epoch-0002$"):
-        cb.on_train_batch_end(1)  # batch 4: the epoch's last
+        cb.on_train_end()  # after every callback's on_epoch_end: fit stopped
+    assert (tmp_path / "epoch-0002").exists()  # a preempted fit keeps its backup
     cb.signal_flag.uninstall()
 
 
