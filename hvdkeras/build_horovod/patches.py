@@ -6,8 +6,10 @@ unified diff against the registry's ``horovod-0.28.1`` source, applied in name o
 with ``patch -p1``. The digest of the selected files is part of the wheel cache key, so
 a changed patch rebuilds.
 
+For testing that a broken build is caught, never for real builds:
 ``HVDKERAS_HOROVOD_SKIP_PATCHES=0002,...`` leaves out the patches whose names start with
-those prefixes: for testing that a broken build is caught, never for real builds.
+those prefixes, and ``HVDKERAS_HOROVOD_EXTRA_PATCHES=<file>,...`` adds patch files (same
+header) to the shipped ones.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from hvdkeras.build_horovod import BuildError
 
 PATCH_DIR = pathlib.Path(__file__).with_name("patches")
 SKIP_ENV = "HVDKERAS_HOROVOD_SKIP_PATCHES"
+EXTRA_ENV = "HVDKERAS_HOROVOD_EXTRA_PATCHES"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +50,18 @@ def read(path) -> Patch:
     raise BuildError(f"patch file has no 'Builds: all' or 'Builds: gpu' line in its header. Received: {path}")
 
 
-def select(gpu: bool, patch_dir=PATCH_DIR, skip: str | None = None) -> list:
-    """The patches for a CPU (``gpu=False``) or GPU build, in name order, minus ``$HVDKERAS_HOROVOD_SKIP_PATCHES``."""
+def select(gpu: bool, patch_dir=PATCH_DIR, skip: str | None = None, extra: str | None = None) -> list:
+    """The patches for a CPU (``gpu=False``) or GPU build, in name order: the shipped ones minus
+    ``$HVDKERAS_HOROVOD_SKIP_PATCHES``, plus ``$HVDKERAS_HOROVOD_EXTRA_PATCHES``."""
     skip = os.environ.get(SKIP_ENV, "") if skip is None else skip
+    extra = os.environ.get(EXTRA_ENV, "") if extra is None else extra
     prefixes = tuple(p.strip() for p in skip.split(",") if p.strip())
-    chosen = [read(p) for p in sorted(pathlib.Path(patch_dir).glob("*.patch"))]
+    paths = list(pathlib.Path(patch_dir).glob("*.patch"))
+    for name in (e.strip() for e in extra.split(",") if e.strip()):
+        if not os.path.isfile(name):
+            raise BuildError(f"{EXTRA_ENV} names a patch file that does not exist. Received: {name}")
+        paths.append(pathlib.Path(name))
+    chosen = [read(p) for p in sorted(paths, key=lambda p: p.name)]
     return [p for p in chosen if (gpu or p.builds == "all") and not (prefixes and p.name.startswith(prefixes))]
 
 

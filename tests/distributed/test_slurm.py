@@ -16,21 +16,11 @@ import pytest
 from hvdkeras import checkpointing
 from hvdkeras.bench.lab import slurm
 from tests.harness.ranks import REPO, read_jsonl
+from tests.harness.stacks import once_per_make_test
 
-
-def _keras_major():
-    import keras
-
-    return int(keras.__version__.split(".")[0])
-
-
-# The cluster's tests take about 4 minutes (a 15-epoch job on two single-core hosts, a preempted and
-# requeued one); `make test` runs them once, on the keras2 stack, to keep both stacks within CI's
-# limit. The path under test (the generated script, sbatch, horovodrun over ssh, the SIGTERM) does
-# not depend on the stack; HVDKERAS_SLURM_TESTS=all .venv-keras3/bin/python -m pytest <this file> runs them there.
-pytestmark = pytest.mark.skipif(_keras_major() >= 3 and os.environ.get("HVDKERAS_SLURM_TESTS") != "all",
-                                reason="the Slurm cluster tests run once per `make test`, on the keras2 stack"
-                                       " (suite time; HVDKERAS_SLURM_TESTS=all runs them here too)")
+# The path under test (the generated script, sbatch, horovodrun over ssh, the SIGTERM) does not
+# depend on the stack.
+pytestmark = once_per_make_test("the Slurm cluster tests", 4)
 
 DIGITS = os.path.join("configs", "digits.yaml")
 
