@@ -32,7 +32,7 @@ def trainer_lr(cfg, np_):
 # --------------------------------------------------------------------------- numbers
 
 
-def test_digits_numbers_match_the_trainer():
+def test_digits_numbers_match_the_trainer(hvd_single):
     cfg = load("digits.yaml")
     p = digits_plan()
     assert (p.np, [(h.name, h.slots) for h in p.hosts]) == (8, [("a", 4), ("b", 4)])
@@ -169,18 +169,24 @@ def test_slurm_script_counts_and_command(tmp_path):
         assert f"#SBATCH {directive}" in lines
     assert not any("--gpus-per-node" in line for line in lines)  # CPU hosts
     assert any(line.startswith("# Launcher: horovodrun") for line in lines)  # the choice, in a comment
-    # exec: horovodrun is the batch shell, so --signal=B:TERM and `scancel --batch` reach it
-    assert lines[-1] == ('exec horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train'
-                         ' --config configs/digits.yaml')
+    # preemption (on by default): horovodrun in the background of a shell that passes Slurm's signals on
+    assert ('horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train --config configs/digits.yaml &'
+            in lines)
     assert 'sed "s/$/:4/"' in script
-    # preemption (on by default): a SIGTERM the checkpoint grace (30 s) plus 30 s before the time limit
-    for directive in ("--signal=B:TERM@60", "--requeue", "--open-mode=append"):
+    # SIGUSR1 the checkpoint grace (30 s) plus 30 s before the time limit; it requeues, SIGTERM does not
+    for directive in ("--signal=B:USR1@60", "--requeue", "--open-mode=append"):
         assert f"#SBATCH {directive}" in lines
+    assert "trap 'REQUEUE=1; stop' USR1" in lines and "trap stop TERM" in lines
+    assert lines[-2:] == ['if [ -n "${REQUEUE}" ]; then scontrol requeue "${SLURM_JOB_ID}"; fi', 'exit "${STATUS}"']
     assert "source " not in script or any(line.startswith("source ") and "/bin/activate" in line for line in lines)
     off = digits_plan()
     off = dataclasses.replace(off, config=dataclasses.replace(
         off.config, checkpoint=dataclasses.replace(off.config.checkpoint, preemption=False)))
-    assert "#SBATCH --signal" not in launch.render_command(off, "slurm")
+    plain = launch.render_command(off, "slurm")
+    assert "#SBATCH --signal" not in plain and "trap" not in plain
+    # without preemption, exec: horovodrun is the batch shell and gets Slurm's signals itself
+    assert plain.splitlines()[-1] == ('exec horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train'
+                                      ' --config configs/digits.yaml')
     # All #SBATCH lines come before the first command (sbatch stops reading them there).
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < first_command
@@ -189,6 +195,19 @@ def test_slurm_script_counts_and_command(tmp_path):
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
     gpu = launch.render_command(digits_plan(gpus_per_host=4), "slurm")
     assert "#SBATCH --gpus-per-node=4" in gpu and "--gloo" not in gpu
+
+
+def test_slurm_srun_script_lets_srun_start_the_ranks(tmp_path):
+    script = launch.render_command(digits_plan(), "slurm-srun")
+    lines = script.splitlines()
+    assert "srun --mpi=pmix python -m hvdkeras.train --config configs/digits.yaml &" in lines
+    assert "horovodrun" not in "\n".join(line for line in lines if not line.startswith("#"))
+    assert "HOSTS=" not in script  # srun places the ranks itself
+    for directive in ("--nodes=2", "--ntasks-per-node=4", "--signal=B:USR1@60", "--requeue"):
+        assert f"#SBATCH {directive}" in lines
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
 
 
 @pytest.mark.parametrize("gpus", [0, 4])
@@ -251,7 +270,7 @@ def test_np_defaults_to_the_hosts_slots_else_one():
 
 
 def test_bad_launcher_lists_the_valid_ones():
-    valid = "horovodrun, mpirun, slurm, kubernetes"
+    valid = "horovodrun, mpirun, slurm, slurm-srun, kubernetes"
     with pytest.raises(LaunchError, match=f"^--launcher pbs is not one of {valid}$"):
         launch.render_command(digits_plan(), "pbs")
 
@@ -272,6 +291,6 @@ def test_what_the_trainer_would_refuse():
 def test_uneven_hosts_need_horovodrun_or_mpirun():
     p = launch.plan(load("digits.yaml"), 8, "a:6,b:2", cores_per_host=8)
     assert "-H a:6,b:2" in launch.render_command(p, "horovodrun")
-    for launcher in ("slurm", "kubernetes"):
+    for launcher in ("slurm", "slurm-srun", "kubernetes"):
         with pytest.raises(LaunchError, match="same number of processes on every host"):
             launch.render_command(p, launcher)

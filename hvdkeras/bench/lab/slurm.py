@@ -114,6 +114,9 @@ def slurm_conf(folder: str, nodes: List[Tuple[str, str]], cpus: int, controller:
         f"SlurmdPidFile={os.path.join(folder, 'run', 'slurmd-%n.pid')}",
         f"SlurmctldLogFile={os.path.join(folder, 'slurmctld.log')}",
         f"SlurmdLogFile={os.path.join(folder, 'slurmd-%n.log')}",
+        # Each node's own temporary folder, as on separate machines: PMIx (srun --mpi=pmix) makes its
+        # per-step folders there, and the two nodes share one filesystem here.
+        f"TmpFS={os.path.join(folder, 'tmp', '%n')}",
     ]
     lines += [f"NodeName={node} NodeAddr={node_addr} CPUs={cpus} State=UNKNOWN" for node, node_addr in nodes]
     lines.append(f"PartitionName={PARTITION} Nodes={','.join(n for n, _ in nodes)} Default=YES MaxTime=INFINITE"
@@ -187,9 +190,9 @@ def up(tmpdir) -> ClusterInfo:
     hosts = hosts_lib.up(os.path.join(tmpdir, "hosts"))
     folder = os.path.join(tmpdir, FOLDER)
     try:
-        for sub in ("state", "spool"):
-            os.makedirs(os.path.join(folder, sub), exist_ok=True)
         nodes = [h.name for h in hosts.hosts]
+        for sub in ["state", "spool"] + [os.path.join("tmp", n) for n in nodes]:
+            os.makedirs(os.path.join(folder, sub), exist_ok=True)
         conf = os.path.join(folder, "slurm.conf")
         with open(conf, "w") as f:
             f.write(slurm_conf(folder, [(h.name, h.addr) for h in hosts.hosts], os.cpu_count() or 1,

@@ -86,3 +86,30 @@ def test_a_patch_that_does_not_apply_names_itself(source, tmp_path):
     patches.apply(cpu, tree)
     with pytest.raises(BuildError, match=r"patch 0001-gcc-missing-standard-includes.patch does not apply"):
         patches.apply(cpu[:1], tree)  # already applied
+
+
+def test_installed_horovod_asks_how_it_was_built_once_per_build(monkeypatch, tmp_path):
+    """Patch 0005: horovodrun's "built with Gloo/MPI?" answers are kept beside the libraries, by their key."""
+    from horovod.common import util
+
+    asked = []
+
+    def ask(ext, fn, desc, verbose):
+        asked.append(desc)
+        return True
+
+    key = [["mpi_lib.so", 1, 1]]
+    monkeypatch.setattr(util, "_check_extension_in_new_process", ask)
+    monkeypatch.setattr(util, "_build_checks_file", lambda ext: (str(tmp_path / ".build_checks.json"), key))
+    assert util._check_extension_lambda("tensorflow", None, "built with Gloo", False) is True
+    assert util._check_extension_lambda("tensorflow", None, "built with Gloo", False) is True
+    assert util._check_extension_lambda("tensorflow", None, "built with MPI", False) is True
+    assert asked == ["built with Gloo", "built with MPI"]  # the second Gloo question was answered from the file
+    util._check_extension_lambda("tensorflow", None, "running with GPU", False)
+    util._check_extension_lambda("tensorflow", None, "running with GPU", False)
+    assert asked[2:] == ["running with GPU"] * 2  # depends on the machine, never kept
+    key[0][2] = 2  # a rebuilt library: asked again
+    util._check_extension_lambda("tensorflow", None, "built with Gloo", False)
+    assert asked[-1] == "built with Gloo" and len(asked) == 5
+    folder, real_key = util._build_checks_file("tensorflow")  # the real place: beside horovod/tensorflow's library
+    assert real_key and real_key[0][0].startswith("mpi_lib") and folder.endswith("tensorflow/.build_checks.json")
