@@ -2,7 +2,8 @@
 
 ``make test`` runs the whole suite on both stacks. A few tests exercise machinery whose path
 does not depend on the stack (the benchmark lab's namespaces and shaper, the Slurm cluster and
-its generated script) and take minutes each; they run on the keras2 stack only, to keep each
+its generated script, ssh launching across the two namespace hosts, the Horovod build's failure
+report) and take minutes each; they run on the keras2 stack only, to keep each
 stack within its time. ``HVDKERAS_ONCE_TESTS=all`` runs them on keras3 too.
 """
 import os
