@@ -272,7 +272,10 @@ def horovodrun_command(p: Plan) -> str:
     if e.enabled:
         lines = "".join(f"{h.name}:{h.slots}\\n" for h in p.hosts)
         limits = ["--min-np", str(e.min_np)] + (["--max-np", str(e.max_np)] if e.max_np else [])
-        return (f"printf '{lines}' > hosts.txt\n"
+        keepalive = ("# across hosts, ssh keepalives let the driver drop a host whose link is down:\n"
+                     "# ServerAliveInterval 3 and ServerAliveCountMax 3 in ~/.ssh/config (docs/elastic.md)\n"
+                     if len(p.hosts) > 1 else "")
+        return (keepalive + f"printf '{lines}' > hosts.txt\n"
                 + _shell(["HVDKERAS_HOSTS_FILE=hosts.txt", "horovodrun", "-np", str(p.np)] + limits
                          + ["--host-discovery-script", DISCOVER_HOSTS, *TRAIN_MODULE], p.train_args))
     fixed = ["horovodrun", "-np", str(p.np), "-H", hosts_text(p.hosts)] + (["--gloo"] if _uses_gloo(p) else [])

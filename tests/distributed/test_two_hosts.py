@@ -15,7 +15,17 @@ import numpy as np
 import pytest
 
 from hvdkeras.bench.lab import hosts as two_hosts
-from tests.harness.ranks import HOROVODRUN, REPO, SCRIPTS, launch, read_jsonl
+from tests.harness.ranks import (
+    HOROVODRUN,
+    REPO,
+    SCRIPTS,
+    epochs_logged,
+    finish,
+    launch,
+    read_jsonl,
+    start,
+    wait_for_epochs,
+)
 from tests.harness.stacks import once_per_make_test
 
 # What these add to the two-rank tests (ssh launching across hosts, a link going down) does not
@@ -166,3 +176,63 @@ def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rer
     assert len(resumed) == 2, rerun.output[-3000:]
     assert all(f"resuming after epoch {done} from" in line for line in resumed), resumed
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == list(range(1, done + 2))
+
+
+# ------------------------------------------------------------------ an elastic job across a cut link
+
+
+def _ssh_with_keepalive(hosts, tmp_path) -> str:
+    """A bin folder whose ``ssh`` is the hosts' wrapper with client keepalives: ssh ends 255 when its
+    host has not answered for about 9 s. A cluster's ssh config sets this (``ServerAliveInterval``);
+    without it a session over a dead link lives as long as TCP retries (minutes), and Horovod's
+    elastic driver, which learns of a lost worker when its ssh ends, waits that long."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "ssh"
+    wrapper.write_text(f'#!/bin/sh\nexec {os.path.join(hosts.bin_dir, "ssh")} -o ServerAliveInterval=3'
+                       ' -o ServerAliveCountMax=3 "$@"\n')
+    wrapper.chmod(0o755)
+    return str(bin_dir)
+
+
+def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_path):
+    """Issue 16: the job over the two hosts loses host b's link mid-epoch; the worker on host a rolls
+    back to its last commit and finishes alone, as it does for a killed process (test_elastic.py)."""
+    host_a, host_b = hosts.hosts
+    workdir, host_file, epochs = tmp_path / "work", tmp_path / "hosts", 14
+    host_file.write_text(f"{host_a.addr}:1\n{host_b.addr}:1\n")
+    env = hosts.env()
+    env["PATH"] = _ssh_with_keepalive(hosts, tmp_path) + os.pathsep + env["PATH"]
+    env["HVDKERAS_HOSTS_FILE"] = str(host_file)
+    cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo",
+           "--network-interfaces", hosts.iface, "--ssh-identity-file", hosts.identity_file,
+           "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
+           sys.executable, "-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
+           "--set", "elastic.enabled=true", "--set", "elastic.commit_every_batches=5",
+           "--set", f"trainer.epochs={epochs}", "--set", "trainer.verbose=0",
+           "--set", "runtime.intra_op_threads=1"]
+    root_end = next(end for _, netns, _, end in two_hosts.HOST_SPECS if netns == host_b.netns)
+    proc = start(cmd, env=env)
+    try:
+        wait_for_epochs(proc, workdir, 2, timeout=240)
+        before = epochs_logged(workdir)
+        subprocess.run(["ip", "link", "set", root_end, "down"], check=True)
+        down_at = time.time()
+        out = finish(proc, timeout=240)
+        ended_s = time.time() - down_at
+    finally:
+        subprocess.run(["ip", "link", "set", root_end, "up"], check=False)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _ranks_running_in(host_b.netns, str(workdir)):
+            os.kill(pid, signal.SIGKILL)  # the cut-off worker: it cannot reach the driver to be told
+    resumed = [line for line in out.splitlines() if "rank 0/1: elastic resuming" in line]
+    print(f"\nlink down after epoch {before}; the job ended {ended_s:.1f}s later; {resumed[:1]}")
+    assert proc.returncode == 0, out[-4000:]
+    assert len(resumed) == 1, out[-4000:]
+    resumed_epoch = int(resumed[0].split("at epoch ")[1].split(",")[0])
+    assert before - 1 <= resumed_epoch <= before + 1, resumed[0]  # from the last commit, not from scratch
+    final = [line for line in out.splitlines() if "final validation" in line]
+    assert len(final) == 1 and "(1 rank" in final[0], out[-3000:]
+    logged = [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")]
+    assert sorted(set(logged)) == list(range(1, epochs + 1)), logged

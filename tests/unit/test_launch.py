@@ -129,7 +129,8 @@ def test_user_arguments_are_shell_quoted():
 def test_elastic_horovodrun_uses_host_discovery():
     cfg = load("digits.yaml", "elastic.enabled=true", "elastic.min_np=4", "elastic.max_np=12")
     p = launch.plan(cfg, 8, "a:4,b:4", cores_per_host=8, train_args=["--config", "configs/digits.yaml"])
-    first, second = launch.render_command(p, "horovodrun").splitlines()
+    *comments, first, second = launch.render_command(p, "horovodrun").splitlines()
+    assert comments and all(c.startswith("# ") for c in comments) and "ServerAliveInterval" in comments[1]
     assert first == "printf 'a:4\\nb:4\\n' > hosts.txt"
     assert second.startswith("HVDKERAS_HOSTS_FILE=hosts.txt horovodrun -np 8 --min-np 4 --max-np 12"
                              " --host-discovery-script tools/discover_hosts.sh python -m hvdkeras.train")
