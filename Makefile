@@ -99,8 +99,8 @@ bench: $(STAMP)
 	$(PY) -m hvdkeras.bench --np $(NP) --rounds 3 --out runs/bench
 
 # The lab (as root): two emulated hosts, their links shaped to each rate in turn; the default sweep
-# (hvdkeras, Horovod's recipe, MWMS and the communication-free ceiling at two rates, 3 rounds: 25 jobs
-# of about 65 s each here) takes about 27 minutes on this 2-core host.
+# (hvdkeras, Horovod's recipe, MWMS and the communication-free ceiling at two rates, 3 rounds: 21 jobs
+# of 35-70 s each here) took 18.5 minutes on this 2-core host (docs/performance.md).
 LINK ?= unlimited,gpu
 lab: $(STAMP)
 	$(PY) -m hvdkeras.bench --hosts 2 --link $(LINK) --rounds 3 --steps 8 --out runs/lab
