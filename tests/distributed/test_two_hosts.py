@@ -4,6 +4,7 @@ hvdkeras/bench/lab/hosts.py builds them (bridge + veths named ``hvdtest0``, 198.
 .2 and .3 for the hosts, an sshd in each host namespace with its own hostname) and removes them
 again. Needs root; elsewhere the module is skipped with the reason.
 """
+import contextlib
 import json
 import os
 import signal
@@ -112,8 +113,11 @@ def test_only_rank_0_wrote_checkpoints(run):
 # ------------------------------------------------------------------ a link that goes down (runs last here)
 
 
-def _train_on_hosts(hosts, workdir, *sets):
-    cmd = [HOROVODRUN, "-np", "2", *hosts.horovodrun_args(), "--gloo", sys.executable, "-m", "hvdkeras.train",
+def _train_on_hosts(hosts, workdir, *sets, where=None):
+    """The digits job on two ranks over the hosts; ``where``: horovodrun's host arguments
+    (default ``hosts.horovodrun_args()``, a fixed host list)."""
+    where = hosts.horovodrun_args() if where is None else where
+    cmd = [HOROVODRUN, "-np", "2", *where, "--gloo", sys.executable, "-m", "hvdkeras.train",
            "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.verbose=0",
            "--set", "runtime.intra_op_threads=1", *[a for s in sets for a in ("--set", s)]]
     return cmd
@@ -132,20 +136,38 @@ def _ranks_running_in(netns, marker):
     return found
 
 
+@contextlib.contextmanager
+def _link_to_cut(host, proc, workdir):
+    """Yields ``cut()``, which takes ``host``'s link down and returns when; afterwards, however the
+    block ends, the link is up again and the job ``proc`` and its ranks left on ``host`` are gone."""
+    root_end = next(end for _, netns, _, end in two_hosts.HOST_SPECS if netns == host.netns)
+
+    def cut() -> float:
+        subprocess.run(["ip", "link", "set", root_end, "down"], check=True)
+        return time.time()
+
+    try:
+        yield cut
+    finally:
+        subprocess.run(["ip", "link", "set", root_end, "up"], check=False)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _ranks_running_in(host.netns, str(workdir)):
+            os.kill(pid, signal.SIGKILL)  # a cut-off rank: it cannot reach the others to be told
+
+
 def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rerun_resumes(hosts, tmp_path):
     workdir = tmp_path / "work"
     proc = subprocess.Popen(_train_on_hosts(hosts, workdir, "trainer.epochs=500"), cwd=REPO,
                             env=dict(hosts.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     host_b = hosts.hosts[1]
-    root_end = next(end for _, netns, _, end in two_hosts.HOST_SPECS if netns == host_b.netns)
-    try:
+    with _link_to_cut(host_b, proc, workdir) as cut:
         deadline = time.time() + 180
         while time.time() < deadline and not (workdir / "checkpoints" / "epoch-0002").exists():
             assert proc.poll() is None, proc.communicate()[0][-3000:]
             time.sleep(0.2)
-        subprocess.run(["ip", "link", "set", root_end, "down"], check=True)
-        down_at = time.time()
+        down_at = cut()
         try:
             out, _ = proc.communicate(timeout=90)
         except subprocess.TimeoutExpired:
@@ -157,12 +179,6 @@ def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rer
             time.sleep(0.5)
         stranded = _ranks_running_in(host_b.netns, str(workdir))
         host_b_s = time.time() - down_at
-    finally:
-        subprocess.run(["ip", "link", "set", root_end, "up"], check=False)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in _ranks_running_in(host_b.netns, str(workdir)):
-            os.kill(pid, signal.SIGKILL)
     print(f"\nlink down -> launcher exited after {launcher_s:.1f}s; host b's rank gone after {host_b_s:.1f}s")
     assert proc.returncode != 0
     assert launcher_s < 60 and not stranded, f"rank 1 still running on {host_b.name} 60 s after the link went down"
@@ -204,28 +220,17 @@ def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_pat
     env = hosts.env()
     env["PATH"] = _ssh_with_keepalive(hosts, tmp_path) + os.pathsep + env["PATH"]
     env["HVDKERAS_HOSTS_FILE"] = str(host_file)
-    cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo",
-           "--network-interfaces", hosts.iface, "--ssh-identity-file", hosts.identity_file,
-           "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
-           sys.executable, "-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
-           "--set", "elastic.enabled=true", "--set", "elastic.commit_every_batches=5",
-           "--set", f"trainer.epochs={epochs}", "--set", "trainer.verbose=0",
-           "--set", "runtime.intra_op_threads=1"]
-    root_end = next(end for _, netns, _, end in two_hosts.HOST_SPECS if netns == host_b.netns)
-    proc = start(cmd, env=env)
-    try:
+    elastic = ["--min-np", "1", "--max-np", "2", "--network-interfaces", hosts.iface,
+               "--ssh-identity-file", hosts.identity_file,
+               "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh")]
+    proc = start(_train_on_hosts(hosts, workdir, "elastic.enabled=true", "elastic.commit_every_batches=5",
+                                 f"trainer.epochs={epochs}", where=elastic), env=env)
+    with _link_to_cut(host_b, proc, workdir) as cut:
         wait_for_epochs(proc, workdir, 2, timeout=240)
         before = epochs_logged(workdir)
-        subprocess.run(["ip", "link", "set", root_end, "down"], check=True)
-        down_at = time.time()
+        down_at = cut()
         out = finish(proc, timeout=240)
         ended_s = time.time() - down_at
-    finally:
-        subprocess.run(["ip", "link", "set", root_end, "up"], check=False)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in _ranks_running_in(host_b.netns, str(workdir)):
-            os.kill(pid, signal.SIGKILL)  # the cut-off worker: it cannot reach the driver to be told
     resumed = [line for line in out.splitlines() if "rank 0/1: elastic resuming" in line]
     print(f"\nlink down after epoch {before}; the job ended {ended_s:.1f}s later; {resumed[:1]}")
     assert proc.returncode == 0, out[-4000:]
