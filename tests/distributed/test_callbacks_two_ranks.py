@@ -1,10 +1,11 @@
 """hvdkeras.callbacks on two real Horovod ranks (scenarios in scripts/callbacks_check.py)."""
 import os
+import re
 
 import pytest
 
 from hvdkeras import compat
-from tests.harness.ranks import SCRIPTS, horovodrun, rank_results
+from tests.harness.ranks import SCRIPTS, horovodrun, rank_results, results
 
 SCRIPT = os.path.join(SCRIPTS, "callbacks_check.py")
 
@@ -14,6 +15,23 @@ def run(scenario, tmp_path, *extra, check=True, timeout=180):
     return job, rank_results(job)
 
 
+# The scenarios that end in a finished fit share one job (one start of two ranks instead of five); the
+# NaN and the killed rank, which end theirs early, run alone.
+SHARED = ("early_stopping", "reduce_lr", "uneven_validation", "warmup", "chief_writers")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """``(job, out_dir, {scenario: {rank: result}})`` of one job running every SHARED scenario in turn."""
+    out_dir = tmp_path_factory.mktemp("callbacks")
+    job = horovodrun([SCRIPT, ",".join(SHARED), str(out_dir)], timeout=300)
+    by_scenario = {}
+    for res in results(job):
+        by_scenario.setdefault(res["scenario"], {})[res["rank"]] = res
+    assert sorted(by_scenario) == sorted(SHARED), job.output[-3000:]
+    return job, out_dir, by_scenario
+
+
 def test_nan_on_one_rank_stops_both_at_the_same_batch(tmp_path):
     job, res = run("nan", tmp_path, timeout=120)  # a hang would exceed the timeout and fail here
     assert res[0]["last_batch"] == res[1]["last_batch"] == [1, 3]  # epoch 2, batch 3: where rank 1 saw the NaN
@@ -21,21 +39,21 @@ def test_nan_on_one_rank_stops_both_at_the_same_batch(tmp_path):
     assert "another rank saw an invalid loss" in job.output
 
 
-def test_early_stopping_on_rank_0s_decision_stops_both_ranks_at_the_same_epoch(tmp_path):
-    _, res = run("early_stopping", tmp_path)
+def test_early_stopping_on_rank_0s_decision_stops_both_ranks_at_the_same_epoch(shared):
+    res = shared[2]["early_stopping"]
     # rank 0's signal stops improving after epoch 1; rank 1's alone would never stop
     assert res[0]["epochs"] == res[1]["epochs"] == [0, 1]
     assert res[0]["stopped_epoch"] == res[1]["stopped_epoch"] == 1
 
 
-def test_reduce_lr_on_plateau_keeps_one_learning_rate(tmp_path):
-    _, res = run("reduce_lr", tmp_path)
+def test_reduce_lr_on_plateau_keeps_one_learning_rate(shared):
+    res = shared[2]["reduce_lr"]
     assert res[0]["lr"] == res[1]["lr"] == pytest.approx(0.05 * 0.5 ** 2)
     assert res[0]["lrs"] == res[1]["lrs"]
 
 
-def test_uneven_validation_shards_give_the_single_process_metric(tmp_path):
-    _, res = run("uneven_validation", tmp_path)
+def test_uneven_validation_shards_give_the_single_process_metric(shared):
+    res = shared[2]["uneven_validation"]
     for r in (0, 1):
         logs, single = res[r]["logs"], res[r]["single"]
         assert logs["val_loss"] == pytest.approx(single["loss"], rel=1e-5)
@@ -48,8 +66,9 @@ def test_uneven_validation_shards_give_the_single_process_metric(tmp_path):
     assert res[0]["logs"] == res[1]["logs"]
 
 
-def test_warmup_rates_per_batch_match_the_formula_on_both_ranks(tmp_path):
-    job, res = run("warmup", tmp_path)
+def test_warmup_rates_per_batch_match_the_formula_on_both_ranks(shared):
+    job, _, by_scenario = shared
+    res = by_scenario["warmup"]
     steps, size, lr, warmup = 5, 2, 0.4, 2
     for r in (0, 1):
         for epoch, batch, seen in res[r]["lrs"]:
@@ -78,8 +97,9 @@ def test_backup_and_restore_resumes_every_rank_from_the_saved_state(tmp_path):
     assert not (tmp_path / "backup").exists()  # Keras semantics: rank 0 removes it after a finished fit
 
 
-def test_only_rank_0_writes_checkpoints_and_logs(tmp_path):
-    job, res = run("chief_writers", tmp_path)
+def test_only_rank_0_writes_checkpoints_and_logs(shared):
+    job, tmp_path, by_scenario = shared
+    res = by_scenario["chief_writers"]
     assert res[1]["files"] == []
     assert not (tmp_path / "rank1").exists()
     files = res[0]["files"]
@@ -89,7 +109,8 @@ def test_only_rank_0_writes_checkpoints_and_logs(tmp_path):
     if compat.TF_CHECKPOINT_WEIGHTS:  # Keras 2's multi-file weights prefix, moved into place atomically
         assert "tf-weights-03.index" in files and not any(f.startswith("tf-weights-02") for f in files)
     assert not any(f.startswith(".saving-") for f in files)  # no staging left behind
-    assert not [line for line in job.output.splitlines() if line.startswith("[1]<stdout>:Epoch")]
+    # the progress bar is rank 0's alone (the shared job's warmup scenario prints its own "Epoch N: ..." line)
+    assert not [line for line in job.output.splitlines() if re.match(r"\[1\]<stdout>:Epoch \d+/\d+", line)]
     assert [line for line in job.output.splitlines() if line.startswith("[0]<stdout>:Epoch 3/3")]
     with open(tmp_path / "rank0" / "log.csv") as f:
         assert len(f.read().strip().splitlines()) == 4  # header + 3 epochs

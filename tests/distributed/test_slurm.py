@@ -97,7 +97,8 @@ def _ended(job):
 
 def test_the_generated_script_trains_the_default_job_on_two_nodes(cluster, tmp_path):
     workdir, out = tmp_path / "work", tmp_path / "job.out"
-    script = _script(cluster, tmp_path, workdir)
+    # The default job, three of its epochs: enough for the accuracy (0.97 in a 3-epoch trial).
+    script = _script(cluster, tmp_path, workdir, "trainer.epochs=3")
     tic = time.time()
     job_id = _sbatch(cluster, script, out)
     job = _wait(cluster, job_id, _ended, 600, "end", out)
@@ -112,7 +113,7 @@ def test_the_generated_script_trains_the_default_job_on_two_nodes(cluster, tmp_p
     assert len(final) == 1 and final[0].startswith("[0]<stdout>:") and "(2 ranks" in final[0]  # weights agreed
     assert float(final[0].split("val_accuracy=")[1].split(",")[0]) >= 0.90
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]  # rank 0's files only
-    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == list(range(1, 16))
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3]
 
 
 def test_the_srun_form_trains_on_two_nodes_with_horovods_mpi_controller(cluster, tmp_path):

@@ -1,9 +1,10 @@
-"""Run under horovodrun: one hvdkeras.callbacks scenario on real ranks; prints `RESULT <json>` per rank.
+"""Run under horovodrun: hvdkeras.callbacks scenarios on real ranks; prints `RESULT <json>` per rank and scenario.
 
-    python callbacks_check.py SCENARIO OUT_DIR [PHASE]
+    python callbacks_check.py SCENARIO[,SCENARIO...] OUT_DIR [PHASE]
 
-Scenarios: nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers.
-The pytest side (test_callbacks_two_ranks.py) checks the results.
+Scenarios: nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers. Several
+run one after the other in the same two processes (one job start instead of several), each from the
+same seeds and with a model of its own. The pytest side (test_callbacks_two_ranks.py) checks the results.
 """
 import json
 import os
@@ -17,12 +18,11 @@ from hvdkeras import DistributedOptimizer, checkpointing, compat, distributed
 from hvdkeras import callbacks as hc
 
 keras = tf.keras
-scenario, out_dir = sys.argv[1], sys.argv[2]
+scenarios, out_dir = sys.argv[1].split(","), sys.argv[2]
 phase = sys.argv[3] if len(sys.argv) > 3 else ""
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 BATCH, STEPS = 8, 5
-tf.keras.utils.set_random_seed(rank)  # different initial weights per rank: the broadcast must fix them
 
 
 def model_and_optimizer(lr=0.05, momentum=0.9):
@@ -67,19 +67,18 @@ class Signal(keras.callbacks.Callback):
         logs["signal"] = float(epoch) if rank == 0 else -float(epoch)
 
 
+current = None  # the scenario running now, named in its results
+
+
 def report(**values):
-    print("RESULT " + json.dumps(dict(values, rank=rank)), flush=True)
+    print("RESULT " + json.dumps(dict(values, rank=rank, scenario=current)), flush=True)
 
 
 def weights_fingerprint(model):
     return distributed.fingerprint([v.numpy() for v in model.variables + model.optimizer.variables])
 
 
-x, y = data(STEPS * BATCH * 4, seed=10 + rank)
-train = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).repeat()
-rec = Record()
-
-if scenario == "nan":
+def nan(x, y, train, rec):
     # rank 1's inputs are NaN in epoch 2 (index 1), batch 3, and nowhere else
     if rank == 1:
         x = x.copy()
@@ -90,21 +89,24 @@ if scenario == "nan":
               callbacks=[hc.BroadcastGlobalVariablesCallback(0), hc.TerminateOnNaN(), rec])
     report(last_batch=rec.batches[-1], epochs=rec.epochs)
 
-elif scenario == "early_stopping":
+
+def early_stopping(x, y, train, rec):
     model = model_and_optimizer()
     stopper = hc.EarlyStopping(monitor="signal", patience=0, mode="min")
     model.fit(train, steps_per_epoch=STEPS, epochs=6, verbose=0,
               callbacks=[hc.BroadcastGlobalVariablesCallback(0), Signal(), stopper, rec])
     report(epochs=rec.epochs, stopped_epoch=stopper.stopped_epoch)
 
-elif scenario == "reduce_lr":
+
+def reduce_lr(x, y, train, rec):
     model = model_and_optimizer()
     plateau = hc.ReduceLROnPlateau(monitor="signal", patience=0, factor=0.5, mode="min", min_lr=1e-4)
     model.fit(train, steps_per_epoch=STEPS, epochs=3, verbose=0,
               callbacks=[hc.BroadcastGlobalVariablesCallback(0), Signal(), plateau, rec])
     report(lr=float(model.optimizer.learning_rate.numpy()), lrs=rec.lrs)
 
-elif scenario == "uneven_validation":
+
+def uneven_validation(x, y, train, rec):
     xv, yv = data(12, seed=99)  # the same 12 examples everywhere: rank 0 validates 7, rank 1 the other 5
     mine = slice(0, 7) if rank == 0 else slice(7, 12)
     model = model_and_optimizer()
@@ -116,7 +118,8 @@ elif scenario == "uneven_validation":
     local = model.evaluate(xv[mine], yv[mine], verbose=0, return_dict=True)
     report(logs=rec.logs, single=single, local=local, weights=weights_fingerprint(model))
 
-elif scenario == "warmup":
+
+def warmup(x, y, train, rec):
     model = model_and_optimizer(lr=0.4)
     cbs = [hc.BroadcastGlobalVariablesCallback(0),
            hc.LearningRateWarmupCallback(initial_lr=0.4, warmup_epochs=2, verbose=1),
@@ -124,7 +127,8 @@ elif scenario == "warmup":
     model.fit(train, steps_per_epoch=STEPS, epochs=4, verbose=0, callbacks=cbs)
     report(lrs=rec.lrs, weights=weights_fingerprint(model))
 
-elif scenario == "backup":
+
+def backup(x, y, train, rec):
     backup_dir = os.path.join(out_dir, "backup")
     model = model_and_optimizer()
 
@@ -155,7 +159,8 @@ elif scenario == "backup":
                saved_epoch=latest.epoch, saved_step=latest.meta["global_step"], epochs=rec.epochs,
                final=weights_fingerprint(model))
 
-elif scenario == "chief_writers":
+
+def chief_writers(x, y, train, rec):
     model = model_and_optimizer()
     xv, yv = data(20, seed=7 + rank)
     d = os.path.join(out_dir, f"rank{rank}")
@@ -169,5 +174,13 @@ elif scenario == "chief_writers":
         cbs.insert(4, hc.ModelCheckpoint(os.path.join(d, "tf-weights-{epoch:02d}"), save_weights_only=True, keep=1))
     model.fit(train, steps_per_epoch=STEPS, epochs=3, verbose=2, validation_data=(xv, yv), callbacks=cbs)
     report(files=sorted(os.listdir(d)) if os.path.isdir(d) else [], logs=rec.logs)
-else:
-    raise SystemExit(f"unknown scenario {scenario!r}")
+
+
+SCENARIOS = {f.__name__: f for f in (nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers)}
+unknown = [s for s in scenarios if s not in SCENARIOS]
+if unknown:
+    raise SystemExit(f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}")
+for current in scenarios:
+    tf.keras.utils.set_random_seed(rank)  # different initial weights per rank: the broadcast must fix them
+    x, y = data(STEPS * BATCH * 4, seed=10 + rank)
+    SCENARIOS[current](x, y, tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).repeat(), Record())
