@@ -74,14 +74,15 @@ test:
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -rs --durations=25 tests
+	$(PY) -m pytest -q -rs --durations=5 -n 2 tests/unit
+	$(PY) -m pytest -q -rs --durations=25 tests/distributed
 
 # ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -q -rs tests/unit
+	$(PY) -m pytest -q -rs -n 2 tests/unit
 
 test-distributed: $(STAMP)
 	$(PY) -m pytest -q -rs tests/distributed

@@ -11,9 +11,13 @@ import pytest
 from tests.harness.ranks import SCRIPTS, horovodrun, mpi_skip_reason, read_jsonl
 from tests.harness.ranks import results as job_results
 from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports, under
+from tests.harness.stacks import once_per_make_test
 
 REASON = mpi_skip_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"MPI tests skipped: {REASON}")
+# What differs under MPI is the launcher and Horovod's MPI controller, not the stack: the trainer's own
+# paths run on both stacks under Gloo.
+pytestmark = [pytest.mark.skipif(REASON is not None, reason=f"MPI tests skipped: {REASON}"),
+              once_per_make_test("the MPI launcher tests", 0.8, stack="keras3")]
 
 
 @pytest.fixture(scope="module")

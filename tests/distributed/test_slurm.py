@@ -72,9 +72,24 @@ def _wait(cluster, job_id, until, timeout, what, out=None):
         if until(job):
             return job
         time.sleep(1)
+    job = _job(cluster, job_id)
     subprocess.run(["scancel", job_id], env=cluster.env(), timeout=30)
     tail = out.read_text()[-4000:] if out is not None and out.exists() else ""
-    pytest.fail(f"job {job_id}: no {what} within {timeout}s (state {_job(cluster, job_id).get('JobState')})\n{tail}")
+    pytest.fail(f"job {job_id}: no {what} within {timeout}s (state {job.get('JobState')}, reason {job.get('Reason')},"
+                f" exit code {job.get('ExitCode')}, restarts {job.get('Restarts')})\n{tail}\n"
+                + _daemon_lines(cluster, job_id))
+
+
+def _daemon_lines(cluster, job_id) -> str:
+    """What slurmctld and each slurmd logged about ``job_id``: a failure report names the cause, not only the state."""
+    said = []
+    for name in ["slurmctld"] + [f"slurmd-{node}" for node in cluster.nodes]:
+        path = os.path.join(cluster.folder, f"{name}.log")
+        if os.path.exists(path):
+            mark = re.compile(rf"(JobId={job_id}\b|job {job_id}\b|StepId={job_id}\.|\[{job_id}\.|JOB {job_id}\b)")
+            lines = open(path, errors="replace").read().splitlines()
+            said += [f"{name}: {line}" for line in lines if mark.search(line)]
+    return "\n".join(said[-60:])
 
 
 def _ranks_left(workdir, wait_s):

@@ -3,9 +3,9 @@
 ``make test`` runs the whole suite on both stacks. A few tests exercise machinery whose path
 does not depend on the stack (the benchmark lab's namespaces and shaper, the Slurm cluster and
 its generated script, ssh launching across the two namespace hosts, the Horovod build's failure
-report) and take minutes each; each runs on one stack only (the Slurm tests and the lab's round
-on keras2, the two-host tests and the broken build on keras3), to keep each stack within its
-time. ``HVDKERAS_ONCE_TESTS=all`` runs them on both.
+report, the MPI launchers, Horovod's stall inspector, the bench's runner and report) and take a
+minute or more each; each runs on one stack only, to keep each stack within its time
+(docs/testing.md has the table). ``HVDKERAS_ONCE_TESTS=all`` runs them on both.
 """
 import os
 
