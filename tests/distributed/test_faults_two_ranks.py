@@ -11,8 +11,12 @@ DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 # A frozen or slow rank is met by Horovod's own machinery (Gloo's negotiation, the stall inspector of its
 # C++ core, built with patch 0004) and ends in the trainer's one line, the same code on both stacks.
 stall = once_per_make_test("the frozen and slow rank tests (Horovod's stall inspector)", 1.5, stack="keras3")
+# A lost peer is named by the beacons (hvdkeras/peers.py) and ranks that disagree by the pre-flight hash:
+# plain Python and sockets around Horovod's collectives, the same on both stacks.
+peers = once_per_make_test("the lost-peer and pre-flight tests", 0.4, stack="keras2")
 
 
+@peers
 def test_killed_rank_ends_the_job_quickly_and_the_rerun_resumes(tmp_path):
     workdir = tmp_path / "work"
     proc = start_ranks(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
@@ -39,6 +43,7 @@ def test_killed_rank_ends_the_job_quickly_and_the_rerun_resumes(tmp_path):
     assert epochs == list(range(1, done + 3))  # none missing, none repeated
 
 
+@peers
 def test_ranks_with_different_configs_stop_with_a_readable_diff(tmp_path):
     script = tmp_path / "one_rank_differs.py"
     script.write_text(

@@ -7,6 +7,7 @@ import pytest
 from tests.harness.ranks import REPO, SCRIPTS, horovodrun, read_jsonl
 from tests.harness.ranks import results as job_results
 from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports, under
+from tests.harness.stacks import once_per_make_test
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +127,8 @@ def test_keras_fit_example_runs_with_the_callbacks_alone(tmp_path):
     assert not (tmp_path / "backup").exists()  # Keras' BackupAndRestore semantics: removed after a finished fit
 
 
+# Horovod's own settings (environment variables it reads in its C++ core), the same on both stacks.
+@once_per_make_test("the Horovod settings test", 0.2, stack="keras2")
 def test_horovod_timeline_autotune_and_host_choices_from_the_config(tmp_path):
     import yaml
 
