@@ -183,9 +183,14 @@ def test_the_time_limit_signal_checkpoints_at_a_batch_and_the_job_requeues_itsel
           f" checkpoint after epoch {epoch}, batch {batch}")
 
     # Slurm holds a requeued job for 120 s (Reason=BeginTime) to let its nodes clean up; a real cluster
-    # waits, the test lets it start at once. The same job resumes at that batch on both ranks.
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=cluster.env(), check=True,
+    # waits, the test shortens the hold. Not to zero: the requeue revoked the first run's job credential
+    # at a time in whole seconds, and a node refuses a relaunch whose new credential was issued in that
+    # same second ("Killing non-startable batch JobId=3: Job credential revoked" in slurmctld's log, and
+    # the job FAILED; seen once in 16 runs, whenever the relaunch fell within the requeue's second).
+    # The job is PENDING, so the revocation time is in the past: two seconds from now is after it.
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"], env=cluster.env(), check=True,
                    timeout=30)
+    # The same job resumes at that batch on both ranks.
     _wait(cluster, job_id, lambda j: len(read_jsonl(metrics)) >= epoch + 1, 300, "the interrupted epoch's end", out)
     subprocess.run(["scancel", job_id], env=cluster.env(), timeout=30)  # SIGTERM: stops, does not requeue
     job = _wait(cluster, job_id, _ended, 120, "end after scancel", out)
