@@ -112,6 +112,8 @@ def test_only_rank_0_wrote_checkpoints(run):
 
 # ------------------------------------------------------------------ a link that goes down (runs last here)
 
+GLOO_TIMEOUT_S = 10
+
 
 def _train_on_hosts(hosts, workdir, *sets, where=None):
     """The digits job on two ranks over the hosts; ``where``: horovodrun's host arguments
@@ -158,7 +160,11 @@ def _link_to_cut(host, proc, workdir):
 
 def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rerun_resumes(hosts, tmp_path):
     workdir = tmp_path / "work"
-    proc = subprocess.Popen(_train_on_hosts(hosts, workdir, "trainer.epochs=500"), cwd=REPO,
+    # Rank 0 learns of the lost host when its collective times out: Gloo's timeout, 30 s unless set.
+    # 10 s here (horovodrun's --gloo-timeout-seconds, as a user would shorten it) saves the suite 20 s;
+    # a live rank's Horovod thread answers every cycle (ms), so 10 s is never reached by a slow one.
+    where = [*hosts.horovodrun_args(), "--gloo-timeout-seconds", str(GLOO_TIMEOUT_S)]
+    proc = subprocess.Popen(_train_on_hosts(hosts, workdir, "trainer.epochs=500", where=where), cwd=REPO,
                             env=dict(hosts.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     host_b = hosts.hosts[1]
