@@ -2,7 +2,8 @@
 
 Entry points: ``python -m hvdkeras.train`` (command line), :class:`hvdkeras.trainer.Trainer`
 (library), :mod:`hvdkeras.callbacks` and :func:`hvdkeras.DistributedOptimizer` (for your own
-``model.fit``, the same call on Keras 2 and Keras 3).
+``model.fit``, the same call on Keras 2 and Keras 3), and :mod:`hvdkeras.keras`, Horovod's Keras
+API for Horovod scripts (``import hvdkeras.keras as hvd``).
 """
 
 __version__ = "0.1.0"
@@ -10,8 +11,8 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     # ``from hvdkeras import DistributedOptimizer`` without importing TensorFlow at ``import hvdkeras``.
-    if name == "DistributedOptimizer":
-        from hvdkeras.gradient_exchange import DistributedOptimizer
+    if name in ("DistributedOptimizer", "PartialDistributedOptimizer"):
+        from hvdkeras import gradient_exchange
 
-        return DistributedOptimizer
+        return getattr(gradient_exchange, name)
     raise AttributeError(f"module 'hvdkeras' has no attribute {name!r}")

@@ -186,6 +186,13 @@ def tf_variables(variables) -> list:
     return [v.value if isinstance(v, keras.Variable) else v for v in variables]
 
 
+def variable_key(variable):
+    """A hashable identity of a variable, the same for a Keras 3 variable and the ``tf.Variable`` behind it."""
+    if KERAS_3 and isinstance(variable, keras.Variable):
+        variable = variable.value
+    return variable.ref() if hasattr(variable, "ref") else id(variable)
+
+
 def dtype(variable) -> tf.DType:
     """The ``tf.DType`` of a variable or tensor (Keras 3 variables give their dtype as a string)."""
     return tf.as_dtype(variable.dtype)

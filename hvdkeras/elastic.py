@@ -7,7 +7,7 @@ Launch with a host discovery script and a range of processes::
 
 (``tools/discover_hosts.sh`` prints the ``host:slots`` lines of ``$HVDKERAS_HOSTS_FILE``.)
 
-How it works: :class:`TrainingState` holds the model and optimizer variables and
+How it works: :class:`KerasState` holds the model and optimizer variables and
 the training position (``epoch``, ``batch`` within it). Every
 ``elastic.commit_every_batches`` batches, and at each epoch end, the state is
 *committed*: copied in memory on every rank (and Horovod checks for new hosts).
@@ -65,36 +65,62 @@ def run(func):
     return run_fn(wrapper, distributed.reinit)
 
 
-class TrainingState(ObjectState):
-    """Model and optimizer variables plus ``epoch`` and ``batch``, committed in memory, synced from rank 0."""
+class KerasState(ObjectState):
+    """Horovod's ``hvd.elastic.KerasState``: a model's and its optimizer's variables, plus ``kwargs``, kept in step.
 
-    def __init__(self, model, epoch: int = 0, batch: int = 0):
+    ``commit()`` copies them in memory on every rank (and checks for new hosts);
+    after a lost rank, ``restore()`` rolls every rank back to the last commit; after a
+    reset, ``sync()`` gives every rank rank 0's state (new workers included). The
+    keyword arguments (``epoch=0, batch=0``) become attributes, committed and synced
+    the same way.
+
+    Unlike Horovod's (whose copy of the optimizer state is taken when the state is
+    made and then misses the slots the first step creates), each commit records the
+    variables that exist at that moment, and ``sync`` first creates the optimizer's
+    slots, so a state made before ``fit`` covers the whole optimizer on Keras 2 and 3.
+    The model must be built (Horovod's rule), or the variables to sync do not exist yet.
+    """
+
+    def __init__(self, model, optimizer=None, **kwargs):
+        if not getattr(model, "built", True) or not model.variables:
+            raise ValueError("KerasState needs a built model, so there are weights to keep: add keras.Input(shape) "
+                             "as the first layer or call model.build(input_shape) first. "
+                             f"Received: model={getattr(model, 'name', model)!r} with no variables")
         self.model = model
-        self._saved: List[np.ndarray] = []
+        self.optimizer = optimizer if optimizer is not None else model.optimizer
+        self._saved: List[Tuple[object, np.ndarray]] = []
         super().__init__(bcast_object=lambda obj: distributed.broadcast_object(obj, name="hvdkeras.elastic"),
-                         get_rank=distributed.rank, epoch=epoch, batch=batch)
+                         get_rank=distributed.rank, **kwargs)
+        self._save_variables()
 
     def _variables(self):
-        return list(self.model.variables) + compat.optimizer_variables(self.model.optimizer)
+        optimizer = [] if self.optimizer is None else compat.optimizer_variables(self.optimizer)
+        return list(self.model.variables) + optimizer
+
+    def _save_variables(self):
+        self._saved = [(v, v.numpy()) for v in self._variables()]
 
     def save(self):
-        self._saved = [v.numpy() for v in self._variables()]
+        self._save_variables()
         super().save()
 
     def restore(self):
-        for variable, value in zip(self._variables(), self._saved):
+        for variable, value in self._saved:
             variable.assign(value)
         super().restore()
 
     def sync(self):
+        if self.optimizer is not None and not compat.optimizer_built(self.optimizer):
+            compat.build_optimizer(self.optimizer, self.model.trainable_variables)
         distributed.broadcast_variables(self._variables())
+        self._save_variables()
         super().sync()
 
 
-class CommitStateCallback(keras.callbacks.Callback):
-    """Records the position after every batch and commits every ``every_batches`` batches and at epoch ends."""
-
-    def __init__(self, state: TrainingState, every_batches: int, batch_offset: int = 0):
+class CommitPositionCallback(keras.callbacks.Callback):
+    """The elastic driver's: records the position (``epoch``, batches done) after every batch; commits every
+    ``every_batches`` batches and at epoch ends."""
+    def __init__(self, state: KerasState, every_batches: int, batch_offset: int = 0):
         super().__init__()
         self.state = state
         self.every_batches = every_batches
@@ -127,7 +153,7 @@ def data_config_for(cfg: config_lib.Config, initial_size: int, size: int) -> con
 class ElasticDriver:
     """Trains a :class:`hvdkeras.trainer.Trainer`'s model under :func:`run`, re-forming on every resize.
 
-    It owns what changes with the world: the training position (:class:`TrainingState`),
+    It owns what changes with the world: the training position (:class:`KerasState`),
     the data and learning rate for the current number of ranks, and the history so far.
     Workers that join later start :meth:`fit` while the others are mid-training, so
     every collective happens inside the elastic function, after the state sync: the
@@ -154,11 +180,11 @@ class ElasticDriver:
 
     def fit(self) -> Dict[str, float]:
         epoch, batch = self._restored_position()
-        state = TrainingState(self.trainer.model, epoch=epoch, batch=batch)
+        state = KerasState(self.trainer.model, epoch=epoch, batch=batch)
         run(self._train)(state)
         return self.trainer.finish({k: float(v[-1]) for k, v in self.history.items()}, self.data)
 
-    def _train(self, state: TrainingState) -> None:
+    def _train(self, state: KerasState) -> None:
         """One attempt at the rest of the training in the current world (re-run by Horovod after a reset)."""
         cfg, trainer = self.config, self.trainer
         size, rank = distributed.size(), distributed.rank()
@@ -173,4 +199,4 @@ class ElasticDriver:
         every = cfg.elastic.commit_every_batches
         # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
         trainer.fit_from(self.data, epoch, batch, scaled_lr, size, self.history,
-                         extra_callbacks=lambda initial_batch: [CommitStateCallback(state, every, initial_batch)])
+                         extra_callbacks=lambda initial_batch: [CommitPositionCallback(state, every, initial_batch)])

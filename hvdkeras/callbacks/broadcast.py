@@ -9,6 +9,9 @@ keras = compat.keras
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """Broadcasts all model and optimizer variables from ``root_rank`` when training starts.
 
+    Horovod's callback, with Horovod's arguments (``root_rank``, ``device``,
+    ``local_variables``, :meth:`register_local_var`).
+
     Rule enforced: every rank computes its first gradients on the same weights and
     applies them to the same optimizer state. Unlike Horovod's callback (which
     broadcasts after the first batch, once slots exist), this one builds the
@@ -16,29 +19,70 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     If the optimizer still creates variables lazily during the first step, they are
     broadcast again after that step. Weights loaded on the root before ``fit``
     (a resume) reach every rank through the same broadcast.
+
+    A model whose weights do not exist yet when ``fit`` starts (a ``Sequential``
+    without ``Input``, a subclassed model never called) creates them in its first
+    step; then, as Horovod does, everything is broadcast right after that step, so
+    the weights are equal on every rank from the second step on. The first step's
+    gradients were averaged, so only the initial weights differed, and rank 0's are
+    the ones kept.
+
+    ``local_variables`` (one variable or a list) and :meth:`register_local_var`
+    name variables each rank keeps as its own: they are never broadcast.
     """
 
-    def __init__(self, root_rank: int = distributed.ROOT_RANK):
+    def __init__(self, root_rank: int = distributed.ROOT_RANK, device: str = "", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
+        self.device = device
+        self._local = set()
         self._optimizer_variable_count = None
+        self._after_first_step = False
+        if local_variables is None:
+            local_variables = []
+        elif not isinstance(local_variables, (list, tuple, set)):
+            local_variables = [local_variables]
+        for variable in local_variables:
+            self.register_local_var(variable)
+
+    def register_local_var(self, var) -> None:
+        """Keeps ``var`` out of every broadcast: each rank keeps its own value."""
+        if not hasattr(var, "assign"):
+            raise ValueError(f"local variables must be variables (tf.Variable or keras.Variable). Received: {var!r}")
+        self._local.add(compat.variable_key(var))
+
+    def _shared(self, variables) -> list:
+        return [v for v in variables if compat.variable_key(v) not in self._local]
+
+    def _broadcast(self, variables) -> None:
+        with compat.tf.device(self.device):
+            distributed.broadcast_variables(self._shared(variables), root_rank=self.root_rank)
 
     def _optimizer_variables(self):
         return compat.optimizer_variables(self.model.optimizer)
 
     def on_train_begin(self, logs=None):
+        self._optimizer_variable_count = None
+        self._after_first_step = not getattr(self.model, "built", True) or not self.model.variables
+        if self._after_first_step:  # built lazily, by the first step
+            return
         optimizer = self.model.optimizer
         if not compat.optimizer_built(optimizer):
             compat.build_optimizer(optimizer, self.model.trainable_variables)
-        distributed.broadcast_variables(self.model.variables, root_rank=self.root_rank)
+        self._broadcast(self.model.variables)
         opt_vars = self._optimizer_variables()
-        distributed.broadcast_variables(opt_vars, root_rank=self.root_rank)
+        self._broadcast(opt_vars)
         self._optimizer_variable_count = len(opt_vars)
 
     def on_train_batch_end(self, batch, logs=None):
+        if self._after_first_step:
+            self._after_first_step = False
+            self._broadcast(self.model.variables)
+            self._broadcast(self._optimizer_variables())
+            return
         if self._optimizer_variable_count is None:
             return
         opt_vars = self._optimizer_variables()
         if len(opt_vars) != self._optimizer_variable_count:
-            distributed.broadcast_variables(opt_vars, root_rank=self.root_rank)
+            self._broadcast(opt_vars)
         self._optimizer_variable_count = None  # checked once, after the first step

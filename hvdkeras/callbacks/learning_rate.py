@@ -154,7 +154,7 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
     def on_epoch_end(self, epoch, logs=None):
         if epoch < self.warmup_epochs <= epoch + 1:
             self._set(self.initial_lr)  # land exactly
-            if self.verbose:
+            if self.verbose and distributed.is_chief():  # once, as Horovod's does
                 print(f"Epoch {epoch + 1}: finished learning-rate warmup to {self.initial_lr:g}.")
         super().on_epoch_end(epoch, logs)
 

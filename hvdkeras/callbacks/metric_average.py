@@ -89,8 +89,9 @@ class MetricAverageCallback(keras.callbacks.Callback):
     ``keras.callbacks.ProgbarLogger`` after this callback on rank 0 (the trainer does).
     """
 
-    def __init__(self, batch_frequency: Optional[int] = None):
+    def __init__(self, device: str = "", batch_frequency: Optional[int] = None):
         super().__init__()
+        self.device = device  # where the allreduce runs (Horovod's argument)
         if batch_frequency is not None and batch_frequency < 1:
             raise ValueError(f"batch_frequency must be >= 1 or None; received: batch_frequency={batch_frequency}")
         self.batch_frequency = batch_frequency
@@ -104,7 +105,8 @@ class MetricAverageCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self.batch_frequency is None or not logs or (batch + 1) % self.batch_frequency:
             return
-        results = global_results(self.model.metrics, name=f"hvdkeras.batch_metrics.{self._epoch}.{batch}")
+        with compat.tf.device(self.device):
+            results = global_results(self.model.metrics, name=f"hvdkeras.batch_metrics.{self._epoch}.{batch}")
         for key in logs:
             if key in results:
                 logs[key] = results[key]
@@ -130,7 +132,8 @@ class MetricAverageCallback(keras.callbacks.Callback):
         others = sorted(k for k in logs if (k[4:] if k.startswith("val_") else k) not in names)
 
         flat, shapes = _flatten(list(train_states) + list(val_states) + [np.array([float(logs[k])]) for k in others])
-        summed = _unflatten(distributed.allreduce_sum(flat, name=f"hvdkeras.epoch_metrics.{epoch}"), shapes)
+        with compat.tf.device(self.device):
+            summed = _unflatten(distributed.allreduce_sum(flat, name=f"hvdkeras.epoch_metrics.{epoch}"), shapes)
         n_train = len(train_states)
         n_val = len(val_states)
 

@@ -52,8 +52,9 @@ class ModelCheckpoint(keras.callbacks.Callback):
                              f"Received: save_freq={save_freq!r}")
         if keep is not None and keep < 1:
             raise ValueError(f"keep must be a positive integer or None. Received: keep={keep!r}")
-        self.filepath = os.fspath(filepath)
-        compat.check_save_path(self.filepath, save_weights_only)
+        self.filepath = None if filepath is None else os.fspath(filepath)  # None: set before fit
+        if self.filepath is not None:
+            compat.check_save_path(self.filepath, save_weights_only)
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = save_best_only
@@ -74,6 +75,12 @@ class ModelCheckpoint(keras.callbacks.Callback):
 
     def _implements_train_batch_hooks(self):
         return self.save_freq != "epoch"
+
+    def on_train_begin(self, logs=None):
+        if self.filepath is None:
+            raise ValueError(f"{type(self).__name__} has no filepath: set `callback.filepath` (for example "
+                             "'best.keras') before fit. Received: filepath=None")
+        compat.check_save_path(os.fspath(self.filepath), self.save_weights_only)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -130,3 +137,16 @@ class ModelCheckpoint(keras.callbacks.Callback):
         self.written.append(path)
         while self.keep is not None and len(self.written) > self.keep:
             _remove_saved(self.written.pop(0))
+
+
+class BestModelCheckpoint(ModelCheckpoint):
+    """Horovod's ``BestModelCheckpoint``: a :class:`ModelCheckpoint` that keeps the best model only.
+
+    Same arguments as Horovod's; the file name is set afterwards (``callback.filepath =
+    "best.keras"``), as Horovod's estimators do, or given as ``filepath=``.
+    """
+
+    def __init__(self, monitor: str = "val_loss", verbose: int = 0, save_weights_only: bool = False,
+                 mode: str = "auto", save_freq="epoch", filepath=None):
+        super().__init__(filepath, monitor=monitor, verbose=verbose, save_best_only=True,
+                         save_weights_only=save_weights_only, mode=mode, save_freq=save_freq)

@@ -9,13 +9,16 @@
 On both, by default, each gradient is its own request, issued as the backward pass
 produces it, so communication overlaps computation and Horovod fuses what is ready.
 
-Both take Horovod's options with Horovod's meaning. This is the only module besides
-:mod:`hvdkeras.compat` that reads the Keras version.
+Both take Horovod's arguments with Horovod's meaning (:class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`).
+This is the only module besides :mod:`hvdkeras.compat` that reads the Keras version.
 """
 from __future__ import annotations
 
+import horovod.tensorflow as hvd
+
 from hvdkeras import compat, distributed
 from hvdkeras.gradient_exchange.compression import COMPRESSIONS
+from hvdkeras.gradient_exchange.options import ExchangeOptions
 from hvdkeras.horovod_env import resolve_compression
 
 if compat.KERAS_3:
@@ -25,24 +28,76 @@ else:
 
 IMPLEMENTATION = _exchange.__name__
 allreduce_outside_xla = _exchange.allreduce_outside_xla
+load_model = _exchange.load_model
 
-__all__ = ["COMPRESSIONS", "DistributedOptimizer", "IMPLEMENTATION", "allreduce_outside_xla"]
+__all__ = ["COMPRESSIONS", "DistributedOptimizer", "ExchangeOptions", "IMPLEMENTATION",
+           "PartialDistributedOptimizer", "allreduce_outside_xla"]
 
 
-def DistributedOptimizer(optimizer, compression: str = "none", backward_passes_per_step: int = 1,  # noqa: N802
-                         average_aggregated_gradients: bool = False, sparse_as_dense: bool = False,
-                         groups: int = 0):
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",  # noqa: N802
+                         compression=hvd.Compression.none, sparse_as_dense=False, gradient_predivide_factor=1.0,
+                         op=hvd.Average, backward_passes_per_step=1, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=hvd.global_process_set,
+                         scale_local_gradients=True):
     """``optimizer`` with its gradients averaged over ranks before they are applied.
 
-    Same options and meaning as Horovod's ``DistributedOptimizer``: ``compression``
-    ("none" or "fp16", the wire format of the allreduce; "auto": fp16 when the ranks
-    span several hosts, else none, see :func:`hvdkeras.horovod_env.resolve_compression`),
-    ``backward_passes_per_step`` (local gradient accumulation before one allreduce), ``average_aggregated_gradients``
-    (divide the accumulated sum by the passes), ``sparse_as_dense`` (embedding
-    gradients averaged as dense tensors), ``groups`` (0: one request per gradient,
-    sent as soon as the backward pass produces it; ``k``: ``k`` grouped requests).
-    The same call on Keras 2 and Keras 3.
+    Horovod's ``DistributedOptimizer`` (``horovod.tensorflow.keras``): the same arguments,
+    defaults and meaning, on Keras 2 and Keras 3. ``name``: prefix of the allreduce
+    requests (default "Distributed<optimizer class>"); ``device_dense`` /
+    ``device_sparse``: where the requests of dense and sparse gradients are placed;
+    ``compression``: the wire format, Horovod's ``hvd.Compression.none`` /
+    ``hvd.Compression.fp16`` or hvdkeras' names "none", "fp16" and "auto" (fp16 when the
+    ranks span several hosts, else none, see :func:`hvdkeras.horovod_env.resolve_compression`);
+    ``sparse_as_dense``: embedding gradients averaged as dense tensors;
+    ``gradient_predivide_factor``, ``op``, ``process_set``, ``scale_local_gradients``: see
+    :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`;
+    ``backward_passes_per_step = N``: gradients summed locally for ``N`` batches, then one
+    allreduce and one update (divided by ``N`` with ``average_aggregated_gradients``);
+    ``groups`` (``num_groups``, Horovod's older name): ``None`` or 0, one request per
+    gradient sent as soon as the backward pass produces it; ``k``: ``k`` grouped requests;
+    a list of lists of variables: one request per list.
+
+    The returned optimizer is an instance of the original optimizer's class (a subclass
+    with the same name, so a model saved with it loads without hvdkeras).
     """
-    compression = resolve_compression(compression, multi_host=distributed.spans_hosts())
-    return _exchange.distribute(optimizer, compression, backward_passes_per_step, average_aggregated_gradients,
-                                sparse_as_dense, groups)
+    if num_groups and groups is None:
+        groups = num_groups  # Horovod's deprecated name
+    if isinstance(compression, str):
+        compression = resolve_compression(compression, multi_host=distributed.spans_hosts())
+    options = ExchangeOptions(
+        name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
+        sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step, average_aggregated_gradients=average_aggregated_gradients,
+        groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+    return _exchange.distribute(optimizer, options)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",  # noqa: N802
+                                compression=hvd.Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=hvd.Average, groups=None,
+                                process_set=hvd.global_process_set, local_layers=None, scale_local_gradients=True,
+                                backward_passes_per_step=1, average_aggregated_gradients=False):
+    """:func:`DistributedOptimizer` whose ``local_layers`` keep their gradients local (``horovod.keras``'s).
+
+    Horovod 0.28.1's arguments in its order; ``backward_passes_per_step`` and
+    ``average_aggregated_gradients`` (added to Horovod after its last release) follow.
+
+    The gradients of the trainable variables of ``local_layers`` (one layer or a list)
+    are never averaged: each rank applies its own, divided by the number of ranks when
+    ``scale_local_gradients`` (Horovod's default). Unlike Horovod's, the layers' variables
+    are looked up when the gradients are first applied, so layers built lazily (by the
+    first step) are local too.
+    """
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, compat.keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, compat.keras.layers.Layer) for layer in local_layers):
+        raise ValueError(f"local_layers must be Keras layers; received: {local_layers!r}")
+    optimizer = DistributedOptimizer(
+        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
+        sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step, average_aggregated_gradients=average_aggregated_gradients,
+        groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+    _exchange.add_local_layers(optimizer, list(local_layers))
+    return optimizer

@@ -18,19 +18,67 @@ from __future__ import annotations
 from typing import List, Sequence
 
 import horovod.tensorflow.keras as hvd_keras
+import tensorflow as tf
 
-from hvdkeras.gradient_exchange.compression import horovod_compression
+from hvdkeras.gradient_exchange.options import ExchangeOptions
 
 
-def distribute(optimizer, compression: str = "none", backward_passes_per_step: int = 1,
-               average_aggregated_gradients: bool = False, sparse_as_dense: bool = False, groups: int = 0):
+def distribute(optimizer, options: ExchangeOptions):
     """Horovod's Keras ``DistributedOptimizer`` around ``optimizer``, with the same options."""
-    if groups < 0:
-        raise ValueError(f"groups must be >= 0 (0: one request per gradient); received: {groups}")
     return hvd_keras.DistributedOptimizer(
-        optimizer, compression=horovod_compression(compression), backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, sparse_as_dense=sparse_as_dense,
-        groups=groups or None)
+        optimizer, name=options.name, device_dense=options.device_dense, device_sparse=options.device_sparse,
+        compression=options.compression, sparse_as_dense=options.sparse_as_dense,
+        gradient_predivide_factor=options.gradient_predivide_factor, op=options.op,
+        backward_passes_per_step=options.backward_passes_per_step,
+        average_aggregated_gradients=options.average_aggregated_gradients, groups=options.groups,
+        process_set=options.process_set, scale_local_gradients=options.scale_local_gradients)
+
+
+def add_local_layers(optimizer, layers: Sequence) -> None:
+    """Registers the layers' trainable variables as local (Horovod's ``register_local_var``) at the first exchange.
+
+    Horovod's ``PartialDistributedOptimizer`` registers them when it is built, which
+    misses a layer whose variables the first step creates; here they are registered
+    when the gradients are first averaged, in the traced step, after the model is built.
+    """
+    if not layers:
+        return
+    averaged_by_horovod = optimizer._allreduce
+
+    def _allreduce(grads, variables):
+        for layer in layers:
+            for variable in layer.trainable_weights:
+                optimizer.register_local_var(variable)
+        return averaged_by_horovod(grads, variables)
+
+    optimizer._allreduce = _allreduce
+
+
+def _loader(cls, options: ExchangeOptions) -> type:
+    """What Keras' deserialization finds for the optimizer class ``cls``: its ``from_config`` wraps the result."""
+
+    def from_config(config, custom_objects=None):
+        return distribute(cls.from_config(config), options)
+
+    return type(cls.__name__, (), {"from_config": staticmethod(from_config), "__doc__": f"Distributed {cls.__name__}"})
+
+
+def load_model(filepath, custom_optimizers, custom_objects, options: ExchangeOptions, legacy_opts: bool = False):
+    """Horovod's ``load_model``: the saved optimizer wrapped in the distributed optimizer, its state kept.
+
+    Horovod 0.28.1's own finds the optimizer in an HDF5 file only: in a ``.keras`` file
+    the class is recorded as ``horovod._keras.Adam`` (say), and Horovod's lower-case
+    names are never looked up. Here every optimizer class of ``keras.optimizers`` (of
+    ``keras.optimizers.legacy`` with ``legacy_opts``) and of ``custom_optimizers`` is
+    also known by its exact name, in both formats; ``custom_objects`` win, as in Horovod.
+    """
+    module = tf.keras.optimizers.legacy if legacy_opts else tf.keras.optimizers
+    base = module.Optimizer
+    classes = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, base) and c is not base]
+    objects = {cls.__name__: _loader(cls, options) for cls in classes + list(custom_optimizers or [])}
+    objects.update(custom_objects or {})
+    return hvd_keras.load_model(filepath, custom_optimizers=custom_optimizers, custom_objects=objects,
+                                compression=options.compression, legacy_opts=legacy_opts)
 
 
 def allreduce_outside_xla(optimizer, grads: Sequence, variables: Sequence) -> List:

@@ -38,13 +38,15 @@ others skipped).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Optional, Sequence
 
 import horovod.tensorflow as hvd
 import keras
 import tensorflow as tf
 
-from hvdkeras.gradient_exchange.compression import horovod_compression
+from hvdkeras import compat
+from hvdkeras.gradient_exchange.options import ExchangeOptions
 
 _MARK = "_hvdkeras_distributed"
 
@@ -67,66 +69,95 @@ def split_groups(items: Sequence, groups: int) -> List[List]:
     return [list(items[bounds[i]:bounds[i + 1]]) for i in range(groups)]
 
 
-def allreduce_gradients(grads: Sequence, compression: str = "none", sparse_as_dense: bool = False,
-                        groups: int = 0) -> List:
-    """Every gradient averaged over ranks (``None`` stays ``None``), in backward order.
+def _key(variable):
+    return compat.variable_key(variable)
 
-    ``groups=0``: one request per dense gradient; ``groups=k``: ``k`` grouped requests
-    (see the module docstring). Sparse gradients go through Horovod's sparse allreduce
-    unless ``sparse_as_dense``.
+
+def _dense(grad):
+    return tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
+
+
+def allreduce_gradients(grads: Sequence, variables: Optional[Sequence] = None,
+                        options: ExchangeOptions = ExchangeOptions(), local=frozenset()) -> List:
+    """Every gradient combined over the ranks of ``options.process_set`` (``None`` stays ``None``), in backward order.
+
+    ``groups`` None: one request per gradient; ``k``: ``k`` grouped requests of the dense
+    gradients (see the module docstring); a list of lists of variables: one grouped
+    request per list, every other gradient its own. Sparse gradients go through
+    Horovod's sparse allreduce unless ``sparse_as_dense``. Gradients of variables whose
+    key is in ``local`` are not sent; with ``scale_local_gradients`` they are divided by
+    the size of the process set (Horovod's rule).
     """
-    if groups < 0:
-        raise ValueError(f"groups must be >= 0 (0: one request per gradient); received: {groups}")
-    codec = horovod_compression(compression)
-    out: List = list(grads)
-    dense_at = []
+    out: List = [_dense(g) if options.sparse_as_dense else g for g in grads]
+    keys = [_key(v) for v in variables] if variables is not None and len(variables) == len(out) else [None] * len(out)
+    prefix = options.name or "hvdkeras"
+    prescale, postscale = options.scale_factors
+    common = dict(op=options.op, prescale_factor=prescale, postscale_factor=postscale,
+                  compression=options.compression, device_dense=options.device_dense,
+                  device_sparse=options.device_sparse, process_set=options.process_set)
+    sent, kept = [], []
     # Backward order: the last variables' gradients are computed first.
     for i in reversed(range(len(out))):
-        grad = out[i]
-        if grad is None:
+        if out[i] is None:
             continue
-        if isinstance(grad, tf.IndexedSlices):
-            if not sparse_as_dense:
-                out[i] = hvd.allreduce(grad, op=hvd.Average, name=f"hvdkeras.sparse_grad.{i}")
-                continue
-            out[i] = tf.convert_to_tensor(grad)
-        dense_at.append(i)
-    if groups == 0:
-        for i in dense_at:
-            out[i] = hvd.allreduce(out[i], op=hvd.Average, compression=codec, name=f"hvdkeras.grad.{i}")
-    elif dense_at:
-        for g, members in enumerate(split_groups(dense_at, groups)):
-            reduced = hvd.grouped_allreduce([out[i] for i in members], op=hvd.Average, compression=codec,
-                                            name=f"hvdkeras.grads.{g}")
+        (kept if keys[i] in local else sent).append(i)
+    sparse = [i for i in sent if isinstance(out[i], tf.IndexedSlices)]
+    dense = [i for i in sent if not isinstance(out[i], tf.IndexedSlices)]
+    for i in sparse:
+        out[i] = hvd.allreduce(out[i], name=f"{prefix}.sparse_grad.{i}", **common)
+    groups = options.groups
+    if groups is None:
+        for i in dense:
+            out[i] = hvd.allreduce(out[i], name=f"{prefix}.grad.{i}", **common)
+    else:
+        if isinstance(groups, list):
+            position = {keys[i]: i for i in dense}
+            runs = [[position.pop(_key(v)) for v in group if _key(v) in position] for group in groups]
+            runs = [run for run in runs if run] + [[i] for i in dense if i in position.values()]
+        else:
+            runs = split_groups(dense, groups) if dense else []
+        for g, members in enumerate(runs):
+            reduced = hvd.grouped_allreduce([out[i] for i in members], name=f"{prefix}.grads.{g}", **common)
             for i, r in zip(members, reduced):
                 out[i] = r
+    if kept and options.scale_local_gradients:
+        ranks = tf.cast(options.process_set.size(), tf.float32)
+        for i in kept:
+            grad = out[i]
+            if isinstance(grad, tf.IndexedSlices):
+                out[i] = tf.IndexedSlices(grad.values / tf.cast(ranks, grad.values.dtype), grad.indices,
+                                          grad.dense_shape)
+            else:
+                out[i] = grad / tf.cast(ranks, grad.dtype)
     return out
 
 
-def distribute(optimizer, compression: str = "none", backward_passes_per_step: int = 1,
-               average_aggregated_gradients: bool = False, sparse_as_dense: bool = False, groups: int = 0):
-    """A copy of the Keras 3 ``optimizer`` whose ``apply`` first averages the gradients over ranks.
+def distributed_class(base: type, options: ExchangeOptions = ExchangeOptions()) -> type:
+    """The subclass of the Keras 3 optimizer class ``base`` whose ``apply`` first combines the gradients over ranks.
 
-    The copy is an instance of a subclass of the optimizer's own class, made from its
-    config (as Horovod does), so ``isinstance`` checks, serialization of the
-    hyperparameters and the optimizer's variables are those of the original.
+    It has ``base``'s name and module (Horovod's convention), so a model saved with it
+    records the plain optimizer and loads without hvdkeras, and ``from_config`` of its
+    ``get_config`` gives the same distributed optimizer.
     """
-    if backward_passes_per_step < 1:
-        raise ValueError(f"backward_passes_per_step must be >= 1; received: {backward_passes_per_step}")
-    if groups < 0:
-        raise ValueError(f"groups must be >= 0 (0: one request per gradient); received: {groups}")
-    horovod_compression(compression)
-    if is_distributed(optimizer):
-        raise ValueError(f"the optimizer is already distributed; received: {optimizer!r}")
-    policy = keras.config.dtype_policy().name
-    if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)  # so the allreduce comes first (see above)
-    if backward_passes_per_step > 1 and isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        raise ValueError("backward_passes_per_step > 1 with loss scaling (mixed_float16) is not supported on Keras 3; "
-                         f"use mixed_bfloat16 or backward_passes_per_step=1. Received: {backward_passes_per_step}")
-    base = type(optimizer)
-    compression, passes = str(compression), int(backward_passes_per_step)
-    average, sparse_as_dense, groups = bool(average_aggregated_gradients), bool(sparse_as_dense), int(groups)
+    passes = int(options.backward_passes_per_step)
+    average = bool(options.average_aggregated_gradients)
+
+    def init(self, *args, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        self._hvd_local = set()
+        self._hvd_local_layers = []
+
+    def local_keys(self):
+        return frozenset(self._hvd_local) | frozenset(
+            _key(v) for layer in self._hvd_local_layers for v in layer.trainable_weights)
+
+    def register_local_var(self, var):
+        """Keeps ``var``'s gradient out of the allreduce (Horovod's ``register_local_var``)."""
+        self._hvd_local.add(_key(var))
+
+    def exchange(self, grads, variables, accumulated=False):
+        opts = dataclasses.replace(options, sparse_as_dense=True) if accumulated else options
+        return allreduce_gradients(grads, variables, opts, local_keys(self))
 
     def build(self, variables):
         base.build(self, variables)
@@ -138,11 +169,12 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
 
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
+        variables = list(getattr(self, "_trainable_variables", None) or [] if trainable_variables is None
+                         else trainable_variables)
         if passes == 1:
-            return base.apply(self, allreduce_gradients(grads, compression, sparse_as_dense, groups),
-                              trainable_variables)
+            return base.apply(self, exchange(self, grads, variables), trainable_variables)
         if not self.built:
-            self.build(list(trainable_variables))
+            self.build(variables)
             self.built = True
         for acc, grad in zip(self._hvd_accumulators, grads):
             if grad is not None:
@@ -153,8 +185,7 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
             summed: List[Optional[tf.Tensor]] = [
                 None if g is None else tf.convert_to_tensor(acc) / passes if average else tf.convert_to_tensor(acc)
                 for acc, g in zip(self._hvd_accumulators, grads)]
-            base.apply(self, allreduce_gradients(summed, compression, sparse_as_dense=True, groups=groups),
-                       trainable_variables)
+            base.apply(self, exchange(self, summed, variables, accumulated=True), trainable_variables)
             for acc in self._hvd_accumulators:
                 acc.assign(tf.zeros_like(acc))
             return tf.constant(True)
@@ -162,13 +193,51 @@ def distribute(optimizer, compression: str = "none", backward_passes_per_step: i
         # Every rank counts the same batches, so every rank takes the same branch.
         tf.cond(tf.equal(self._hvd_pass % passes, 0), exchange_and_apply, lambda: tf.constant(False))
 
-    cls = type(f"Distributed{base.__name__}", (base,), {
-        _MARK: True, "build": build, "apply": apply, "__module__": base.__module__,
-        "hvd_options": dict(compression=compression, backward_passes_per_step=passes,
-                            average_aggregated_gradients=average, sparse_as_dense=sparse_as_dense,
-                            groups=groups),
+    return type(base.__name__, (base,), {
+        _MARK: True, "__init__": init, "build": build, "apply": apply,
+        "register_local_var": register_local_var, "__module__": base.__module__,
+        "__qualname__": base.__qualname__, "hvd_options": options,
     })
-    return cls.from_config(optimizer.get_config())
+
+
+def distribute(optimizer, options: ExchangeOptions = ExchangeOptions()):
+    """A copy of the Keras 3 ``optimizer``, made from its config (as Horovod does), of :func:`distributed_class`."""
+    if is_distributed(optimizer):
+        raise ValueError(f"the optimizer is already distributed; received: {optimizer!r}")
+    policy = keras.config.dtype_policy().name
+    if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)  # so the allreduce comes first (see above)
+    passes = int(options.backward_passes_per_step)
+    if passes > 1 and isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        raise ValueError("backward_passes_per_step > 1 with loss scaling (mixed_float16) is not supported on Keras 3; "
+                         f"use mixed_bfloat16 or backward_passes_per_step=1. Received: {passes}")
+    return distributed_class(type(optimizer), options).from_config(optimizer.get_config())
+
+
+def load_model(filepath, custom_optimizers, custom_objects, options: ExchangeOptions, legacy_opts: bool = False):
+    """``keras.models.load_model`` with the saved optimizer made distributed, its state kept (Horovod's ``load_model``).
+
+    Every optimizer of ``keras.optimizers`` (and each of ``custom_optimizers``) is
+    replaced, by its name, with its :func:`distributed_class`; ``custom_objects`` come last
+    and win, as in Horovod.
+    """
+    if legacy_opts:
+        raise ValueError("legacy_opts=True loads Keras 2's tf.keras.optimizers.legacy optimizers, which Keras 3 does "
+                         "not have; load without it (Keras 3 reads the optimizer the model was saved with)")
+    classes = [c for c in vars(keras.optimizers).values()
+               if isinstance(c, type) and issubclass(c, keras.optimizers.Optimizer)]
+    classes += list(custom_optimizers or [])
+    objects = {}
+    for cls in classes:
+        distributed = distributed_class(cls, options)
+        objects[cls.__name__] = objects[cls.__name__.lower()] = distributed
+    objects.update(custom_objects or {})
+    return keras.models.load_model(filepath, custom_objects=objects)
+
+
+def add_local_layers(optimizer, layers: Sequence) -> None:
+    """Makes the layers' trainable variables local; they are looked up at each exchange (lazily built layers too)."""
+    optimizer._hvd_local_layers.extend(layers)
 
 
 def allreduce_outside_xla(optimizer, grads: Sequence, variables: Sequence) -> List:

@@ -39,6 +39,16 @@ def test_two_backward_passes_per_step_change_weights_every_second_batch(gradient
     assert gradient_results[0]["accumulation"]["final_digest"] == gradient_results[1]["accumulation"]["final_digest"]
 
 
+@pytest.mark.parametrize("case, tolerance", [("op_sum", 1e-6), ("predivide", 1e-6), ("groups_of_variables", 1e-6),
+                                             ("fp16", 2e-3), ("partial", 1e-6)])
+def test_horovods_arguments_give_horovods_result(gradient_results, case, tolerance):
+    """op=Sum: minus the sum; predivide: still the mean; groups of variables; fp16 within its precision;
+    PartialDistributedOptimizer: the local layer moves by its own gradient / ranks, the rest by the mean."""
+    for rank in (0, 1):
+        res = gradient_results[rank][case]
+        assert res["max_abs_error"] <= tolerance * max(1.0, res["scale"]), res
+
+
 def test_fp16_compression_trains_the_default_job_to_the_same_accuracy(tmp_path):
     horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), DIGITS, "trainer.verbose=0",
                 "horovod.compression=fp16", "checkpoint.enabled=false"], timeout=300)

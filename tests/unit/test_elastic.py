@@ -23,7 +23,7 @@ def test_keep_rank_batch_without_an_eval_batch_resizes_the_training_batch_for_bo
 
 
 class RecordingState:
-    """Stands in for elastic.TrainingState: the position and the commits."""
+    """Stands in for elastic.KerasState: the position and the commits."""
 
     def __init__(self):
         self.epoch, self.batch, self.commits = 0, 0, []
@@ -38,7 +38,7 @@ class RecordingState:
 ])
 def test_commit_every_n_batches_and_at_epoch_ends(offset, batches, expected):
     state = RecordingState()
-    cb = elastic.CommitStateCallback(state, every_batches=2, batch_offset=offset)
+    cb = elastic.CommitPositionCallback(state, every_batches=2, batch_offset=offset)
     cb.on_epoch_begin(1)
     for batch in range(batches):
         cb.on_train_batch_end(batch)

@@ -17,7 +17,9 @@ def test_compression_names_map_to_horovods():
     assert compression.COMPRESSIONS == gradient_exchange.COMPRESSIONS == ("none", "fp16")
     assert compression.horovod_compression("none") is hvd.Compression.none
     assert compression.horovod_compression("fp16") is hvd.Compression.fp16
-    with pytest.raises(ValueError, match="compression must be one of none, fp16; received: 'gzip'"):
+    assert compression.horovod_compression(hvd.Compression.fp16) is hvd.Compression.fp16  # Horovod's own
+    with pytest.raises(ValueError, match=r"compression must be one of none, fp16 \(or hvd.Compression.none, "
+                                         r"hvd.Compression.fp16\); received: 'gzip'"):
         compression.horovod_compression("gzip")
 
 

@@ -8,8 +8,13 @@ own gradient on its own batch; the ranks exchange them with ``allgather_object``
 learning rate 1 through the distributed optimizer must then move each weight by
 exactly minus that mean (one ``model.fit`` step), with one request per gradient (the
 default, ``groups=0``) and with one and two grouped requests. Then ``backward_passes_per_step=2``: the weights change on
-every second batch only, to the same values on every rank. Prints one
-``RESULT <json>`` line per rank.
+every second batch only, to the same values on every rank.
+
+Horovod's other arguments, through ``hvdkeras.keras`` (Horovod's Keras API): ``op=Sum``
+moves by minus the sum; ``gradient_predivide_factor`` keeps the mean; ``groups`` as a
+list of variable lists; ``compression=hvd.Compression.fp16`` (within fp16's precision);
+``PartialDistributedOptimizer`` leaves a local layer's gradient unsent, divided by the
+number of ranks. Prints one ``RESULT <json>`` line per rank.
 """
 import json
 
@@ -17,6 +22,7 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
+import hvdkeras.keras as hvd_keras
 from hvdkeras import DistributedOptimizer, compat
 
 keras = compat.keras
@@ -68,6 +74,32 @@ def check_mean(kind, make, sparse_as_dense, groups=0):
     return {"max_abs_error": err, "distance_from_local": own, "gradient_types": kinds}
 
 
+def check_horovod_arguments(case, **kwargs):
+    """One SGD step at rate 1 with Horovod's arguments; the step against the sum or mean of the ranks' gradients."""
+    model = dense_model()
+    x, y = batch("dense", seed=300 + rank)
+    mine = [g.numpy() for g in local_gradients(model, x, y)]
+    gathered = np.array(hvd.allgather_object(mine, name=f"grads.{case}"), dtype=object)
+    summed, mean = np.sum(gathered, axis=0), np.mean(gathered, axis=0)
+    expected = summed if kwargs.get("op") is hvd_keras.Sum else mean
+    local_layers = kwargs.pop("local_layers", None)
+    if kwargs.pop("groups_by_layer", False):
+        kwargs["groups"] = [[model.layers[0].kernel, model.layers[1].kernel]]  # the biases: one request each
+    if local_layers is not None:
+        optimizer = hvd_keras.PartialDistributedOptimizer(keras.optimizers.SGD(learning_rate=1.0),
+                                                          local_layers=model.layers[0], **kwargs)
+        # the first layer's kernel and bias: this rank's own gradient divided by the number of ranks
+        expected = [m / size for m in mine[:2]] + list(mean[2:])
+    else:
+        optimizer = hvd_keras.DistributedOptimizer(keras.optimizers.SGD(learning_rate=1.0), **kwargs)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+    steps = [b - v.numpy() for b, v in zip(before, model.trainable_variables)]
+    return {"max_abs_error": max(float(np.max(np.abs(s - e))) for s, e in zip(steps, expected)),
+            "scale": max(float(np.max(np.abs(e))) for e in expected)}
+
+
 def check_accumulation():
     model = dense_model()
     opt = DistributedOptimizer(keras.optimizers.SGD(learning_rate=0.1), backward_passes_per_step=2,
@@ -94,5 +126,10 @@ result = {"rank": rank, "stack": compat.STACK,
           "dense_two_groups": check_mean("dense", dense_model, sparse_as_dense=False, groups=2),
           "embedding_sparse": check_mean("embedding", embedding_model, sparse_as_dense=False),
           "embedding_as_dense": check_mean("embedding", embedding_model, sparse_as_dense=True),
-          "accumulation": check_accumulation()}
+          "accumulation": check_accumulation(),
+          "op_sum": check_horovod_arguments("op_sum", op=hvd_keras.Sum),
+          "predivide": check_horovod_arguments("predivide", gradient_predivide_factor=2.0, name="predivided"),
+          "groups_of_variables": check_horovod_arguments("groups_of_variables", groups_by_layer=True),
+          "fp16": check_horovod_arguments("fp16", compression=hvd_keras.Compression.fp16),
+          "partial": check_horovod_arguments("partial", local_layers=True)}
 print("RESULT " + json.dumps(result), flush=True)
