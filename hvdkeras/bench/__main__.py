@@ -38,8 +38,14 @@ def main(argv=None):
     unknown = sorted(v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None)
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
-    if not args.model.startswith("applications."):
-        variants = [v for v in variants if v.startswith("hvdkeras")]  # the recipes use keras.applications
+    if not args.model.startswith("applications."):  # the recipes build keras.applications models
+        recipes = [v for v in variants if not v.startswith("hvdkeras")]
+        if recipes and args.variants != ",".join(VARIANTS):
+            parser.error(f"variants {recipes} build keras.applications models only; use --model applications.<Name> "
+                         f"or --variants with hvdkeras rows only. Received: --model {args.model}")
+        if recipes:
+            print(f"--model {args.model}: the hvdkeras rows only ({', '.join(recipes)} need applications.<Name>)")
+        variants = [v for v in variants if v.startswith("hvdkeras")]
     os.makedirs(args.out, exist_ok=True)
     runs = run_rounds(variants, nps, args)
     table = summarize(runs, nps)

@@ -82,11 +82,11 @@ def _stop_rank_one_for(workdir, seconds, *sets):
 
 
 @stall
-def test_a_rank_frozen_for_20s_delays_training_without_an_error(tmp_path):
+def test_a_rank_frozen_for_12s_delays_training_without_an_error(tmp_path):
     # SIGSTOP freezes Horovod's background thread too: under Gloo the coordinator then waits in its
     # own negotiation (up to HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s), where no stall check runs, so the
     # frozen rank simply holds everyone; no warning is possible (docs/reliability.md).
-    code, out = _stop_rank_one_for(tmp_path / "w", 20, "trainer.epochs=4", "horovod.stall_warning_seconds=5")
+    code, out = _stop_rank_one_for(tmp_path / "w", 12, "trainer.epochs=4", "horovod.stall_warning_seconds=5")
     assert code == 0, out[-3000:]
     assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1, 2, 3, 4]
 
@@ -104,11 +104,12 @@ def _missing_rank_lines(output, mark=""):
 
 
 @stall
-def test_a_rank_slow_for_20s_gets_horovods_stall_warning_naming_it_and_training_continues(tmp_path):
-    # Needs build patch 0004: without it Horovod 0.28.1's stall inspector is silent under Gloo.
-    job = _slow_rank(tmp_path, 20)
+def test_a_rank_slow_for_14s_gets_horovods_stall_warning_naming_it_and_training_continues(tmp_path):
+    # Needs build patch 0004: without it Horovod 0.28.1's stall inspector is silent under Gloo. It looks
+    # every 5 s (the warning time) for tensors waiting longer than 5 s: a warning by 10 s, 14 s leaves 4.
+    job = _slow_rank(tmp_path, 14)
     assert job.returncode == 0, job.output[-3000:]
-    assert "rank 1 pauses for 20s" in job.output
+    assert "rank 1 pauses for 14s" in job.output
     assert "waiting for remainder of ranks for more than 5 seconds" in job.output, job.output[-3000:]
     assert _missing_rank_lines(job.output), job.output[-3000:]
     assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1, 2, 3]
@@ -117,13 +118,14 @@ def test_a_rank_slow_for_20s_gets_horovods_stall_warning_naming_it_and_training_
 @stall
 def test_a_rank_slow_beyond_stall_shutdown_seconds_stops_the_job_with_one_line(tmp_path):
     tic = time.time()
-    job = _slow_rank(tmp_path, 60, "horovod.stall_shutdown_seconds=10")
+    # checked every 2 s, shut down once a tensor has waited 5 s
+    job = _slow_rank(tmp_path, 60, "horovod.stall_warning_seconds=2", "horovod.stall_shutdown_seconds=5")
     took = time.time() - tic
     assert job.returncode != 0
     assert _missing_rank_lines(job.output, "!"), job.output[-3000:]
     said = [line for line in job.output.splitlines() if "hvdkeras: error: Horovod stopped the job" in line]
     assert len(said) == 1, job.output[-3000:]
-    assert "horovod.stall_shutdown_seconds=10" in said[0]
+    assert "horovod.stall_shutdown_seconds=5" in said[0]
     assert "resume from the last checkpoint (checkpoint epoch 1)" in said[0]
     assert took < 60, f"the job took {took:.0f}s: it waited for the slow rank instead of stopping"
     assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1]

@@ -228,7 +228,8 @@ def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_pat
     env["HVDKERAS_HOSTS_FILE"] = str(host_file)
     elastic = ["--min-np", "1", "--max-np", "2", "--network-interfaces", hosts.iface,
                "--ssh-identity-file", hosts.identity_file,
-               "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh")]
+               "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
+               "--gloo-timeout-seconds", str(GLOO_TIMEOUT_S)]  # host a's collective gives up sooner, as above
     proc = start(_train_on_hosts(hosts, workdir, "elastic.enabled=true", "elastic.commit_every_batches=5",
                                  f"trainer.epochs={epochs}", where=elastic), env=env)
     with _link_to_cut(host_b, proc, workdir) as cut:
