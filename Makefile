@@ -66,16 +66,17 @@ train: $(STAMP)
 	@test -n "$(LAUNCH)" || { echo "unknown LAUNCHER=$(LAUNCHER); choose gloo, mpi or mpirun" >&2; exit 2; }
 	$(LAUNCH) $(PY) -m hvdkeras.train --config $(CONFIG) --workdir $(WORKDIR)
 
-# System packages first (they change how Horovod is built), then each stack in turn.
+# System packages first (they change how Horovod is built), then each stack's suite in turn, the
+# next stack installing meanwhile at the lowest priority (tools/test_stacks.sh says why).
 test:
 	$(MAKE) --no-print-directory system-deps
-	set -e; for s in $(TEST_STACKS); do $(MAKE) --no-print-directory test-stack STACK=$$s; done
+	bash tools/test_stacks.sh $(MAKE) $(TEST_STACKS)
 
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -rs --durations=5 -n 2 tests/unit
-	$(PY) -m pytest -q -rs --durations=25 tests/distributed
+	$(PY) -m pytest -q -rs --durations=0 --durations-min=1 tests/distributed
 
 # ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks.
 lint: $(STAMP)

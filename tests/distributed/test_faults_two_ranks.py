@@ -4,7 +4,17 @@ import re
 import signal
 import time
 
-from tests.harness.ranks import REPO, SCRIPTS, finish, horovodrun, rank_pid, read_jsonl, start_ranks, wait_for_epochs
+from tests.harness.ranks import (
+    REPO,
+    SCRIPTS,
+    OutputWatch,
+    finish,
+    horovodrun,
+    rank_pid,
+    read_jsonl,
+    start_ranks,
+    wait_for_epochs,
+)
 from tests.harness.stacks import once_per_make_test
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
@@ -91,10 +101,13 @@ def test_a_rank_frozen_for_12s_delays_training_without_an_error(tmp_path):
     assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1, 2, 3, 4]
 
 
-def _slow_rank(tmp_path, seconds, *sets):
+def _slow_sets(tmp_path, *sets):
     sets = ("trainer.verbose=0", "trainer.epochs=3", "horovod.stall_warning_seconds=5") + sets
-    return horovodrun([os.path.join(SCRIPTS, "slow_rank.py"), str(seconds), "--config", DIGITS,
-                       "--workdir", str(tmp_path / "w"), *[a for s in sets for a in ("--set", s)]],
+    return ["--config", DIGITS, "--workdir", str(tmp_path / "w"), *[a for s in sets for a in ("--set", s)]]
+
+
+def _slow_rank(tmp_path, seconds, *sets):
+    return horovodrun([os.path.join(SCRIPTS, "slow_rank.py"), str(seconds), *_slow_sets(tmp_path, *sets)],
                       timeout=240, check=False)
 
 
@@ -103,15 +116,23 @@ def _missing_rank_lines(output, mark=""):
     return [line for line in output.splitlines() if re.search(rf">:\s*1{re.escape(mark)}: \[", line)]
 
 
+STALL_WARNING = "waiting for remainder of ranks for more than 5 seconds"
+
+
 @stall
-def test_a_rank_slow_for_14s_gets_horovods_stall_warning_naming_it_and_training_continues(tmp_path):
-    # Needs build patch 0004: without it Horovod 0.28.1's stall inspector is silent under Gloo. It looks
-    # every 5 s (the warning time) for tensors waiting longer than 5 s: a warning by 10 s, 14 s leaves 4.
-    job = _slow_rank(tmp_path, 14)
-    assert job.returncode == 0, job.output[-3000:]
-    assert "rank 1 pauses for 14s" in job.output
-    assert "waiting for remainder of ranks for more than 5 seconds" in job.output, job.output[-3000:]
-    assert _missing_rank_lines(job.output), job.output[-3000:]
+def test_a_slow_rank_gets_horovods_stall_warning_naming_it_and_training_continues(tmp_path):
+    # Needs build patch 0004: without it Horovod 0.28.1's stall inspector is silent under Gloo. It looks every
+    # 5 s (the warning time); the gradients are in Horovod's response cache after step one, and a cached tensor
+    # waiting over 5 s is first moved out of the cache at one check and only named at a later one (lag counted
+    # from the move), so the warning comes 10 to 20 s into the pause. Rank 1 pauses until the warning is seen.
+    release = tmp_path / "release"
+    job = OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), "60", str(release), *_slow_sets(tmp_path)]))
+    job.wait_for("rank 1 pauses", 180, "rank 1's pause")
+    job.wait_for(STALL_WARNING, 45, "Horovod's stall warning while rank 1 pauses")
+    release.touch()
+    out = job.finish(timeout=120)
+    assert job.proc.returncode == 0, out[-3000:]
+    assert _missing_rank_lines(out), out[-3000:]
     assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1, 2, 3]
 
 

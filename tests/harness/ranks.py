@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -122,8 +124,6 @@ def _kill(proc: subprocess.Popen) -> None:
 def wait_for_epochs(proc: subprocess.Popen, workdir, n: int, timeout: float = 240) -> None:
     """Waits until a job started by :func:`start` has logged ``n`` epochs; fails the test (and kills
     the job) if it ends first or takes longer than ``timeout`` seconds."""
-    import time
-
     deadline = time.time() + timeout
     while time.time() < deadline:
         if epochs_logged(workdir) >= n:
@@ -143,6 +143,52 @@ def finish(proc: subprocess.Popen, timeout: float = 90) -> str:
     except subprocess.TimeoutExpired:
         _kill(proc)
         pytest.fail(f"the job did not end within {timeout}s:\n" + proc.communicate()[0][-3000:])
+
+
+class OutputWatch:
+    """Reads the output of a job from :func:`start` on a thread, so a test can wait for a line while the job
+    runs (an event, not a sleep) and then act on it; :meth:`finish` replaces :func:`finish` for that job."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self._lines = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self._lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._lines)
+
+    def wait_for(self, needle: str, timeout: float, what: str) -> None:
+        """Waits until ``needle`` appears in the output; fails the test (and kills the job) if the job ends
+        first or ``timeout`` seconds pass."""
+        deadline = time.time() + timeout
+        while needle not in self.text:
+            if self.proc.poll() is not None:
+                self._reader.join(timeout=10)
+                if needle in self.text:
+                    return
+                pytest.fail(f"the job ended (status {self.proc.returncode}) before {what}:\n" + self.text[-3000:])
+            if time.time() > deadline:
+                _kill(self.proc)
+                self._reader.join(timeout=10)
+                pytest.fail(f"no {what} within {timeout:g}s:\n" + self.text[-3000:])
+            time.sleep(0.1)
+
+    def finish(self, timeout: float = 90) -> str:
+        """The whole output once the job ends; fails the test and kills the job after ``timeout`` seconds."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(self.proc)
+            self._reader.join(timeout=10)
+            pytest.fail(f"the job did not end within {timeout}s:\n" + self.text[-3000:])
+        self._reader.join(timeout=30)
+        return self.text
 
 
 def results(job: Job) -> list:

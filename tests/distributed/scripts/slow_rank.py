@@ -1,12 +1,16 @@
 """Run under horovodrun: ``python -m hvdkeras.train`` with rank 1 pausing in one batch, its Horovod thread alive.
 
-    python slow_rank.py SECONDS --config FILE --workdir DIR [--set section.key=value ...]
+    python slow_rank.py SECONDS [RELEASE_FILE] --config FILE --workdir DIR [--set section.key=value ...]
 
-Rank 1 sleeps SECONDS at the start of batch 4 of epoch 2 (a slow data loader, a long
-garbage collection): the other rank waits in that batch's allreduce, and Horovod's
-stall inspector, which needs every rank's background thread running, can name rank 1.
-Everything else is the command line's own path, its one-line errors included.
+Rank 1 sleeps at the start of batch 4 of epoch 2 (a slow data loader, a long garbage
+collection) for SECONDS, or until RELEASE_FILE exists if one is given (at most SECONDS):
+the other rank waits in that batch's allreduce, and Horovod's stall inspector, which needs
+every rank's background thread running, can name rank 1. A test that watches the job's
+output for the warning creates RELEASE_FILE once it has seen it, so the pause lasts as long
+as the event takes and no longer. Everything else is the command line's own path, its
+one-line errors included.
 """
+import os
 import sys
 import time
 
@@ -15,7 +19,8 @@ from hvdkeras import trainer as trainer_lib
 from hvdkeras.compat import keras
 
 seconds = float(sys.argv[1])
-sys.argv = [sys.argv[0]] + sys.argv[2:]
+release = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else None
+sys.argv = [sys.argv[0]] + sys.argv[(3 if release else 2):]
 
 
 class PauseOnce(keras.callbacks.Callback):
@@ -28,8 +33,12 @@ class PauseOnce(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if distributed.rank() == 1 and self.epoch == 1 and batch == 3:
-            print(f"rank 1 pauses for {seconds:g}s", flush=True)
-            time.sleep(seconds)
+            until = f" or until {release} exists" if release else ""
+            print(f"rank 1 pauses for {seconds:g}s{until}", flush=True)
+            deadline = time.time() + seconds
+            while time.time() < deadline and not (release and os.path.exists(release)):
+                time.sleep(0.1)
+            print(f"rank 1 goes on after {seconds - max(0.0, deadline - time.time()):.1f}s", flush=True)
 
 
 build_callbacks = trainer_lib.Trainer.callbacks
