@@ -10,7 +10,7 @@ from tests.harness.stacks import once_per_make_test
 # The same three rows (hvdkeras, Horovod's recipe, MWMS) run through the same runner in the lab's round
 # (test_lab.py) on keras2, over the two emulated hosts; here they run on keras3, whose Horovod recipe is
 # the TensorFlow-ops one, with the bench's table, JSON and chart.
-pytestmark = once_per_make_test("the side-by-side bench", 1.3, stack="keras3")
+pytestmark = once_per_make_test("the side-by-side bench", 0.9, stack="keras3")
 
 
 def test_bench_runs_each_variant_and_writes_results(tmp_path):

@@ -16,7 +16,7 @@ from tests.harness.ranks import REPO
 from tests.harness.stacks import once_per_make_test
 
 # The lab's path (namespaces, shaper, ssh, the rows' jobs) does not depend on the stack.
-pytestmark = once_per_make_test("the lab's round on the emulated hosts", 4)
+pytestmark = once_per_make_test("the lab's round on the emulated hosts", 1.5)
 
 
 def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
