@@ -9,6 +9,7 @@ same seeds and with a model of its own. The pytest side (test_callbacks_two_rank
 import json
 import os
 import sys
+import time
 
 import horovod.tensorflow as hvd
 import numpy as np
@@ -135,6 +136,17 @@ def backup(x, y, train, rec):
     class Preempted(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             if epoch == 2 and rank == 1:
+                # Only rank 0 writes the backup, at the end of epoch 2, and nothing makes rank 1 wait for
+                # it: killed at once, rank 1 could take rank 0 down mid-save (the previous backup then
+                # stays, as it should, but this scenario is about resuming from epoch 2's). So rank 1 dies
+                # once epoch 2's backup is the only one on disk (rank 0, past its save, waits for rank 1
+                # in epoch 3's first allreduce), or after 60 s, and the test then shows what was there.
+                deadline = time.time() + 60
+                def on_disk():
+                    return sorted(os.listdir(backup_dir)) if os.path.isdir(backup_dir) else []
+
+                while time.time() < deadline and on_disk() != ["epoch-0002"]:
+                    time.sleep(0.05)
                 os._exit(3)  # a hard kill of one rank at the start of the third epoch
 
     if phase == "1":
