@@ -191,6 +191,24 @@ def is_collective_failure(exc: BaseException) -> bool:
     return isinstance(exc, (HorovodInternalError, tf.errors.OpError))
 
 
+# What the message of a TensorFlow error raised by a failed Horovod op contains, one of:
+# "Horovod" (Horovod's op types, e.g. ``HorovodAllreduce_...`` in its default node names, and its
+# "Horovod has been shut down" status for ops queued after a failure); Gloo's transport, whose
+# exceptions name their source file (``.../gloo/transport/tcp/pair.cc:589] Read error ...:
+# Connection reset by peer``: the op in flight when a peer died gets that text alone); or a node
+# hvdkeras named (``[[{{node hvdkeras.grad.6}}]]``), where Horovod's op type is not in the name.
+_HOROVOD_OP_MARKERS = ("Horovod", "gloo/transport", "{{node hvdkeras.")
+
+
+def is_horovod_op_failure(exc: BaseException) -> bool:
+    """True when ``exc`` is a TensorFlow ``UnknownError`` raised by a failed Horovod op (see the markers above).
+
+    Stricter than :func:`is_collective_failure`: elastic training resets on it and retries, so an
+    error of the user's own code must not match (it would be retried for ever).
+    """
+    return isinstance(exc, tf.errors.UnknownError) and any(m in (exc.message or "") for m in _HOROVOD_OP_MARKERS)
+
+
 def allreduce_sum(values: np.ndarray, name: str) -> np.ndarray:
     """Element-wise sum over ranks of a float64 array (exact for counts below 2**53)."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))

@@ -51,14 +51,17 @@ def run(func):
     ``HorovodAllreduce``, ``HorovodAllgather`` or ``HorovodBroadcast``, and returns
     ``None`` for any other ``UnknownError``: a peer lost during a grouped allreduce
     (``HorovodGroupedAllreduce``, how :mod:`hvdkeras.gradient_exchange` averages on
-    Keras 3) ended training early as if it had finished. Here any Horovod op's error
+    Keras 3) ended training early as if it had finished. Nor does the op in flight
+    when a peer dies always name Horovod: it can fail with Gloo's text alone
+    (``Read error ...: Connection reset by peer`` at ``{{node hvdkeras.grad.6}}``).
+    Here any Horovod op's error (:func:`hvdkeras.distributed.is_horovod_op_failure`)
     resets and every other error propagates.
     """
     def wrapper(state, *args, **kwargs):
         try:
             return func(state, *args, **kwargs)
         except tf.errors.UnknownError as exc:
-            if "Horovod" in (exc.message or ""):  # HorovodGroupedAllreduce, ..., "Horovod has been shut down"
+            if distributed.is_horovod_op_failure(exc):
                 raise HorovodInternalError(exc) from exc
             raise
 

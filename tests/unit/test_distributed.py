@@ -86,3 +86,33 @@ def test_cycled_names_alternate_per_base_and_start_over_together():
     assert distributed.cycled_name("b") == "b.0"  # each base counts alone
     distributed.reset_cycled_names()
     assert distributed.cycled_name("a") == "a.0"
+
+
+# The messages of real failures: the first seen when a peer was SIGKILLed during a Keras 3 step (an
+# elastic job's survivor must reset on it, not exit); the others Horovod's own.
+GLOO_IN_FLIGHT = ("Graph execution error:\n\nDetected at node hvdkeras.grad.6 defined at (most recent call last):\n"
+                  "[.../third_party/compatible17_gloo/gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:53169: "
+                  "Connection reset by peer\n\t [[{{node hvdkeras.grad.6}}]] [Op:__inference_multi_step_on_iterator_948]")
+
+
+@pytest.mark.parametrize("message", [
+    GLOO_IN_FLIGHT,
+    "Horovod has been shut down. This was caused by an exception on one of the ranks",
+    "Read error [127.0.0.1]:5 [[{{node DistributedGradientTape_Allreduce/HorovodAllreduce_grads_0}}]]",
+    "Connection closed by peer [[{{node hvdkeras.grads.0}}]]",
+])
+def test_a_failed_horovod_op_is_told_by_its_message(message):
+    import tensorflow as tf
+
+    assert distributed.is_horovod_op_failure(tf.errors.UnknownError(None, None, message))
+
+
+@pytest.mark.parametrize("error", [
+    ("UnknownError", "ValueError: a bug in the user's py_function [[{{node EagerPyFunc}}]]"),
+    ("InvalidArgumentError", "Horovod: shapes differ"),  # not an UnknownError: a bug to report, not a lost peer
+])
+def test_other_errors_are_not_horovod_op_failures(error):
+    import tensorflow as tf
+
+    kind, message = error
+    assert not distributed.is_horovod_op_failure(getattr(tf.errors, kind)(None, None, message))
