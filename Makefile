@@ -66,8 +66,8 @@ train: $(STAMP)
 	@test -n "$(LAUNCH)" || { echo "unknown LAUNCHER=$(LAUNCHER); choose gloo, mpi or mpirun" >&2; exit 2; }
 	$(LAUNCH) $(PY) -m hvdkeras.train --config $(CONFIG) --workdir $(WORKDIR)
 
-# System packages first (they change how Horovod is built), then each stack's suite in turn, the
-# next stack installing meanwhile at the lowest priority (tools/test_stacks.sh says why).
+# System packages first (they change how Horovod is built), then every stack's install side by side,
+# then each stack's suite in turn, alone (tools/test_stacks.sh says why).
 test:
 	$(MAKE) --no-print-directory system-deps
 	bash tools/test_stacks.sh $(MAKE) $(TEST_STACKS)

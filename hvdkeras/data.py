@@ -34,6 +34,7 @@ where and which command prepares it (nothing is downloaded at run time).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import re
 from typing import Callable, Optional, Tuple
@@ -162,6 +163,25 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
     )
 
 
+def digits_arrays() -> Tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as ``load_digits`` gives them: (1797 x 64 pixels in 0..16, 1797 labels).
+
+    Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``, 64 pixels and
+    the label per line), found without importing scikit-learn: its import (scipy among it) takes
+    about 0.5 s of every rank's start, longer than reading the file. ``load_digits`` where the file
+    is not there.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    path = os.path.join(os.path.dirname(spec.origin), "datasets", "data", "digits.csv.gz") if spec else ""
+    if not os.path.isfile(path):
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        return bunch.data, bunch.target
+    table = np.loadtxt(path, delimiter=",")
+    return table[:, :-1], table[:, -1].astype(int)
+
+
 @REGISTRY.register("digits")
 def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int], threads: Optional[int] = None) -> Datasets:
     """The 1,797 8x8 handwritten digits that ship with scikit-learn (no download).
@@ -169,11 +189,9 @@ def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int], threa
     Pixels scaled to [0, 1], shape (8, 8, 1), 10 classes. A fixed split (the same for
     any seed and any number of ranks) holds out ``validation_fraction`` for validation.
     """
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    images = (bunch.images / 16.0).astype(np.float32)[..., None]
-    labels = bunch.target.astype(np.int32)
+    pixels, target = digits_arrays()
+    images = (pixels.reshape(-1, 8, 8) / 16.0).astype(np.float32)[..., None]
+    labels = target.astype(np.int32)
     order = np.random.RandomState(0).permutation(len(images))
     n_val = int(round(len(images) * cfg.validation_fraction))
     val_idx, train_idx = order[:n_val], order[n_val:]

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl, results
 
 DATA_CHECK = os.path.join(SCRIPTS, "data_check.py")
 REPORT = os.path.join(SCRIPTS, "train_and_report.py")
@@ -50,25 +50,41 @@ def test_uneven_validation_shards_match_one_process(tiny_data_dir, tmp_path):
     assert last["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-5)
 
 
-@pytest.mark.parametrize("config, overrides, input_shape", [
-    ("resnet.yaml", ["data.global_batch_size=4", "data.eval_global_batch_size=4", "data.shuffle_buffer=16"],
-     [224, 224, 3]),
-    ("cifar10_resnet56.yaml", ["data.global_batch_size=8", "model.name=resnet20"], [32, 32, 3]),
-    ("mnist.yaml", ["data.global_batch_size=8"], [28, 28, 1]),
+MOCK_JOBS = {
+    "resnet.yaml": (["data.global_batch_size=4", "data.eval_global_batch_size=4", "data.shuffle_buffer=16"],
+                    [224, 224, 3]),
+    "cifar10_resnet56.yaml": (["data.global_batch_size=8", "model.name=resnet20"], [32, 32, 3]),
+    "mnist.yaml": (["data.global_batch_size=8"], [28, 28, 1]),
     # resnet.yaml's ResNet-50 is built and trained above: here the synthetic loader, on a smaller model
-    ("synthetic_resnet50.yaml", ["data.global_batch_size=4", "data.image_shape=[64,64,3]", "model.name=resnet20"],
-     [64, 64, 3]),
-])
-def test_every_config_trains_a_few_steps_on_mock_data(config, overrides, input_shape, tmp_path):
-    job = horovodrun([DATA_CHECK, "mock", os.path.join(REPO, "configs", config), str(tmp_path / "w"),
-                      "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", *overrides],
-                     timeout=600)
-    res = rank_results(job)
+    "synthetic_resnet50.yaml": (["data.global_batch_size=4", "data.image_shape=[64,64,3]", "model.name=resnet20"],
+                                [64, 64, 3]),
+}
+
+
+@pytest.fixture(scope="module")
+def mock_runs(tmp_path_factory):
+    """Every config of MOCK_JOBS trained for two steps on mock data, one after the other in one job (one
+    TensorFlow import and one Horovod start for the four): {config: (results by rank, workdir)}."""
+    base = tmp_path_factory.mktemp("mock")
+    jobs = [[os.path.join(REPO, "configs", config), str(base / config), [
+        "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", *overrides]]
+        for config, (overrides, _) in MOCK_JOBS.items()]
+    found = results(horovodrun([DATA_CHECK, "mock", json.dumps(jobs)], timeout=600))
+    by_config = {}
+    for index, config in enumerate(MOCK_JOBS):
+        by_config[config] = ({r["rank"]: r for r in found if r["job"] == index}, base / config)
+    return by_config
+
+
+@pytest.mark.parametrize("config", list(MOCK_JOBS))
+def test_every_config_trains_a_few_steps_on_mock_data(config, mock_runs):
+    res, workdir = mock_runs[config]
+    input_shape = MOCK_JOBS[config][1]
     assert res[0]["input_shape"] == res[1]["input_shape"] == input_shape
     assert res[0]["final"] == res[1]["final"]
     assert np.isfinite(res[0]["final"]["loss"])
     assert np.isfinite(res[0]["mean"]) and res[0]["std"] > 0
-    records = read_jsonl(tmp_path / "w" / "metrics.jsonl")
+    records = read_jsonl(workdir / "metrics.jsonl")
     assert len(records) == 1 and records[0]["images_per_sec"] > 0 and records[0]["images_per_sec_per_rank"] > 0
 
 

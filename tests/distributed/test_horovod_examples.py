@@ -39,7 +39,7 @@ def test_keras_mnist_advanced_trains_with_augmentation_and_reduce_lr_on_plateau(
 
 
 def test_tensorflow2_keras_synthetic_benchmark_runs_with_fp16_allreduce():
-    job = horovodrun([_example("tensorflow2_keras_synthetic_benchmark.py"), "--no-cuda", "--model", "MobileNetV2",
+    job = horovodrun([_example("tensorflow2_keras_synthetic_benchmark.py"), "--no-cuda", "--model", "MobileNet",
                       "--image-size", "32", "--batch-size", "8", "--num-iters", "2", "--num-batches-per-iter", "2",
                       "--fp16-allreduce"], timeout=300)
     assert "Total img/sec on 2 CPU(s)" in _rank0(job), job.output[-3000:]

@@ -2,7 +2,9 @@
 
 Asserts what the lab promises, not speed: every row ran on the hosts at that rate, the
 efficiency and the step split are in the JSON, the chart is drawn, and nothing of the
-lab (namespaces, links, shaper) is left behind.
+lab (namespaces, links, shaper) is left behind. The model is MobileNet (v1), whose jobs start
+faster than MobileNetV2's (the lab of record's; measured in the bench's round on keras3: 39 s
+against 57 s): the path is under test here, not the figures.
 """
 import json
 import os
@@ -26,7 +28,7 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
     out = tmp_path / "lab"
     proc = subprocess.run(
         [sys.executable, "-m", "hvdkeras.bench", "--hosts", "2", "--link", "200mbit", "--model",
-         "applications.MobileNetV2", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
+         "applications.MobileNet", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
          "--variants", "hvdkeras,horovod,mwms", "--out", str(out), "--timeout", "300"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=1200,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -39,7 +41,7 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
         assert row["images_per_sec"]["median"] > 0
         assert 0 < row["efficiency"]["median"] <= 1.5, (variant, row)  # against the ceiling of the same round
         assert row["step_s"] >= row["compute_s"] - 1e-9
-    assert result["calibration"]["gradient_bytes"] > 4 * 2_000_000  # MobileNetV2 with a 1000-class head
+    assert result["calibration"]["gradient_bytes"] > 4 * 4_000_000  # MobileNet (v1): 4.2 M parameters, 1000 classes
     assert (out / "lab_efficiency.png").stat().st_size > 1000
     assert not any(os.path.exists(f"/run/netns/{ns}") for _, ns, _, _ in hosts.HOST_SPECS)
     assert not os.path.exists(f"/sys/class/net/{hosts.IFACE}")

@@ -110,3 +110,12 @@ def test_tf_data_options_come_from_the_config():
     cfg = config_lib.load(None, ["data.private_threadpool_size=5"]).data
     validation = data.build(cfg, data.Shard(0, 1), seed=0, threads=3).validation
     assert validation.options().threading.private_threadpool_size == 5
+
+
+def test_digits_are_read_as_scikit_learn_loads_them():
+    from sklearn.datasets import load_digits
+
+    pixels, labels = data.digits_arrays()
+    bunch = load_digits()
+    np.testing.assert_array_equal(pixels, bunch.data)
+    np.testing.assert_array_equal(labels, bunch.target)

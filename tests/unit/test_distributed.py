@@ -92,7 +92,8 @@ def test_cycled_names_alternate_per_base_and_start_over_together():
 # elastic job's survivor must reset on it, not exit); the others Horovod's own.
 GLOO_IN_FLIGHT = ("Graph execution error:\n\nDetected at node hvdkeras.grad.6 defined at (most recent call last):\n"
                   "[.../third_party/compatible17_gloo/gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:53169: "
-                  "Connection reset by peer\n\t [[{{node hvdkeras.grad.6}}]] [Op:__inference_multi_step_on_iterator_948]")
+                  "Connection reset by peer\n\t [[{{node hvdkeras.grad.6}}]] "
+                  "[Op:__inference_multi_step_on_iterator_948]")
 
 
 @pytest.mark.parametrize("message", [

@@ -1,7 +1,11 @@
 """Run under horovodrun: hvdkeras.data on a real TFDS dataset (tiny_tfds) or a config under mock_data.
 
     python data_check.py shard DATA_DIR          # ids read per rank, one epoch, two epochs
-    python data_check.py mock CONFIG [k=v ...]   # trains the config's real loading code on mock data
+    python data_check.py mock JOBS_JSON          # trains each config's real loading code on mock data
+
+``JOBS_JSON``: a list of ``[config, workdir, [k=v, ...]]``, trained one after the other in this
+process (one TensorFlow import and one Horovod start for all of them); a ``RESULT`` line per job
+and rank, with the job's index as ``job``.
 """
 import json
 import os
@@ -43,14 +47,17 @@ if mode == "shard":
 elif mode == "mock":
     from tensorflow_datasets import testing as tfds_testing  # explicit: 4.9.7 loads tfds.testing lazily
 
+    from hvdkeras.compat import keras
     from hvdkeras.trainer import Trainer
 
-    config_path, workdir, *overrides = sys.argv[2:]
-    with tfds_testing.mock_data(num_examples=12):
-        cfg = config_lib.load(config_path, overrides)
-        trainer = Trainer.from_config(cfg, workdir)
-        final = trainer.fit()
-        x, _ = next(iter(trainer.data.train(0, 1)))
-    print("RESULT " + json.dumps({"rank": rank, "final": final, "input_shape": list(trainer.data.input_shape),
-                                  "batch_shape": list(x.shape), "mean": float(tf.reduce_mean(x)),
-                                  "std": float(tf.math.reduce_std(x))}), flush=True)
+    for job, (config_path, workdir, overrides) in enumerate(json.loads(sys.argv[2])):
+        with tfds_testing.mock_data(num_examples=12):
+            cfg = config_lib.load(config_path, overrides)
+            trainer = Trainer.from_config(cfg, workdir)
+            final = trainer.fit()
+            x, _ = next(iter(trainer.data.train(0, 1)))
+        print("RESULT " + json.dumps({"rank": rank, "job": job, "final": final,
+                                      "input_shape": list(trainer.data.input_shape), "batch_shape": list(x.shape),
+                                      "mean": float(tf.reduce_mean(x)), "std": float(tf.math.reduce_std(x))}),
+              flush=True)
+        keras.backend.clear_session()  # the next job's model starts from nothing, as in a process of its own
