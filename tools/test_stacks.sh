@@ -10,8 +10,9 @@
 # is done, and an install that failed fails `make test` with its log, as in the foreground.
 #
 # No install runs beside a suite: the distributed tests' ranks synchronise every step, and a
-# compiler or pip beside them slowed the keras2 suite by 96 s of 654 s in the idle scheduling class
-# (`chrt --idle 0` and `ionice -c 3`), and by about 145 s at nice 19 (docs/testing.md, "Measured").
+# compiler or pip beside them slowed the keras2 distributed tests by about 96 s of 654 s in the idle
+# scheduling class (`chrt --idle 0` and `ionice -c 3`), and by 130-145 s at nice 19 (docs/testing.md,
+# "Measured").
 set -uo pipefail
 
 MAKE_CMD=${1:?usage: test_stacks.sh MAKE STACK [STACK ...]}
