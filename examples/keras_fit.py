@@ -11,10 +11,10 @@ import argparse
 
 import horovod.tensorflow as hvd  # HVD: Horovod's plain TensorFlow API (works with Keras 2 and 3)
 import tensorflow as tf
-from sklearn.datasets import load_digits
 
 from hvdkeras import DistributedOptimizer  # HVD
 from hvdkeras.callbacks import default_callbacks  # HVD
+from hvdkeras.data import digits_arrays  # the 8x8 digits, shipped with hvdkeras (no download)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=5)
@@ -22,9 +22,9 @@ parser.add_argument("--backup", default=None, help="resume from and back up to t
 args = parser.parse_args()
 hvd.init()  # HVD
 
-digits = load_digits()
-x = (digits.images / 16.0).astype("float32")[..., None]
-y = digits.target.astype("int32")
+pixels, target = digits_arrays()
+x = (pixels.reshape(-1, 8, 8) / 16.0).astype("float32")[..., None]
+y = target.astype("int32")
 x_train, y_train, x_val, y_val = x[:1400], y[:1400], x[1400:], y[1400:]
 x_train, y_train, x_val, y_val = (a[hvd.rank()::hvd.size()] for a in (x_train, y_train, x_val, y_val))  # HVD: shard
 steps = (1400 // hvd.size()) // 32  # HVD: the same number of steps on every rank

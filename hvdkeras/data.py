@@ -34,7 +34,6 @@ where and which command prepares it (nothing is downloaded at run time).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import re
 from typing import Callable, Optional, Tuple
@@ -163,28 +162,23 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
     )
 
 
+DIGITS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resources", "digits.csv.gz")
+
+
 def digits_arrays() -> Tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's digits as ``load_digits`` gives them: (1797 x 64 pixels in 0..16, 1797 labels).
+    """The 8x8 handwritten digits: (1797 x 64 pixels in 0..16, 1797 labels 0-9).
 
-    Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``, 64 pixels and
-    the label per line), found without importing scikit-learn: its import (scipy among it) takes
-    about 0.5 s of every rank's start, longer than reading the file. ``load_digits`` where the file
-    is not there.
+    Read from the copy the package ships (``hvdkeras/resources/digits.csv.gz``: 64 pixels and the
+    label per line), which is scikit-learn's own file, so these are the arrays
+    ``sklearn.datasets.load_digits()`` returns as ``(data, target)``; its README names the source.
     """
-    spec = importlib.util.find_spec("sklearn")
-    path = os.path.join(os.path.dirname(spec.origin), "datasets", "data", "digits.csv.gz") if spec else ""
-    if not os.path.isfile(path):
-        from sklearn.datasets import load_digits
-
-        bunch = load_digits()
-        return bunch.data, bunch.target
-    table = np.loadtxt(path, delimiter=",")
+    table = np.loadtxt(DIGITS_FILE, delimiter=",")
     return table[:, :-1], table[:, -1].astype(int)
 
 
 @REGISTRY.register("digits")
 def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int], threads: Optional[int] = None) -> Datasets:
-    """The 1,797 8x8 handwritten digits that ship with scikit-learn (no download).
+    """The 1,797 8x8 handwritten digits that ship with the package (no download).
 
     Pixels scaled to [0, 1], shape (8, 8, 1), 10 classes. A fixed split (the same for
     any seed and any number of ranks) holds out ``validation_fraction`` for validation.
