@@ -215,8 +215,9 @@ class Trainer:
         """``model.fit`` over epochs ``[first_epoch, last_epoch)`` with validation as configured; its history."""
         cfg = self.config
         validate = data.validation is not None and cfg.trainer.validation_freq > 0
+        # shuffle=False: the dataset shuffles itself, by the seed and the epoch (Keras 3 warns on True, its default).
         result = self.model.fit(dataset, steps_per_epoch=steps, epochs=last_epoch, initial_epoch=first_epoch,
-                                validation_data=data.validation if validate else None,
+                                shuffle=False, validation_data=data.validation if validate else None,
                                 validation_freq=cfg.trainer.validation_freq if validate else 1,
                                 callbacks=callbacks, verbose=cfg.trainer.verbose if distributed.is_chief() else 0)
         return result.history
