@@ -125,14 +125,13 @@ def test_sigterm_on_the_launcher_reaches_both_ranks_within_its_grace(tmp_path):
     assert found.position == (epoch, batch)
 
 
-def test_a_damaged_latest_checkpoint_is_skipped_with_one_warning_and_kept(tmp_path):
-    workdir = tmp_path / "work"
-    horovodrun(_train_args(workdir, "trainer.epochs=2"), timeout=240)
+def test_a_damaged_latest_checkpoint_is_skipped_with_one_warning_and_kept(tmp_path, digits_two_epochs):
+    workdir = digits_two_epochs(tmp_path / "work")  # checkpoints of epochs 1 and 2
     bad = workdir / "checkpoints" / "epoch-0002"
     data = next(p for p in bad.iterdir() if p.name.startswith("ckpt.data"))
     with open(data, "r+b") as f:
         f.truncate(100)
-    job = horovodrun(_train_args(workdir, "trainer.epochs=3"), timeout=240)
+    job = horovodrun(_train_args(workdir, "trainer.epochs=3", "checkpoint.keep=0"), timeout=240)
     warnings = [line for line in job.output.splitlines() if "is damaged" in line]
     assert len(warnings) == 1, job.output[-3000:]
     assert f"{bad} is damaged ({data.name} has 100 bytes, the manifest says" in warnings[0]
@@ -156,10 +155,9 @@ def _horovodrun_line(workdir, *sets):
                     + [f"'{a}'" for a in _train_args(workdir, *sets)])
 
 
-def _on_a_small_disk(tmp_path, *sets):
+def _on_a_small_disk(tmp_path, digits_two_epochs, *sets):
     """Trains on a tmpfs with room for one checkpoint and a half; (status, output, the workdir copied off it)."""
-    sizing = tmp_path / "sizing"
-    horovodrun(_train_args(sizing, "trainer.epochs=1"), timeout=240)
+    sizing = digits_two_epochs(tmp_path / "sizing")
     one = sum(p.stat().st_size for p in (sizing / "checkpoints" / "epoch-0001").iterdir())
     room = int(one * 1.5) + 64 * 1024  # the first checkpoint, config.yaml and metrics fit; the second does not
     disk, kept = tmp_path / "small-disk", tmp_path / "kept"
@@ -178,8 +176,8 @@ def _only_epoch_one_intact(kept):
     assert not [n for n in os.listdir(kept / "checkpoints") if n.startswith(".saving-")]
 
 
-def test_a_full_disk_during_a_save_stops_with_one_line_and_the_previous_checkpoint_intact(tmp_path):
-    code, out, kept, disk = _on_a_small_disk(tmp_path)
+def test_a_full_disk_during_a_save_stops_with_one_line_and_the_previous_checkpoint_intact(tmp_path, digits_two_epochs):
+    code, out, kept, disk = _on_a_small_disk(tmp_path, digits_two_epochs)
     assert code != 0
     said = [line for line in out.splitlines() if "hvdkeras: error: no space left on" in line]
     assert len(said) == 1, out[-3000:]
@@ -187,8 +185,8 @@ def test_a_full_disk_during_a_save_stops_with_one_line_and_the_previous_checkpoi
     _only_epoch_one_intact(kept)
 
 
-def test_a_full_disk_with_on_save_error_continue_warns_and_finishes(tmp_path):
-    code, out, kept, _ = _on_a_small_disk(tmp_path, "checkpoint.on_save_error=continue")
+def test_a_full_disk_with_on_save_error_continue_warns_and_finishes(tmp_path, digits_two_epochs):
+    code, out, kept, _ = _on_a_small_disk(tmp_path, digits_two_epochs, "checkpoint.on_save_error=continue")
     assert code == 0, out[-3000:]
     warned = [line for line in out.splitlines() if "training continues (checkpoint.on_save_error=continue)" in line]
     assert len(warned) == 3 and all("no space left on" in line for line in warned), out[-3000:]

@@ -76,10 +76,9 @@ def test_metric_average_is_exact_on_uneven_shards():
     assert results[0]["logs"] == results[1]["logs"]
 
 
-def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path):
-    workdir = tmp_path / "work"
+def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path, digits_two_epochs):
+    workdir = digits_two_epochs(tmp_path / "work")  # trained for 2 epochs with these settings
     quick = ["trainer.verbose=0", "checkpoint.keep=0"]
-    horovodrun([REPORT, str(tmp_path / "r1"), str(workdir), DIGITS, "trainer.epochs=2", *quick])
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2]
 
     job = horovodrun([REPORT, str(tmp_path / "r2"), str(workdir), DIGITS, "trainer.epochs=4", *quick])
@@ -93,10 +92,8 @@ def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path):
     assert_identical_weights(reports(tmp_path / "r2"))
 
 
-def test_checkpoint_that_does_not_fit_fails_every_rank_cleanly(tmp_path):
-    workdir = tmp_path / "work"
-    horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
-                "--set", "trainer.epochs=1", "--set", "trainer.verbose=0"])
+def test_checkpoint_that_does_not_fit_fails_every_rank_cleanly(tmp_path, digits_two_epochs):
+    workdir = digits_two_epochs(tmp_path / "work")  # the digits CNN's checkpoints
     before = sorted(os.listdir(workdir / "checkpoints"))
     job = horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
                       "--set", "trainer.epochs=2", "--set", "model.name=mlp"], timeout=180, check=False)
