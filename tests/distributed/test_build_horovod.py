@@ -35,7 +35,7 @@ def test_install_command_checks_an_installed_build_without_rebuilding():
 
 
 # the build tool's failure path does not depend on the stack
-@once_per_make_test("the broken build", 0.3)
+@once_per_make_test("the broken build", 0.3, stack="keras3")
 def test_a_build_that_does_not_compile_fails_with_one_line(tmp_path):
     """As when a patch this TensorFlow needs is missing (0002 on TensorFlow 2.19+ fails in the last of
     Horovod's 108 objects, minutes in): here an added patch breaks the first ones, Gloo's, seconds in

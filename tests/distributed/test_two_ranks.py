@@ -125,7 +125,7 @@ def test_keras_fit_example_runs_with_the_callbacks_alone(tmp_path):
 
 
 # Horovod's own settings (environment variables it reads in its C++ core), the same on both stacks.
-@once_per_make_test("the Horovod settings test", 0.2, stack="keras2")
+@once_per_make_test("the Horovod settings test", 0.2, stack="keras3")
 def test_horovod_timeline_autotune_and_host_choices_from_the_config(tmp_path):
     import yaml
 
