@@ -13,6 +13,11 @@ help, so a probe tells three states apart, even for a rank that is busy or froze
 The ranks exchange ``(host, port)`` once at start (:class:`PeerTable`, gathered by
 the caller with any collective); after a failed collective each rank probes the
 others in parallel and :func:`lost_line` names the lost ones in one line.
+
+The same probe tells a rank when another has really exited: after a preemption the
+other ranks leave only once rank 0's process is gone (:meth:`PeerTable.wait_until_gone`,
+with rank 0's beacon held open until its process ends, :meth:`Beacon.hold_until_exit`),
+because a launcher stops the whole job when its first rank exits.
 No TensorFlow or Horovod here: the trainer wires it in.
 """
 from __future__ import annotations
@@ -22,6 +27,7 @@ import dataclasses
 import errno
 import os
 import socket
+import time
 from typing import List, Optional, Sequence
 
 ALIVE, EXITED, UNREACHABLE = "alive", "exited", "unreachable"
@@ -44,8 +50,21 @@ class Beacon:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
-        self._sock.listen(64)  # probes wait in the backlog; nobody accepts them, the close drops them
+        # Probes wait in the backlog (nobody accepts them; the close drops them). Room for every rank's
+        # probes while they wait for this one to exit (the kernel caps it at net.core.somaxconn).
+        self._sock.listen(1024)
         self.port = self._sock.getsockname()[1]
+        self._held: Optional[int] = None
+
+    def hold_until_exit(self) -> None:
+        """Keeps the port listening until this process ends, even after :meth:`close`.
+
+        A second descriptor of the socket that no Python object owns: the kernel closes it when the
+        process is gone, so a probe says "exited" only then, not when Python leaves the ``with``
+        block, which may be seconds before the interpreter and the libraries have shut down.
+        """
+        if self._held is None:
+            self._held = os.dup(self._sock.fileno())
 
     def close(self) -> None:
         self._sock.close()
@@ -107,6 +126,31 @@ class PeerTable:
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(others))) as pool:
             states = list(pool.map(lambda p: probe(p.host, p.port, timeout), others))
         return [Finding(p, s) for p, s in zip(others, states) if s != ALIVE]
+
+    def wait_until_gone(self, rank: int, timeout: float) -> bool:
+        """Waits until rank ``rank``'s process has exited or cannot be reached, at most ``timeout`` s;
+        whether it did (:func:`wait_until_gone`)."""
+        peer = self.peers[rank]
+        return wait_until_gone(peer.host, peer.port, timeout)
+
+
+def wait_until_gone(host: str, port: int, timeout: float, first_poll_s: float = 0.05, max_poll_s: float = 0.5,
+                    probe_timeout: float = 1.0) -> bool:
+    """Probes the beacon at ``host:port`` until it is not :data:`ALIVE`; whether that came within ``timeout``.
+
+    The polls start ``first_poll_s`` apart and double up to ``max_poll_s`` (at most a few dozen probes
+    in the first seconds, then two a second: well within the beacon's backlog).
+    """
+    deadline = time.monotonic() + timeout
+    poll = first_poll_s
+    while True:
+        if probe(host, port, timeout=probe_timeout) != ALIVE:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(poll, left))
+        poll = min(poll * 2, max_poll_s)
 
 
 def lost_line(findings: Sequence[Finding], timeout: float = PROBE_TIMEOUT_S, limit: int = 4) -> Optional[str]:

@@ -28,6 +28,7 @@ from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
+from hvdkeras.callbacks.preemption import Preempted
 from hvdkeras.elastic import ElasticDriver
 from hvdkeras.errors import ConfigError, HvdkerasError, PeerLostError, StallError
 from hvdkeras.losses import make_loss
@@ -35,6 +36,10 @@ from hvdkeras.workdir import Workdir, save_config
 from hvdkeras.xla_gradients import use_xla_gradients
 
 keras = compat.keras
+
+# After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
+# leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
+LEAVE_WAIT_S = 30.0
 
 
 def _ranks(n: int) -> str:
@@ -301,8 +306,14 @@ class Trainer:
         with peers.Beacon() as beacon:
             gathered = distributed.allgather_object((peers.own_host(), beacon.port), name="hvdkeras.peers")
             table = peers.PeerTable.from_gathered(gathered, self.process.rank)
+            if self.backup is not None:
+                # after a preemption the other ranks leave once rank 0's process is gone, not a fixed time after it
+                self.backup.wait_to_leave = lambda: table.wait_until_gone(0, timeout=LEAVE_WAIT_S)
             try:
                 yield table
+            except Preempted:
+                beacon.hold_until_exit()  # "gone" once this process has ended, not when this block has
+                raise
             except Exception as exc:
                 if isinstance(exc, HvdkerasError) or not distributed.is_collective_failure(exc):
                     raise

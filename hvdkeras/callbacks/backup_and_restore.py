@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import hvdkeras
 from hvdkeras import checkpointing, compat, distributed
@@ -51,7 +51,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     data with ``skip(batch)`` after :meth:`continue_at` ``(epoch, batch)`` (the trainer does).
     """
 
-    EXIT_STAGGER_S = 2.0  # how long ranks other than 0 wait before leaving after a preemption
+    EXIT_STAGGER_S = 2.0  # how long ranks other than 0 wait before leaving after a preemption (wait_to_leave)
     check_interval_s = 1.0  # how often (in training time) the ranks compare their preemption flags
 
     def __init__(self, backup_dir: str, save_freq="epoch", delete_checkpoint: bool = True,
@@ -88,6 +88,11 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._trackable = None
         self._stop_at_epoch_end = False
         self._preempted_line: Optional[str] = None  # agreed on an epoch's last batch: leave when fit ends
+        # How a rank other than 0 waits before leaving after a preemption. Launchers stop the whole job when
+        # its first rank exits, and SIGTERM kills a Python that is already shutting down: rank 0 leaves
+        # first, the others while still catching the signal. Alone in a model.fit, a fixed EXIT_STAGGER_S;
+        # the trainer replaces it with a wait until rank 0's process is gone (hvdkeras.peers).
+        self.wait_to_leave: Callable[[], object] = lambda: time.sleep(self.EXIT_STAGGER_S)
 
     def restore(self, model=None) -> int:
         """Collective: loads the latest intact backup on rank 0, broadcasts it; returns its completed epochs."""
@@ -207,7 +212,5 @@ class BackupAndRestore(keras.callbacks.Callback):
         line = f"preempted at {where}; checkpoint written: {outcome}"
         print(f"hvdkeras: {line}", file=sys.stderr, flush=True)
         if not distributed.is_chief():
-            # Launchers stop the whole job when its first rank exits, and SIGTERM kills a Python that is
-            # already shutting down: rank 0 leaves first, the others while still catching the signal.
-            time.sleep(self.EXIT_STAGGER_S)
+            self.wait_to_leave()  # rank 0 leaves first (see __init__)
         return line

@@ -1,6 +1,9 @@
 """hvdkeras.peers: beacons, probes and the line naming a lost rank (no Horovod: sockets on this host)."""
 import errno
+import multiprocessing
 import socket
+import threading
+import time
 
 import pytest
 
@@ -21,6 +24,43 @@ def test_a_beacon_answers_without_its_process_accepting():
 
 def test_a_closed_beacon_reads_as_an_exited_process():
     assert peers.probe("127.0.0.1", _closed_port()) == peers.EXITED
+
+
+def _hold_a_closed_beacon(conn):
+    """In a process of its own: a beacon held until this process ends, then closed; sends its port, waits."""
+    beacon = peers.Beacon()
+    beacon.hold_until_exit()
+    beacon.close()
+    conn.send(beacon.port)
+    conn.recv()  # until the test lets this process end
+
+
+def test_a_held_beacon_answers_after_its_close_until_its_process_has_ended():
+    ours, theirs = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=_hold_a_closed_beacon, args=(theirs,))
+    proc.start()
+    try:
+        port = ours.recv()
+        assert peers.probe("127.0.0.1", port) == peers.ALIVE  # closed by Python, held for the process
+        ours.send("end")
+        proc.join(30)
+        assert proc.exitcode == 0
+        assert peers.probe("127.0.0.1", port) == peers.EXITED
+    finally:
+        if proc.is_alive():
+            proc.kill()
+
+
+def test_waiting_until_a_rank_is_gone_ends_when_its_beacon_closes_or_at_the_timeout():
+    beacon = peers.Beacon()
+    threading.Timer(0.3, beacon.close).start()
+    tic = time.monotonic()
+    assert peers.wait_until_gone("127.0.0.1", beacon.port, timeout=60)
+    assert time.monotonic() - tic < 30  # on the close, not at the timeout
+    with peers.Beacon() as alive:
+        table = peers.PeerTable.from_gathered([("127.0.0.1", alive.port), ("127.0.0.1", 9)], own_rank=1)
+        assert not table.wait_until_gone(0, timeout=0.5)  # rank 0 still there: gives up, says so
+        assert peers.probe("127.0.0.1", alive.port) == peers.ALIVE  # every probe found room in the backlog
 
 
 @pytest.mark.parametrize("failure", [socket.timeout("timed out"), OSError(errno.EHOSTUNREACH, "No route to host"),

@@ -150,3 +150,19 @@ def test_save_errors_stop_or_warn_as_configured(hvd_single, tmp_path, capsys):
             assert "training continues (checkpoint.on_save_error=continue)" in capsys.readouterr().err
     with pytest.raises(ValueError, match="Received: on_save_error='ignore'|received: on_save_error='ignore'"):
         hc.BackupAndRestore(str(tmp_path), on_save_error="ignore")
+
+
+@pytest.mark.parametrize("chief", [True, False])
+def test_after_a_preemption_only_the_other_ranks_wait_to_leave(hvd_single, tmp_path, monkeypatch, chief):
+    # Rank 0 leaves first: a launcher stops the job when its first rank exits (the trainer's wait is for rank 0's
+    # process to be gone; alone in a model.fit it is EXIT_STAGGER_S).
+    from hvdkeras import distributed
+
+    cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True), small_bn_model(), epochs=3, steps=10)
+    cb.on_train_begin()
+    waits = []
+    cb.wait_to_leave = lambda: waits.append("waited")
+    monkeypatch.setattr(distributed, "is_chief", lambda: chief)
+    cb._preempt(1, 4, {})
+    assert waits == ([] if chief else ["waited"])
+    cb.signal_flag.uninstall()
