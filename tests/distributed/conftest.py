@@ -3,11 +3,10 @@ import shutil
 
 import pytest
 
-from tests.harness.ranks import horovodrun
-from tests.harness.reports import DIGITS
+from tests.harness.ranks import horovodrun, train_args
 
-# The settings of the shared two-epoch run: every checkpoint kept, no progress bars.
-TWO_EPOCHS = ("trainer.epochs=2", "checkpoint.keep=0", "trainer.verbose=0")
+# The settings of the shared two-epoch run (besides no progress bars): every checkpoint kept.
+TWO_EPOCHS = ("trainer.epochs=2", "checkpoint.keep=0")
 
 
 @pytest.fixture(scope="session")
@@ -20,10 +19,7 @@ def digits_two_epochs(tmp_path_factory):
     the same two epochs again.
     """
     original = tmp_path_factory.mktemp("digits-two-epochs") / "work"
-    args = ["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(original)]
-    for setting in TWO_EPOCHS:
-        args += ["--set", setting]
-    horovodrun(args, timeout=240)
+    horovodrun(train_args(original, *TWO_EPOCHS), timeout=240)
 
     def copy_to(workdir):
         shutil.copytree(original, workdir)

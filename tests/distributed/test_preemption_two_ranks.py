@@ -16,22 +16,24 @@ import numpy as np
 import pytest
 
 from hvdkeras import checkpointing
-from tests.harness.ranks import HOROVODRUN, REPO, finish, horovodrun, rank_pid, read_jsonl, start_ranks, wait_for_epochs
+from tests.harness.ranks import (
+    HOROVODRUN,
+    REPO,
+    finish,
+    horovodrun,
+    rank_pid,
+    read_jsonl,
+    start_ranks,
+    train_args,
+    wait_for_epochs,
+)
 
-DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 PREEMPTED = re.compile(r"hvdkeras: preempted at (?:epoch (\d+), batch (\d+)|the end of epoch (\d+));"
                        r" checkpoint written: (\S+)")
 
 
-def _train_args(workdir, *sets):
-    args = ["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.verbose=0"]
-    for s in sets:
-        args += ["--set", s]
-    return args
-
-
 def _start(workdir, *sets):
-    return start_ranks(_train_args(workdir, *sets))
+    return start_ranks(train_args(workdir, *sets))
 
 
 def _preempted_lines(out):
@@ -96,13 +98,13 @@ def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_un
     assert checkpointing.verify(path) is None
     print(f"\nSIGTERM to rank 1 -> both ranks exited in {took:.1f}s; checkpoint after epoch {epoch}, batch {batch}")
 
-    rerun = horovodrun(_train_args(workdir, *EXACT), timeout=240)
+    rerun = horovodrun(train_args(workdir, *EXACT), timeout=240)
     at = f" and batch {batch} of epoch {epoch + 1}" if batch else ""
     assert sum(f"resuming after epoch {epoch}{at} from" in line for line in rerun.output.splitlines()) == 2
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
 
     straight = tmp_path / "straight"
-    horovodrun(_train_args(straight, *EXACT), timeout=240)
+    horovodrun(train_args(straight, *EXACT), timeout=240)
     resumed, reference = (_weights(w / "checkpoints" / "epoch-0006") for w in (workdir, straight))
     assert resumed.keys() == reference.keys() and reference, sorted(reference)
     trainable = [k for k in reference if "moving_" not in k]
@@ -131,7 +133,7 @@ def test_a_damaged_latest_checkpoint_is_skipped_with_one_warning_and_kept(tmp_pa
     data = next(p for p in bad.iterdir() if p.name.startswith("ckpt.data"))
     with open(data, "r+b") as f:
         f.truncate(100)
-    job = horovodrun(_train_args(workdir, "trainer.epochs=3", "checkpoint.keep=0"), timeout=240)
+    job = horovodrun(train_args(workdir, "trainer.epochs=3", "checkpoint.keep=0"), timeout=240)
     warnings = [line for line in job.output.splitlines() if "is damaged" in line]
     assert len(warnings) == 1, job.output[-3000:]
     assert f"{bad} is damaged ({data.name} has 100 bytes, the manifest says" in warnings[0]
@@ -152,7 +154,7 @@ def _in_private_mount(script: str, timeout=240):
 
 def _horovodrun_line(workdir, *sets):
     return " ".join([HOROVODRUN, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable]
-                    + [f"'{a}'" for a in _train_args(workdir, *sets)])
+                    + [f"'{a}'" for a in train_args(workdir, *sets)])
 
 
 def _on_a_small_disk(tmp_path, digits_two_epochs, *sets):
@@ -200,7 +202,7 @@ def test_a_workdir_that_cannot_be_written_fails_in_one_line_before_training(tmp_
     if kind == "file":
         workdir.write_text("not a folder")
         tic = time.time()
-        job = horovodrun(_train_args(workdir), check=False, timeout=120)
+        job = horovodrun(train_args(workdir), check=False, timeout=120)
         code, out = job.returncode, job.output
         expected = f"hvdkeras: error: --workdir {workdir} is a file, not a folder"
     else:

@@ -65,6 +65,15 @@ def launch_command(np, launcher="gloo"):
     raise ValueError(f"launcher must be one of {LAUNCHERS}; received: {launcher!r}")
 
 
+def train_args(workdir, *sets, config=os.path.join(REPO, "configs", "digits.yaml")):
+    """``python -m hvdkeras.train``'s arguments for ``config`` (the digits job) in ``workdir``, without
+    progress bars, with each ``section.key=value`` of ``sets`` as a ``--set``: for :func:`horovodrun`."""
+    args = ["-m", "hvdkeras.train", "--config", config, "--workdir", str(workdir), "--set", "trainer.verbose=0"]
+    for s in sets:
+        args += ["--set", s]
+    return args
+
+
 def horovodrun(args, np=2, timeout=300, check=True, launcher="gloo") -> Job:
     """Runs ``python <args>`` on ``np`` local ranks (Gloo unless ``launcher`` says otherwise);
     fails the test on timeout (or error if ``check``)."""
