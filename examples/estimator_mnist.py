@@ -51,7 +51,9 @@ def model_fn(features, labels, mode, params):
 mock = tfds.testing.mock_data(num_examples=args.mock_examples) if args.mock_examples else contextlib.nullcontext()
 with mock:
     estimator = hvd_estimator.HorovodEstimator(model_fn, model_dir=args.model_dir, learning_rate=0.01)  # HVD
-    estimator.train(lambda input_context: input_fn("train", True, input_context), max_steps=args.steps)
+    # HVD: as Horovod's example, a single-process step count divided by the ranks
+    estimator.train(lambda input_context: input_fn("train", True, input_context),
+                    max_steps=args.steps // estimator.size)
     results = estimator.evaluate(lambda input_context: input_fn("test", False, input_context))
 if estimator.rank == 0:  # HVD: print once
     print(f"global_step={results['global_step']} accuracy={results['accuracy']:.4f}")

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import Optional
 
 import numpy as np
 
@@ -250,6 +251,16 @@ def scaled_loss(optimizer, loss):
     if hasattr(optimizer, "scale_loss"):  # Keras 3: every optimizer; the identity without loss scaling
         return optimizer.scale_loss(loss)
     return loss
+
+
+def loss_scale(optimizer) -> Optional[float]:
+    """The current dynamic loss scale of a ``LossScaleOptimizer`` (Keras 2 or 3); None for any other optimizer."""
+    scale = getattr(optimizer, "dynamic_scale", None)  # Keras 3
+    if scale is None and hasattr(optimizer, "get_scaled_loss"):  # Keras 2's LossScaleOptimizer
+        scale = optimizer.loss_scale
+    if scale is None:
+        return None
+    return float(scale.numpy() if hasattr(scale, "numpy") else scale)
 
 
 def track_loss(model, loss, x) -> None:

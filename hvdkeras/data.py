@@ -2,24 +2,24 @@
 
 The rules, written once here:
 
-* **Batch**: each rank's batch is ``global_batch_size // num_ranks`` (the config
-  refuses a global batch the ranks do not divide; :mod:`hvdkeras.scaling`).
-* **Sharding**: rank ``r`` of ``N`` owns examples ``r, r + N, r + 2N, ...`` of the
-  training split, so no example belongs to two ranks.
-* **Steps**: every rank runs the same number of steps per epoch,
-  ``steps = (n_train // N) // per_rank_batch`` (the smallest shard decides), so no
-  rank waits in an allreduce for a partner that has run out of data. Each epoch a
-  rank uses ``steps * per_rank_batch`` examples of its shard; the few left over are
-  a different random subset each epoch, so none is left out for good.
-* **Order**: each epoch's order is a permutation drawn from ``(seed, rank, epoch)``
-  with stateless random ops: reproducible, different every epoch, and the same
-  after a resume at epoch ``k`` as in an uninterrupted run.
+* **Batch**: each rank's batch is ``global_batch // num_ranks`` (the config
+  refuses a global batch the ranks do not divide; the global batch and its two
+  conventions are :mod:`hvdkeras.scaling`'s).
+* **In-memory data** (``digits``): one global order, the same on any number of ranks.
+  Each epoch is a permutation of the training split drawn from ``(seed, epoch)`` with
+  stateless random ops; its first ``steps * global_batch`` examples form ``steps``
+  global batches, and rank ``r`` of ``N`` takes the ``r``-th contiguous
+  ``per_rank_batch`` of each. So step ``t`` sees the same examples on 1 rank x 64 as on
+  2 ranks x 32, and data-parallel training is the same training as one process on
+  the global batch (``steps = n_train // global_batch``; the few examples left over
+  are a different random subset each epoch, so none is left out for good). Every
+  rank runs the same steps, so no rank waits in an allreduce for one that ran out.
 * **Validation**: rank ``r`` evaluates examples ``r, r + N, ...`` of the validation
   split, all of them (no remainder dropped); the metric callback sums the metric
   states, so every validation example counts exactly once.
 
-TensorFlow Datasets (any other ``data.name``) follow the same rules, with the
-shard taken *before* anything is read or decoded: ``tfds.even_splits(split, N)``
+TensorFlow Datasets (any other ``data.name``) shard *before* anything is read or
+decoded, as a large dataset must: ``tfds.even_splits(split, N)``
 gives rank ``r`` the ``r``-th contiguous 1/N of the split (sizes differ by at most
 one), and only those records are read. Each epoch a rank shuffles its records
 with a buffer of ``data.shuffle_buffer`` seeded by ``(seed, rank, epoch)``, takes
@@ -45,7 +45,7 @@ from hvdkeras import preprocessing
 from hvdkeras.config import DataConfig
 from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
-from hvdkeras.scaling import per_rank_batch, steps_per_epoch
+from hvdkeras.scaling import for_world, per_rank_batch
 
 REGISTRY = Registry("dataset", "data.name")
 
@@ -99,30 +99,31 @@ def finish(ds: tf.data.Dataset, cfg: DataConfig, threads: Optional[int] = None) 
     return ds.with_options(options)
 
 
-def _check_epoch_fits(shard_examples: int, batch: int, steps: int) -> None:
-    if steps * batch > shard_examples:
+def _check_epoch_fits(examples: int, global_batch: int, steps: int) -> None:
+    if steps * global_batch > examples:
         raise ConfigError(
-            f"an epoch of {steps} steps x {batch} examples per rank needs {steps * batch} examples, but a rank"
-            f" holds only {shard_examples}; lower trainer.steps_per_epoch or data.global_batch_size"
+            f"an epoch of {steps} steps x a global batch of {global_batch} needs {steps * global_batch} examples,"
+            f" but the training split holds only {examples}; lower trainer.steps_per_epoch or the global batch"
         )
 
 
 def shuffled_epochs(x: np.ndarray, y: np.ndarray, batch: int, steps: int, seed: int, shard: Shard,
                     start_epoch: int, end_epoch: int) -> tf.data.Dataset:
-    """Batches of in-memory ``(x, y)`` for epochs ``[start_epoch, end_epoch)``, ``steps`` per epoch.
+    """This rank's batches of in-memory ``(x, y)`` (all examples) for epochs ``[start_epoch, end_epoch)``.
 
-    Each epoch takes the first ``steps * batch`` entries of a fresh permutation seeded
-    by ``(seed, shard.index, epoch)``.
+    Each epoch takes the first ``steps * batch * shard.count`` entries of a fresh
+    permutation seeded by ``(seed, epoch)`` (the same on every rank), as ``steps``
+    global batches; this rank gets the ``shard.index``-th ``batch`` of each.
     """
-    n = len(x)
-    _check_epoch_fits(n, batch, steps)
+    n, ranks = len(x), shard.count
+    _check_epoch_fits(n, batch * ranks, steps)
     x_t, y_t = tf.constant(x), tf.constant(y)
-    base = tf.constant([seed, shard.index], dtype=tf.int64)
+    base = tf.constant([seed, 0], dtype=tf.int64)
 
     def one_epoch(epoch):
         scores = tf.random.stateless_uniform([n], seed=base * 1_000_003 + tf.stack([epoch, 0]))
-        order = tf.argsort(scores)[: steps * batch]
-        return tf.data.Dataset.from_tensor_slices(tf.reshape(order, [steps, batch]))
+        order = tf.reshape(tf.argsort(scores)[: steps * batch * ranks], [steps, ranks, batch])
+        return tf.data.Dataset.from_tensor_slices(order[:, shard.index])
 
     ds = tf.data.Dataset.range(start_epoch, end_epoch).flat_map(one_epoch)
     ds = ds.map(lambda idx: (tf.gather(x_t, idx), tf.gather(y_t, idx)), num_parallel_calls=tf.data.AUTOTUNE)
@@ -133,8 +134,8 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
               num_classes: int, threads: Optional[int] = None) -> Datasets:
     """Shards, batches and shuffles arrays already in memory (see the module docstring)."""
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch, shard.count)
-    available = steps_per_epoch(len(x_train), cfg.global_batch_size, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
+    available = len(x_train) // cfg.global_batch_size
     if available == 0:
         raise ConfigError(
             f"data.global_batch_size={cfg.global_batch_size} is larger than the {len(x_train)} training examples of"
@@ -145,12 +146,11 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
             f"{cfg.name!r} has {len(x_val)} validation examples, fewer than the {shard.count} ranks; "
             "raise data.validation_fraction or use fewer ranks"
         )
-    mine = shard_indices(len(x_train), shard)
-    x_mine, y_mine, steps = x_train[mine], y_train[mine], steps or available
-    _check_epoch_fits(len(x_mine), batch, steps)
+    steps = steps or available
+    _check_epoch_fits(len(x_train), cfg.global_batch_size, steps)
 
     def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
-        return finish(shuffled_epochs(x_mine, y_mine, batch, steps, seed, shard, start_epoch, end_epoch), cfg,
+        return finish(shuffled_epochs(x_train, y_train, batch, steps, seed, shard, start_epoch, end_epoch), cfg,
                       threads)
 
     val_mine = shard_indices(len(x_val), shard)
@@ -203,7 +203,7 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     ``train_examples // global_batch_size`` steps (or ``trainer.steps_per_epoch``).
     """
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
     steps = steps or cfg.train_examples // cfg.global_batch_size
     if steps == 0:
         raise ConfigError(
@@ -351,7 +351,7 @@ def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
                           f" of {', '.join(sorted(preprocessing.pipelines(224)))}")
     pipeline = preprocessing.pipelines(cfg.image_shape[0])[family]
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
     train_records = tfds_records(builder, cfg.train_split, shard, pipeline.encoded, cfg)
     total = split_size(builder, cfg.train_split)
     available = (total // shard.count) // batch
@@ -384,6 +384,7 @@ def build(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int] = None,
     ``steps`` overrides the steps per epoch; ``threads`` is the rank's thread budget
     (sizes tf.data's private pool unless the config sets it).
     """
+    cfg = for_world(cfg, shard.count)
     if cfg.name in REGISTRY.names():
         return REGISTRY.get(cfg.name)(cfg, shard, seed, steps, threads)
     return from_tfds(cfg, shard, seed, steps, threads)

@@ -22,11 +22,16 @@ with ``epochs=total - epoch``, which numbers from 0 again).
 
 On a resize, ``elastic.on_resize`` decides:
 
-* ``keep_global_batch``: the global batch stays, each rank's batch becomes
-  ``global_batch_size / ranks`` (which must divide), the learning rate stays;
-* ``keep_rank_batch``: each rank keeps ``global_batch_size / initial ranks``, the
-  global batch changes with the ranks, and the learning rate is rescaled by the
-  config's rule for the new global batch.
+* ``keep_global_batch``: the global batch stays (with ``data.per_rank_batch_size``:
+  the one of the initial ranks), each rank's batch becomes ``global / ranks`` (which
+  must divide), and so the learning rate stays, since the scaling rule is a function
+  of the global batch alone (:mod:`hvdkeras.scaling`);
+* ``keep_rank_batch``: each rank keeps its initial batch, the global batch becomes
+  ``per-rank batch x ranks``, and the learning rate follows it by the linear rule:
+  ``learning_rate x new global batch / reference batch``.
+
+Either way the rate is :func:`hvdkeras.scaling.scaled_learning_rate` of the new
+world's global batch, printed with the resume line.
 """
 from __future__ import annotations
 
@@ -146,11 +151,12 @@ class CommitPositionCallback(keras.callbacks.Callback):
 
 def data_config_for(cfg: config_lib.Config, initial_size: int, size: int) -> config_lib.DataConfig:
     """The data section for ``size`` ranks under ``elastic.on_resize`` (see the module docstring)."""
+    initial = scaling.for_world(cfg.data, initial_size)
     if cfg.elastic.on_resize == "keep_global_batch":
-        return cfg.data
-    per_rank = cfg.data.global_batch_size // initial_size
-    eval_per_rank = cfg.data.eval_global_batch // initial_size
-    return dataclasses.replace(cfg.data, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
+        return initial
+    per_rank = initial.global_batch_size // initial_size
+    eval_per_rank = initial.eval_global_batch_size // initial_size
+    return dataclasses.replace(initial, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
 
 
 class ElasticDriver:
@@ -194,11 +200,12 @@ class ElasticDriver:
         data_cfg = data_config_for(cfg, self.initial_size, size)
         config_lib.validate_for_world(dataclasses.replace(cfg, data=data_cfg), size)
         self.data = trainer.data_for_world(data_cfg, rank, size)
-        trainer.preflight(self.data)
-        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, size, data_cfg.global_batch_size)
+        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, data_cfg.global_batch_size)
+        trainer.preflight(self.data, scaled_lr)
         epoch, batch = state.epoch, min(state.batch, self.data.steps_per_epoch)
         print(f"[hvdkeras] rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
-              f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size})", flush=True)
+              f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size} = {size} x"
+              f" {self.data.per_rank_batch}, lr {scaled_lr:g})", flush=True)
         every = cfg.elastic.commit_every_batches
         # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
         trainer.fit_from(self.data, epoch, batch, scaled_lr, size, self.history,

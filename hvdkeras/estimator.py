@@ -9,7 +9,7 @@
         ...
 
     est = hvd_estimator.HorovodEstimator(model_fn, model_dir="runs/est", learning_rate=0.01)
-    est.train(train_input_fn, max_steps=10000)   # single-process steps; each rank runs 10000 / ranks
+    est.train(train_input_fn, max_steps=10000 // est.size)   # Horovod's recipe: steps // ranks
     est.evaluate(eval_input_fn)                  # every example of every rank counted once
 
 What the wrapper does, on every rank:
@@ -17,7 +17,8 @@ What the wrapper does, on every rank:
 * **Devices**: the session sees only the GPU at the local rank (with memory growth);
   on CPU hosts it gets the rank's thread budget (:mod:`hvdkeras.distributed`).
 * **Learning rate**: ``params["learning_rate"]`` is the rate after the linear
-  scaling rule (``learning_rate * ranks``, or the config's rule).
+  scaling rule (your ``scaled_learning_rate``, or the config's rule,
+  :mod:`hvdkeras.scaling`).
 * **Optimizer**: :func:`distributed_optimizer` wraps a ``tf.compat.v1`` optimizer in
   Horovod's ``DistributedOptimizer`` with the configured compression and
   ``backward_passes_per_step``.
@@ -27,8 +28,10 @@ What the wrapper does, on every rank:
 * **One writer**: only rank 0's ``model_dir`` is the one you gave; the other ranks
   write checkpoints and summaries into a temporary directory that is deleted at
   exit.
-* **Steps**: ``train(max_steps=N)`` runs ``N // ranks`` steps on each rank (each
-  step consumes ranks x the per-rank batch), as in Horovod's recipe.
+* **Steps**: ``train(steps=...)`` and ``train(max_steps=...)`` mean what they mean to
+  ``tf.estimator``: optimizer steps, which every rank takes together (each consumes ranks
+  x the per-rank batch). Horovod's recipe divides a single-process count by the ranks
+  itself (``steps=20000 // hvd.size()``), and a ported script keeps doing so.
 * **Data**: an ``input_fn`` with an ``input_context`` argument receives a
   ``tf.distribute.InputContext`` with ``num_input_pipelines`` = ranks and
   ``input_pipeline_id`` = this rank: shard with ``dataset.shard(...)`` or
@@ -227,11 +230,16 @@ class HorovodEstimator:
 
     # ------------------------------------------------------------------ train / evaluate
 
-    def train(self, input_fn, max_steps: int, hooks: Optional[List] = None) -> "HorovodEstimator":
-        """Trains until the global step reaches ``max_steps // ranks`` (``max_steps``: single-process steps)."""
-        last = max(1, max_steps // self.size)
+    def train(self, input_fn, steps: Optional[int] = None, max_steps: Optional[int] = None,
+              hooks: Optional[List] = None) -> "HorovodEstimator":
+        """Trains ``steps`` more optimizer steps, or until the global step reaches ``max_steps`` (tf.estimator's
+        meaning, no division by the ranks: every rank takes each step). One of the two is required, so no rank
+        runs out of data while another waits for it in an allreduce."""
+        if (steps is None) == (max_steps is None):
+            raise ValueError(f"give one of steps or max_steps. Received: steps={steps}, max_steps={max_steps}")
         start = int(distributed.broadcast_array([_latest_step(self.own_model_dir)], name="hvdkeras.est_step",
                                                 root_rank=distributed.ROOT_RANK)[0])
+        last = start + steps if steps is not None else max_steps
         if start >= last:  # decided together: no rank waits in a broadcast the others skip
             return self
         self.estimator.train(self._wrap_input_fn(input_fn), max_steps=last,
@@ -308,7 +316,8 @@ def learning_rate_tensor(cfg, scaled_lr: float, steps_per_epoch: int, size: int)
     def lr_at(step):
         epoch = float(step) / steps_per_epoch
         if epoch < warmup:
-            return float(schedules.warmup_lr(epoch, scaled_lr, warmup, size))
+            return float(schedules.warmup_lr(epoch, scaled_lr, warmup,
+                                             scaling.warmup_start_lr(cfg.optimizer, scaled_lr)))
         return float(scaled_lr * multiplier(float(int(epoch)) if staircase else epoch))
 
     step = v1.train.get_or_create_global_step()
@@ -347,7 +356,7 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     shard = data_lib.Shard(rank, size)
     probe = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch)
     steps_per_epoch = probe.steps_per_epoch
-    scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
+    scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.global_batch(cfg.data, size))
 
     def model_fn(features, labels, mode, params):
         model = models_lib.build(probe.input_shape, probe.num_classes, cfg.model)
@@ -392,7 +401,7 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
                   + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results.items()) if k != "global_step"), flush=True)
             append_metrics(files.metrics, record)
 
-    per_epoch = steps_per_epoch * size  # single-process steps in one epoch
+    per_epoch = steps_per_epoch  # optimizer steps, taken by every rank together
     results = est.train_and_evaluate(train_input_fn, eval_input_fn, max_steps=cfg.trainer.epochs * per_epoch,
                                      eval_every_steps=per_epoch * cfg.trainer.validation_freq or per_epoch,
                                      on_evaluation=log)

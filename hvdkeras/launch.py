@@ -6,9 +6,11 @@ size, the batches, the learning rate, the steps, the Horovod knobs and the
 thread budget. Every number comes from the function the trainer itself calls:
 
 ==================  ==========================================================
+global batch        :func:`hvdkeras.scaling.global_batch`
 per-rank batch      :func:`hvdkeras.scaling.per_rank_batch` (``global // ranks``)
-scaled lr           :func:`hvdkeras.scaling.scaled_learning_rate`
-warmup start lr     :func:`hvdkeras.schedules.warmup_lr` at epoch 0
+scaled lr           :func:`hvdkeras.scaling.scaled_learning_rate`, shown by
+                    :func:`hvdkeras.scaling.formula`
+warmup start lr     :func:`hvdkeras.scaling.warmup_start_lr`
 steps per epoch     :func:`hvdkeras.data.build` for rank 0 of ``np`` (the count is
                     the same on every rank: ``(examples // ranks) // per_rank_batch``),
                     or ``trainer.steps_per_epoch``
@@ -41,7 +43,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import yaml
 
 from hvdkeras import config as config_lib
-from hvdkeras import horovod_env, scaling, schedules
+from hvdkeras import horovod_env, scaling
 from hvdkeras.errors import LaunchError
 
 LAUNCHERS = ("horovodrun", "mpirun", "slurm", "slurm-srun", "kubernetes")
@@ -108,7 +110,7 @@ class Plan:
     eval_global_batch: int
     eval_per_rank_batch: int
     # Learning rate.
-    base_lr: float  # optimizer.learning_rate, the single-process rate
+    base_lr: float  # optimizer.learning_rate, the rate of the reference batch
     scaled_lr: float  # what the optimizer gets
     warmup_start_lr: float  # the rate of the first warmup batch
     warmup_epochs: float
@@ -179,7 +181,7 @@ def _steps_per_epoch(cfg: config_lib.Config, np_: int) -> Tuple[Optional[int], s
     if configured:
         return datasets.steps_per_epoch, "trainer.steps_per_epoch"
     source = d.name if d.name in data_lib.names() else f"{d.name}[{d.train_split}]"
-    return datasets.steps_per_epoch, f"{source}: as many full global batches as every rank's shard holds"
+    return datasets.steps_per_epoch, f"{source}: as many full global batches as the data holds, the same on every rank"
 
 
 def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None, str, Sequence[Host]] = None, *,
@@ -203,8 +205,8 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
     cfg = config
     config_lib.validate_for_world(cfg, np_)
     d, o, s = cfg.data, cfg.optimizer, cfg.schedule
-    eval_global = d.eval_global_batch
-    scaled = scaling.scaled_learning_rate(o, np_, d.global_batch_size)
+    global_batch, eval_global = scaling.global_batch(d, np_), scaling.eval_global_batch(d, np_)
+    scaled = scaling.scaled_learning_rate(o, d, global_batch)
     steps, note = _steps_per_epoch(cfg, np_)
     resolved = horovod_env.resolve_horovod(cfg.horovod, has_gpu=gpus_per_host > 0, multi_host=len(hosts_) > 1)
     threads = tuple((n, horovod_env.thread_budget(cores, n, cfg.runtime.intra_op_threads, cfg.runtime.inter_op_threads))
@@ -212,10 +214,10 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
     return Plan(
         config=cfg, train_args=tuple(train_args), np=np_, hosts=hosts_, gpus_per_host=gpus_per_host,
         cores_per_host=cores,
-        global_batch=d.global_batch_size, per_rank_batch=scaling.per_rank_batch(d.global_batch_size, np_),
+        global_batch=global_batch, per_rank_batch=scaling.per_rank_batch(global_batch, np_),
         eval_global_batch=eval_global, eval_per_rank_batch=scaling.per_rank_batch(eval_global, np_),
         base_lr=o.learning_rate, scaled_lr=scaled,
-        warmup_start_lr=schedules.warmup_lr(0.0, scaled, s.warmup_epochs, np_),
+        warmup_start_lr=scaling.warmup_start_lr(o, scaled),
         warmup_epochs=s.warmup_epochs, epochs=cfg.trainer.epochs, steps_per_epoch=steps, steps_note=note,
         warmup_steps=warmup_steps(s.warmup_epochs, steps) if steps else None,
         total_steps=total_steps(cfg.trainer.epochs, steps) if steps else None,
@@ -458,15 +460,6 @@ def launch_file(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_IMAG
 # --------------------------------------------------------------------------- the readable block
 
 
-def _lr_rule(p: Plan) -> str:
-    o = p.config.optimizer
-    if o.lr_scaling == "ranks":
-        return f"{p.base_lr:g} x {p.np} ranks"
-    if o.lr_scaling == "global_batch":
-        return f"{p.base_lr:g} x global batch {p.global_batch} / {o.base_batch_size}"
-    return "unscaled"
-
-
 def _schedule(p: Plan) -> str:
     s = p.config.schedule
     if s.name == "step":
@@ -488,9 +481,11 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
     rows = [
         ("world size", f"{p.np} process(es) on {len(p.hosts)} host(s): {hosts_text(p.hosts)} ({device})"),
         ("batch", f"global {p.global_batch} = {p.np} ranks x {p.per_rank_batch} per rank"
-                  f" (eval: global {p.eval_global_batch} = {p.np} x {p.eval_per_rank_batch})"),
-        ("learning rate", f"scaled {p.scaled_lr:g} = {_lr_rule(p)} (optimizer.lr_scaling: {cfg.optimizer.lr_scaling});"
-                          f" {cfg.optimizer.name}"),
+                  + (" (data.global_batch_size: the same on any number of ranks)" if cfg.data.global_batch_size
+                     else " (data.per_rank_batch_size: grows with the ranks)")
+                  + f"; eval: global {p.eval_global_batch} = {p.np} x {p.eval_per_rank_batch}"),
+        ("learning rate", f"{scaling.formula(cfg.optimizer, cfg.data, p.np)}"
+                          f" (optimizer.lr_scaling: {cfg.optimizer.lr_scaling}); {cfg.optimizer.name}"),
     ]
     if p.warmup_epochs > 0:
         steps = f"{p.warmup_steps} steps" if p.warmup_steps is not None else "unknown steps"
@@ -499,15 +494,18 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
     else:
         rows.append(("warmup", "none"))
     rows.append(("schedule", _schedule(p)))
-    rows.append(("steps per epoch", f"{p.steps_per_epoch} ({p.steps_note})" if p.steps_per_epoch
+    auto_steps = "" if cfg.trainer.steps_per_epoch else "(auto) "
+    rows.append(("steps per epoch", f"{p.steps_per_epoch} {auto_steps}({p.steps_note})" if p.steps_per_epoch
                  else p.steps_note))
     rows.append(("total steps", f"{p.total_steps} = {p.epochs} epochs x {p.steps_per_epoch}"
                  if p.total_steps is not None else f"unknown ({p.epochs} epochs x unknown steps per epoch)"))
     if cfg.horovod.backward_passes_per_step > 1:
         rows.append(("", f"the optimizer updates every {cfg.horovod.backward_passes_per_step} steps"
                          " (horovod.backward_passes_per_step)"))
-    auto = {k for k, v in dataclasses.asdict(cfg.horovod).items() if v is None}  # null in the config
-    knobs = [f"{k}={'null' if v is None else v}{' (auto)' if k in auto and v is not None else ''}"
+    first_budget = p.threads[0][1]
+    why = horovod_env.auto_reasons(cfg.horovod, cfg.runtime, p.horovod, first_budget, has_gpu=p.gpus_per_host > 0,
+                                   multi_host=len(p.hosts) > 1, cores=p.cores_per_host, ranks_on_host=p.threads[0][0])
+    knobs = [f"{k}={'null' if v is None else v}{' (auto)' if f'horovod.{k}' in why else ''}"
              for k, v in dataclasses.asdict(p.horovod).items()]
     lines = [""]
     for knob in knobs:  # whole knobs per line
@@ -515,11 +513,18 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
             lines.append("")
         lines[-1] += (", " if lines[-1] else "") + knob
     rows.append(("horovod", ",\n".join(lines)))
+    for key in ("horovod.compression", "horovod.cycle_time_ms"):
+        if key in why:
+            rows.append(("", f"{key.split('.')[1]} (auto): {why[key]}"))
+    advice = horovod_env.compression_advice(p.horovod.compression, multi_host=len(p.hosts) > 1)
+    if advice:
+        rows.append(("note", advice))
     rows.append(("horovod env", " ".join(f"{k}={v}" for k, v in p.horovod_env.items())
                  + " (set on every rank before hvd.init; a variable already set wins)"))
     applied = " (not applied on GPU hosts)" if p.gpus_per_host else ""
     for n, budget in p.threads:
-        rows.append(("threads per rank", f"intra-op {budget.intra_op}, inter-op {budget.inter_op}"
+        auto = " (auto)" if cfg.runtime.intra_op_threads is None or cfg.runtime.inter_op_threads is None else ""
+        rows.append(("threads per rank", f"intra-op {budget.intra_op}, inter-op {budget.inter_op}{auto}"
                                          f" ({p.cores_per_host} cores per host, {n} rank(s) per host){applied}"))
     if cfg.elastic.enabled:
         rows.append(("elastic", f"min_np {cfg.elastic.min_np}, max_np {cfg.elastic.max_np or 'unbounded'},"

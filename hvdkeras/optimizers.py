@@ -7,7 +7,7 @@ options of the config's ``horovod`` section.
 from __future__ import annotations
 
 from hvdkeras import compat
-from hvdkeras.config import HorovodConfig, OptimizerConfig
+from hvdkeras.config import DataConfig, HorovodConfig, OptimizerConfig
 from hvdkeras.gradient_exchange import DistributedOptimizer
 from hvdkeras.registry import Registry
 from hvdkeras.scaling import scaled_learning_rate
@@ -49,7 +49,7 @@ def distributed_optimizer(optimizer, cfg: HorovodConfig):
                                 sparse_as_dense=cfg.sparse_as_dense, groups=cfg.groups)
 
 
-def build(cfg: OptimizerConfig, horovod: HorovodConfig, num_ranks: int, global_batch_size: int):
-    """(distributed optimizer at the scaled rate, scaled rate)."""
-    lr = scaled_learning_rate(cfg, num_ranks, global_batch_size)
+def build(cfg: OptimizerConfig, horovod: HorovodConfig, data: DataConfig, global_batch_size: int):
+    """(distributed optimizer at the rate scaled to ``global_batch_size``, that rate)."""
+    lr = scaled_learning_rate(cfg, data, global_batch_size)
     return distributed_optimizer(REGISTRY.get(cfg.name)(cfg, lr), horovod), lr

@@ -2,14 +2,18 @@
 
 ``epoch`` below is fractional: batch ``b`` of epoch ``k`` (0-based, ``steps`` batches
 per epoch) is at ``k + b / steps``. ``initial_lr`` is the *scaled* rate (see
-:func:`hvdkeras.optimizers.scaled_learning_rate`).
+:func:`hvdkeras.scaling.scaled_learning_rate`).
 
-Warmup (Goyal et al. 2017, as in Horovod), for ``0 <= epoch <= warmup_epochs``::
+Warmup (Goyal et al. 2017), for ``0 <= epoch <= warmup_epochs``, linear from
+``start_lr`` to ``initial_lr``::
 
-    lr(epoch) = initial_lr / size * (epoch * (size - 1) / warmup_epochs + 1)
+    lr(epoch) = start_lr + (initial_lr - start_lr) * epoch / warmup_epochs
 
-It starts at ``initial_lr / size`` (the single-process rate under the linear scaling
-rule) and lands exactly on ``initial_lr`` at ``epoch = warmup_epochs``.
+The trainer starts at :func:`hvdkeras.scaling.warmup_start_lr`, the reference
+batch's rate, which does not depend on the number of ranks for a fixed global
+batch. Horovod's warmup callback starts at ``initial_lr / size`` (the single-process
+rate under its convention), which makes this its formula
+``initial_lr / size * (epoch * (size - 1) / warmup_epochs + 1)``.
 
 After warmup, ``lr(epoch) = initial_lr * multiplier(epoch)`` with, for ``W`` warmup
 epochs, ``E`` total epochs and ``p = (epoch - W) / (E - W)``:
@@ -28,12 +32,12 @@ import math
 from typing import Callable, Sequence
 
 
-def warmup_lr(epoch: float, initial_lr: float, warmup_epochs: float, size: int) -> float:
-    """Warmup rate at fractional ``epoch``; ``initial_lr`` once ``epoch >= warmup_epochs``."""
+def warmup_lr(epoch: float, initial_lr: float, warmup_epochs: float, start_lr: float) -> float:
+    """Warmup rate at fractional ``epoch``, from ``start_lr``; ``initial_lr`` once ``epoch >= warmup_epochs``."""
     if warmup_epochs <= 0 or epoch >= warmup_epochs:
         return initial_lr
     epoch = max(0.0, epoch)
-    return initial_lr / size * (epoch * (size - 1) / warmup_epochs + 1.0)
+    return start_lr + (initial_lr - start_lr) * epoch / warmup_epochs
 
 
 def constant() -> Callable[[float], float]:

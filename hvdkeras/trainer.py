@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import horovod
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, horovod_env, optimizers, peers, schedules
+from hvdkeras import compat, distributed, horovod_env, optimizers, peers, scaling, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
@@ -59,6 +59,14 @@ def resolved_for_host(config: config_lib.Config, process: distributed.ProcessInf
                                     inter_op_threads=process.threads.inter_op))
 
 
+def auto_reasons(requested: config_lib.Config, resolved: config_lib.Config,
+                 process: distributed.ProcessInfo) -> Dict[str, str]:
+    """``{key: why}`` for the values :func:`resolved_for_host` chose (:func:`hvdkeras.horovod_env.auto_reasons`)."""
+    return horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved.horovod, process.threads,
+                                    has_gpu=process.gpu is not None, multi_host=process.size > process.local_size,
+                                    cores=horovod_env.host_cores(), ranks_on_host=process.local_size)
+
+
 def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, rank: int, size: int,
                threads: Optional[int], agree: bool = True) -> data_lib.Datasets:
     """This rank's data for ``size`` ranks.
@@ -71,7 +79,7 @@ def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, ra
                               threads=threads)
 
     data = build(config.trainer.steps_per_epoch)
-    if agree:
+    if agree:  # the same count on every rank, so the sizes above agree
         steps = distributed.agree_min(data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
         if steps != data.steps_per_epoch:
             data = build(steps)
@@ -82,7 +90,8 @@ def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int)
     """(the model compiled with the distributed optimizer at the scaled rate, that rate)."""
     compat.set_mixed_precision(config.runtime.mixed_precision)
     model = models_lib.build(data.input_shape, data.num_classes, config.model)
-    optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, size, config.data.global_batch_size)
+    optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data,
+                                            scaling.global_batch(config.data, size))
     model.compile(
         optimizer=optimizer,
         loss=make_loss(data.num_classes, config.trainer.label_smoothing),
@@ -125,6 +134,8 @@ class Trainer:
                  requested_config: Optional[config_lib.Config] = None):
         self.config = config
         self.requested_config = requested_config or config
+        # what was chosen for the user: {key: why}, marked (auto) in the start-up lines and config.yaml
+        self.auto: Dict[str, str] = {}
         self.workdir = workdir
         self.files = Workdir(workdir)
         self.process = process
@@ -151,8 +162,10 @@ class Trainer:
             model, scaled_lr = compile_model(resolved, data, process.size)
         except ConfigError as exc:
             raise config_lib.locate(config, exc) from None
-        return cls(resolved, workdir, process=process, data=data, model=model, scaled_lr=scaled_lr,
-                   backup=make_backup(resolved, workdir), requested_config=config)
+        trainer = cls(resolved, workdir, process=process, data=data, model=model, scaled_lr=scaled_lr,
+                      backup=make_backup(resolved, workdir), requested_config=config)
+        trainer.auto = auto_reasons(config, resolved, process)
+        return trainer
 
     # ------------------------------------------------------------------ shared by the drivers
 
@@ -178,6 +191,7 @@ class Trainer:
             momentum_correction=cfg.schedule.momentum_correction,
             steps_per_epoch=steps_per_epoch,
             initial_batch=initial_batch,
+            warmup_start_lr=scaling.warmup_start_lr(cfg.optimizer, scaled_lr),
             backup=self.backup,
             metrics_file=self.files.metrics,
             tensorboard_dir=self.files.tensorboard if cfg.trainer.tensorboard else None,
@@ -187,13 +201,38 @@ class Trainer:
             size=size,
         )
 
-    def write_config(self) -> None:
-        """Rank 0 writes the resolved config to ``<workdir>/config.yaml``."""
-        if distributed.is_chief():
-            save_config(self.config, self.files.config)
+    def job_lines(self, data: Optional[data_lib.Datasets] = None, size: Optional[int] = None) -> List[str]:
+        """What this job resolved that is not a config key: the global batch, the rate, the warmup, the steps."""
+        cfg, data = self.requested_config, data or self.data
+        size = size or self.process.size
+        steps = ("trainer.steps_per_epoch" if cfg.trainer.steps_per_epoch
+                 else "(auto) as many full global batches as the data holds, the same on every rank")
+        lines = [f"global batch {data.per_rank_batch * size} = {_ranks(size)} x {data.per_rank_batch}"
+                 + (" (data.per_rank_batch_size)" if cfg.data.per_rank_batch_size else " (data.global_batch_size)"),
+                 f"learning rate {scaling.formula(cfg.optimizer, cfg.data, size)}"
+                 f" (optimizer.lr_scaling: {cfg.optimizer.lr_scaling})"]
+        if cfg.schedule.warmup_epochs > 0:
+            start = scaling.warmup_start_lr(cfg.optimizer, self.scaled_lr)
+            lines.append(f"warmup over {cfg.schedule.warmup_epochs:g} epochs, per batch from {start:g} to"
+                         f" {self.scaled_lr:g}" + (" (nothing to warm up: the global batch is not above the"
+                                                   " reference batch)" if start >= self.scaled_lr else ""))
+        lines.append(f"steps per epoch {data.steps_per_epoch}: {steps}")
+        return lines
 
-    def preflight(self, data: data_lib.Datasets) -> None:
-        """Collective: stops every rank with a readable diff if ranks differ in config, model, steps or versions."""
+    def write_config(self) -> None:
+        """Rank 0 writes the resolved config to ``<workdir>/config.yaml``, each chosen value with its reason."""
+        if distributed.is_chief():
+            footer = [f"Resolved for this job ({_ranks(self.process.size)}), not config keys:"]
+            footer += [f"  {line}" for line in self.job_lines()]
+            save_config(self.config, self.files.config, auto=self.auto, footer=footer)
+
+    def preflight(self, data: data_lib.Datasets, scaled_lr: Optional[float] = None) -> None:
+        """Collective: stops every rank with a readable diff if ranks differ in config, model, steps or versions.
+
+        Besides the requested config, the values each rank resolved for itself that the whole
+        job must share are compared: the gradients' wire format and the learning rate
+        (``scaled_lr``, default :attr:`scaled_lr`).
+        """
         flat: Dict[str, Any] = {}
 
         def flatten(tree, prefix=""):
@@ -207,6 +246,9 @@ class Trainer:
         variables = [(v.name, tuple(v.shape), compat.dtype(v).name) for v in self.model.variables]
         fields = {
             "config": hashlib.sha256(config_lib.to_yaml(self.requested_config).encode()).hexdigest()[:12],
+            # resolved by each rank for itself; what the whole job must share (threads may differ by host)
+            "gradient compression": self.config.horovod.compression,
+            "learning rate": f"{self.scaled_lr if scaled_lr is None else scaled_lr:g}",
             "model variables": hashlib.sha256(repr(variables).encode()).hexdigest()[:12] + f" ({len(variables)})",
             "steps per epoch": data.steps_per_epoch,
             "per-rank batch": data.per_rank_batch,
@@ -340,16 +382,22 @@ class Trainer:
         epochs = cfg.trainer.epochs
         self.preflight(data)
         start, batch = self.resume_position()
-        threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads"
+        threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads" + (
+            " (auto)" if "runtime.intra_op_threads" in self.auto else "")
         device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
         at = f" and batch {batch} of epoch {start + 1}" if batch else ""
         where = (f"resuming after epoch {start}{at} from {self.backup.backup_dir}" if start or batch
                  else "starting fresh")
         print(f"[hvdkeras] rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
               f" epoch {start + 1} of {epochs}", flush=True)
-        self.log(f"{cfg.data.name}: global batch {cfg.data.global_batch_size} = {p.size} ranks x"
-                 f" {data.per_rank_batch}, {data.steps_per_epoch} steps/epoch; {cfg.optimizer.name} at"
-                 f" scaled lr {self.scaled_lr:g} ({cfg.optimizer.lr_scaling} rule); workdir {self.workdir}")
+        self.log(f"{cfg.data.name}, {cfg.optimizer.name}, workdir {self.workdir}; " + "; ".join(self.job_lines()))
+        hv = cfg.horovod
+        self.log("horovod: " + ", ".join(
+            f"{key}={getattr(hv, key)}" + (" (auto)" if f"horovod.{key}" in self.auto else "")
+            for key in ("compression", "cycle_time_ms", "fusion_threshold_mb", "groups")))
+        advice = horovod_env.compression_advice(hv.compression, multi_host=p.size > p.local_size)
+        if advice:
+            self.log(f"note: {advice}")
         final: Dict[str, float] = {}
         if start < epochs:
             tic = time.perf_counter()

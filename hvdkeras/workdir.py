@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.config import to_yaml
 from hvdkeras.errors import SetupError
@@ -171,9 +171,12 @@ def atomic_write(path: str, text: str) -> None:
     atomic_save(path, write)
 
 
-def save_config(cfg: Any, path: str) -> None:
-    """Writes the resolved config (a :class:`hvdkeras.config.Config`) as YAML to ``path``, atomically."""
-    atomic_write(path, to_yaml(cfg))
+def save_config(cfg: Any, path: str, auto: Optional[Mapping[str, str]] = None, footer: Sequence[str] = ()) -> None:
+    """Writes the resolved config (a :class:`hvdkeras.config.Config`) as YAML to ``path``, atomically.
+
+    ``auto`` and ``footer``: see :func:`hvdkeras.config.to_yaml` (the values chosen for the user, with why).
+    """
+    atomic_write(path, to_yaml(cfg, auto, footer))
 
 
 # --------------------------------------------------------------------------- metrics.jsonl

@@ -57,14 +57,14 @@ def _time_step(model, batch, batches: int, per_rank_batch: int) -> float:
 
 def measure(cfg, rounds: int, batches: int):
     """(pipeline images/s, step images/s) per measured round, for this rank."""
-    from hvdkeras import data, distributed, models, optimizers
+    from hvdkeras import data, distributed, models, optimizers, scaling
     from hvdkeras.losses import make_loss
 
     info = distributed.init(cfg.runtime)
     datasets = data.build(cfg.data, data.Shard(info.rank, info.size), seed=cfg.runtime.seed,
                           threads=info.threads.intra_op)
     model = models.build(datasets.input_shape, datasets.num_classes, cfg.model)
-    optimizer, _ = optimizers.build(cfg.optimizer, cfg.horovod, info.size, cfg.data.global_batch_size)
+    optimizer, _ = optimizers.build(cfg.optimizer, cfg.horovod, cfg.data, scaling.global_batch(cfg.data, info.size))
     model.compile(optimizer, make_loss(datasets.num_classes, cfg.trainer.label_smoothing))
     distributed.broadcast_variables(model.variables)
     batch = next(iter(datasets.train(0, 1)))
@@ -97,13 +97,16 @@ def main(argv):
         pipeline, step = measure(cfg, FLAGS.rounds, FLAGS.batches)
     import numpy as np
 
+    from hvdkeras import scaling
+
     gathered = np.array(pipeline + step)
     total = distributed.allreduce_sum(gathered, name="hvdkeras.input_bench") / distributed.size()
     n = len(pipeline)
     if distributed.is_chief():
         pipe_med, step_med = statistics.median(total[:n]), statistics.median(total[n:])
+        size = distributed.size()
         print(f"{cfg.data.name} ({'mock data' if FLAGS.mock_examples else 'real data'}), per-rank batch"
-              f" {cfg.data.global_batch_size // distributed.size()}, {distributed.size()} ranks,"
+              f" {scaling.global_batch(cfg.data, size) // size}, {size} ranks,"
               f" {FLAGS.rounds} rounds x {FLAGS.batches} batches, mean over ranks:")
         print(f"  input pipeline alone : {pipe_med:10.1f} images/s per rank  (rounds: "
               + ", ".join(f"{v:.0f}" for v in total[:n]) + ")")

@@ -33,6 +33,7 @@ def default_callbacks(
     throughput_unit: str = "examples",
     root_rank: int = distributed.ROOT_RANK,
     size: Optional[int] = None,
+    warmup_start_lr: Optional[float] = None,
 ) -> List[keras.callbacks.Callback]:
     """Returns, in order (each only if asked for):
 
@@ -53,7 +54,8 @@ def default_callbacks(
     ``initial_batch``: the first epoch of the coming ``fit`` starts at that batch
     (a run resumed mid-epoch); the learning-rate callbacks count from it.
     Pass ``verbose=1`` (or 2) to ``fit`` on every rank: only rank 0 prints.
-    ``size`` (the number of ranks the warmup starts from) defaults to Horovod's.
+    The warmup starts at ``warmup_start_lr``; its default is Horovod's
+    ``initial_lr / size`` (``size`` defaults to the number of ranks).
     """
     callbacks: List[keras.callbacks.Callback] = [
         BroadcastGlobalVariablesCallback(root_rank=root_rank),
@@ -67,7 +69,7 @@ def default_callbacks(
             callbacks.append(LearningRateWarmupCallback(initial_lr, warmup_epochs=warmup_epochs,
                                                         momentum_correction=momentum_correction,
                                                         steps_per_epoch=steps_per_epoch, size=size,
-                                                        initial_batch=initial_batch))
+                                                        initial_batch=initial_batch, start_lr=warmup_start_lr))
         callbacks.append(LearningRateScheduleCallback(initial_lr, 1.0 if lr_schedule is None else lr_schedule,
                                                       start_epoch=warmup_epochs, staircase=staircase,
                                                       momentum_correction=momentum_correction,

@@ -127,18 +127,22 @@ class _EpochRangeLearningRate(keras.callbacks.Callback):
 
 
 class LearningRateWarmupCallback(_EpochRangeLearningRate):
-    """Per-batch linear warmup from ``initial_lr / size`` to ``initial_lr``.
+    """Per-batch linear warmup from ``start_lr`` to ``initial_lr``.
 
-    ``lr = initial_lr / size * (epoch * (size - 1) / warmup_epochs + 1)`` for the
+    ``lr = start_lr + (initial_lr - start_lr) * epoch / warmup_epochs`` for the
     fractional epoch, and exactly ``initial_lr`` from the end of the last warmup
-    epoch on. ``initial_lr`` is the already-scaled rate; ``size`` defaults to the
-    number of Horovod ranks. ``initial_batch``: the first epoch of ``fit`` starts at
-    that batch (a run resumed mid-epoch).
+    epoch on. ``initial_lr`` is the already-scaled rate. ``start_lr`` defaults to
+    Horovod's ``initial_lr / size`` (``size``: the number of Horovod ranks), the
+    single-process rate when the global batch grows with the ranks; with a global
+    batch that stays the same on any number of ranks, pass the rate of the batch
+    ``learning_rate`` was tuned for (:func:`hvdkeras.scaling.warmup_start_lr`), so the
+    warmup does not change with the rank count. ``initial_batch``: the first epoch of
+    ``fit`` starts at that batch (a run resumed mid-epoch).
     """
 
     def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
                  steps_per_epoch: Optional[int] = None, verbose: int = 0, size: Optional[int] = None,
-                 initial_batch: int = 0):
+                 initial_batch: int = 0, start_lr: Optional[float] = None):
         if warmup_epochs <= 0:
             raise ValueError(f"warmup_epochs must be > 0; received: warmup_epochs={warmup_epochs}")
         # The range covers whole epochs: past a fractional end (2.5 epochs) the rate is initial_lr.
@@ -147,9 +151,10 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
         self.initial_lr = initial_lr
         self.warmup_epochs = warmup_epochs
         self.size = distributed.size() if size is None else size
+        self.start_lr = initial_lr / self.size if start_lr is None else start_lr
 
     def lr_at(self, epoch: float) -> float:
-        return schedules.warmup_lr(epoch, self.initial_lr, self.warmup_epochs, self.size)
+        return schedules.warmup_lr(epoch, self.initial_lr, self.warmup_epochs, self.start_lr)
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch < self.warmup_epochs <= epoch + 1:

@@ -176,7 +176,17 @@ def load_unchecked(path: Optional[str] = None, overrides: Sequence[str] = ()) ->
         for part in reversed(parts):
             update = {part: update}
         _merge(tree, update, sources, f"--set {text}")
-    return dataclasses.replace(_build(Config, tree, sources), sources=dict(sources))
+    return _with_convention(dataclasses.replace(_build(Config, tree, sources), sources=dict(sources)))
+
+
+def _with_convention(cfg: Config) -> Config:
+    """``data.per_rank_batch_size`` given and ``data.global_batch_size`` not: the latter's default is null.
+
+    Both given (not null) is refused by :func:`hvdkeras.config.rules.validate`.
+    """
+    if cfg.data.per_rank_batch_size is not None and "data.global_batch_size" not in cfg.sources:
+        return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, global_batch_size=None))
+    return cfg
 
 
 def from_dict_unchecked(tree: Mapping[str, Any], source: str = "a dict") -> Config:
@@ -184,7 +194,7 @@ def from_dict_unchecked(tree: Mapping[str, Any], source: str = "a dict") -> Conf
     sources: Dict[str, str] = {}
     merged: Dict[str, Any] = {}
     _merge(merged, tree, sources, source)
-    return dataclasses.replace(_build(Config, merged, sources), sources=dict(sources))
+    return _with_convention(dataclasses.replace(_build(Config, merged, sources), sources=dict(sources)))
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:
@@ -200,6 +210,23 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
     return plain(cfg)
 
 
-def to_yaml(cfg: Config) -> str:
-    """The resolved config as YAML text, with a header line saying what it is."""
-    return HEADER + yaml.safe_dump(to_dict(cfg), sort_keys=False, default_flow_style=None)
+def _scalar_text(value: Any) -> str:
+    """One value as YAML on one line (a list in flow style), quoted where YAML needs it."""
+    return yaml.safe_dump([value], default_flow_style=True, width=1 << 30).strip()[1:-1]
+
+
+def to_yaml(cfg: Config, auto: Optional[Mapping[str, str]] = None, footer: Sequence[str] = ()) -> str:
+    """The resolved config as YAML text, one key per line, with a header line saying what it is.
+
+    ``auto`` (``{"section.key": why}``) marks the values chosen for the user: ``# (auto) why``
+    after the value. ``footer`` lines follow as comments (values resolved for the job that
+    are not config keys: the global batch, the learning rate, the steps).
+    """
+    auto = auto or {}
+    lines = []
+    for section, values in to_dict(cfg).items():
+        lines.append(f"{section}:")
+        for key, value in values.items():
+            why = auto.get(f"{section}.{key}")
+            lines.append(f"  {key}: {_scalar_text(value)}" + (f"  # (auto) {why}" if why else ""))
+    return HEADER + "\n".join(lines + [f"# {text}" for text in footer]) + "\n"

@@ -48,7 +48,21 @@ def validate(cfg: Config) -> None:
     data, model, opt, sched = cfg.data, cfg.model, cfg.optimizer, cfg.schedule
     trainer, ckpt, hvd, runtime, elastic = cfg.trainer, cfg.checkpoint, cfg.horovod, cfg.runtime, cfg.elastic
 
-    need(data.global_batch_size > 0, "data.global_batch_size", "be > 0")
+    if (data.global_batch_size is None) == (data.per_rank_batch_size is None):
+        raise ConfigError(
+            f"set one of data.global_batch_size (the same global batch on any number of ranks) and"
+            f" data.per_rank_batch_size (Horovod's convention: the global batch grows with the ranks); received"
+            f" data.global_batch_size={data.global_batch_size!r} ({source_of(cfg, 'data.global_batch_size')}) and"
+            f" data.per_rank_batch_size={data.per_rank_batch_size!r} ({source_of(cfg, 'data.per_rank_batch_size')})")
+    need(data.global_batch_size is None or data.global_batch_size > 0, "data.global_batch_size", "be > 0")
+    need(data.per_rank_batch_size is None or data.per_rank_batch_size > 0, "data.per_rank_batch_size", "be > 0")
+    need(opt.lr_scaling != "ranks" or data.per_rank_batch_size is not None, "optimizer.lr_scaling",
+         f"not be ranks with data.global_batch_size={data.global_batch_size}"
+         f" ({source_of(cfg, 'data.global_batch_size')}):"
+         " the global batch stays the same on any number of ranks, so x ranks would change the rate with the rank"
+         " count alone; use optimizer.lr_scaling=global_batch with optimizer.base_batch_size (the batch the rate"
+         " was tuned for), or set data.per_rank_batch_size instead of data.global_batch_size (Horovod's convention:"
+         " a fixed batch per rank)")
     need(data.eval_global_batch_size is None or data.eval_global_batch_size > 0, "data.eval_global_batch_size",
          "be > 0 or null (null: same as global_batch_size)")
     need(0.0 < data.validation_fraction < 1.0, "data.validation_fraction", "be between 0 and 1 (exclusive)")
@@ -82,6 +96,9 @@ def validate(cfg: Config) -> None:
     need(0.0 <= trainer.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
 
     need(sched.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
+    need(sched.warmup_epochs == 0 or opt.lr_scaling != "none", "schedule.warmup_epochs",
+         "be 0 with optimizer.lr_scaling=none (warmup rises from optimizer.learning_rate to the scaled rate, and"
+         " without scaling the two are equal); scale the rate with optimizer.lr_scaling=global_batch")
     need(sched.name != "step" or len(sched.boundaries) > 0, "schedule.boundaries",
          "list at least one epoch for schedule.name=step")
     need(list(sched.boundaries) == sorted(sched.boundaries) and all(b > sched.warmup_epochs for b in sched.boundaries),
@@ -109,6 +126,9 @@ def validate(cfg: Config) -> None:
          f"be null or >= elastic.min_np ({elastic.min_np})")
     need(elastic.commit_every_batches >= 1, "elastic.commit_every_batches", "be >= 1")
     need(not elastic.enabled or trainer.api == "keras", "elastic.enabled", "be false with trainer.api=estimator")
+    need(not elastic.enabled or hvd.compression != "auto", "horovod.compression",
+         "be none or fp16 with elastic.enabled (auto decides by the hosts of the current world, so ranks that"
+         " join later could send another wire format than the ranks already training)")
     need(not elastic.enabled or hvd.fusion_threshold_mb is None, "horovod.fusion_threshold_mb",
          "be null with elastic.enabled (Horovod 0.28.1 segfaults re-forming an elastic job with it set)")
 
@@ -122,8 +142,9 @@ def validate_for_world(cfg: Config, num_ranks: int) -> None:
     """The rules that depend on the number of ranks: every global batch must split evenly over them."""
     need = _Rules(cfg)
     batch = cfg.data.global_batch_size
-    need(batch % num_ranks == 0, "data.global_batch_size",
-         f"be divisible by the {num_ranks} ranks (e.g. {max(1, batch // num_ranks) * num_ranks})")
+    # None: per_rank_batch_size x ranks, which always divides
+    need(batch is None or batch % num_ranks == 0, "data.global_batch_size",
+         f"be divisible by the {num_ranks} ranks (e.g. {max(1, (batch or 1) // num_ranks) * num_ranks})")
     if cfg.data.eval_global_batch_size is not None:
         need(cfg.data.eval_global_batch_size % num_ranks == 0, "data.eval_global_batch_size",
              f"be divisible by the {num_ranks} ranks")

@@ -21,10 +21,13 @@ class DataConfig:
 
     # A built-in dataset (digits, synthetic) or any TensorFlow Datasets name (e.g. imagenet2012, cifar10).
     name: str = "digits"
-    # Examples per optimizer step summed over all ranks. Each rank's batch is
-    # global_batch_size / number of ranks, so it must divide evenly.
-    global_batch_size: int = 64
-    # Global batch for validation; defaults to global_batch_size.
+    # Examples per optimizer step summed over all ranks, the same on any number of ranks. Each rank's
+    # batch is global_batch_size / number of ranks, so it must divide evenly.
+    global_batch_size: Optional[int] = 64
+    # Horovod's convention instead: a fixed batch per rank, so the global batch is per_rank_batch_size x
+    # ranks and grows with them. Set one of the two; with this one, global_batch_size is null.
+    per_rank_batch_size: Optional[int] = None
+    # Global batch for validation; null: the training global batch.
     eval_global_batch_size: Optional[int] = None
     # Fraction of the embedded digits held out for validation (fixed split).
     validation_fraction: float = 0.2
@@ -49,11 +52,6 @@ class DataConfig:
     deterministic: bool = True
     private_threadpool_size: Optional[int] = None
 
-    @property
-    def eval_global_batch(self) -> int:
-        """The global validation batch: ``eval_global_batch_size``, or ``global_batch_size`` when that is null."""
-        return self.eval_global_batch_size or self.global_batch_size
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
@@ -71,10 +69,13 @@ class OptimizerConfig:
     """Optimizer by name and the learning-rate scaling rule (see :mod:`hvdkeras.optimizers`)."""
 
     name: str = "sgd"
-    # The single-process learning rate; the optimizer gets the scaled one.
+    # The rate for a reference batch of examples; the optimizer gets the rate scaled to the global batch
+    # (the linear scaling rule, hvdkeras.scaling): learning_rate * global batch / reference batch.
     learning_rate: float = 0.01
-    # ranks: lr * number_of_ranks; global_batch: lr * global_batch_size / base_batch_size; none: lr.
-    lr_scaling: str = dataclasses.field(default="ranks", metadata=_choices("ranks", "global_batch", "none"))
+    # The reference batch. global_batch: base_batch_size (Goyal et al. 2017: 0.1 per 256 images);
+    # ranks: data.per_rank_batch_size (Horovod's lr x size; only with data.per_rank_batch_size);
+    # none: the global batch itself (no scaling).
+    lr_scaling: str = dataclasses.field(default="global_batch", metadata=_choices("global_batch", "ranks", "none"))
     base_batch_size: int = 256
     momentum: float = 0.9
     nesterov: bool = False
@@ -87,7 +88,8 @@ class ScheduleConfig:
     """Learning rate over epochs: linear warmup, then a decay (see :mod:`hvdkeras.schedules`)."""
 
     name: str = dataclasses.field(default="constant", metadata=_choices("constant", "step", "cosine", "polynomial"))
-    # Warm up per batch from scaled_lr / ranks to scaled_lr over this many epochs.
+    # Warm up per batch from the reference batch's rate, min(learning_rate, scaled lr), to the scaled lr
+    # over this many epochs (Goyal et al.; Horovod's scaled_lr / ranks under its convention).
     warmup_epochs: float = 0.0
     # step: multiply by decay_rate at each boundary (in epochs).
     boundaries: Tuple[float, ...] = ()
@@ -143,12 +145,17 @@ class CheckpointConfig:
 class HorovodConfig:
     """Options of Horovod's DistributedOptimizer."""
 
-    # auto: fp16 when the ranks span several hosts (the network is the limit: at the lab's GPU-equivalent
-    # link, 0.93 scaling efficiency against 0.67 for fp32, and level without a limit), none on one host
-    # (exact averages). Resolved per job and written to <workdir>/config.yaml.
-    compression: str = dataclasses.field(default="auto", metadata=_choices("auto", "none", "fp16"))
+    # The gradients' wire format. none (the default, as in Horovod and PyTorch DDP): exact float32
+    # averages on any layout. fp16: half the bytes, for a network-bound job across hosts (the dry run
+    # and the start-up line recommend it there). auto: fp16 when the ranks span several hosts, none on
+    # one host; resolved per job, marked (auto) and written to <workdir>/config.yaml.
+    compression: str = dataclasses.field(default="none", metadata=_choices("none", "fp16", "auto"))
+    # Gradient accumulation: k > 1 sums the gradients of k batches locally, then one allreduce and one
+    # update. average_aggregated_gradients false (Horovod's default, and hvdkeras.DistributedOptimizer's)
+    # applies the sum of the k averages: the linear scaling rule for the k-times larger batch.
+    # true divides by k: the rate of one batch for the k-times larger one.
     backward_passes_per_step: int = 1
-    average_aggregated_gradients: bool = True
+    average_aggregated_gradients: bool = False
     sparse_as_dense: bool = False
     # 0: one allreduce request per gradient, sent as soon as the backward pass produces it (overlaps
     # computation; Horovod fuses what is ready each cycle). k: k grouped requests, each sent when its

@@ -41,7 +41,7 @@ def test_each_example_is_read_once_per_epoch_across_ranks(tiny_data_dir):
 def test_uneven_validation_shards_match_one_process(tiny_data_dir, tmp_path):
     horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), os.path.join(REPO, "configs", "mnist.yaml"),
                 "data.name=hvdkeras_tiny", f"data.data_dir={tiny_data_dir}", "data.eval_split=test",
-                "data.global_batch_size=8", "data.eval_global_batch_size=4", "model.name=mlp", "trainer.epochs=2",
+                "data.per_rank_batch_size=4", "data.eval_global_batch_size=4", "model.name=mlp", "trainer.epochs=2",
                 "trainer.verbose=0", "schedule.warmup_epochs=0"], timeout=240)
     with open(tmp_path / "r" / "rank0.json") as f:
         single = json.load(f)["single_process_eval"]
@@ -54,7 +54,7 @@ MOCK_JOBS = {
     "resnet.yaml": (["data.global_batch_size=4", "data.eval_global_batch_size=4", "data.shuffle_buffer=16"],
                     [224, 224, 3]),
     "cifar10_resnet56.yaml": (["data.global_batch_size=8", "model.name=resnet20"], [32, 32, 3]),
-    "mnist.yaml": (["data.global_batch_size=8"], [28, 28, 1]),
+    "mnist.yaml": (["data.per_rank_batch_size=4"], [28, 28, 1]),  # Horovod's convention, as the config
     # resnet.yaml's ResNet-50 is built and trained above: here the synthetic loader, on a smaller model
     "synthetic_resnet50.yaml": (["data.global_batch_size=4", "data.image_shape=[64,64,3]", "model.name=resnet20"],
                                 [64, 64, 3]),

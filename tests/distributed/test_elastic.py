@@ -69,11 +69,15 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
         resumed_line = [ln for ln in text().splitlines() if "rank 0/1: elastic resuming" in ln][0]
         resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
         assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
+        # keep_global_batch (the default): the survivor takes the whole global batch at the same rate
+        assert "(global batch 64 = 1 x 64, lr 0.1)" in resumed_line, resumed_line
         _wait_for(lambda: epochs_logged(workdir) >= resumed_epoch + 3, 120, "training on one rank", log, proc)
 
         hosts.write_text(f"localhost:1\n{socket.gethostname()}:1\n")  # a worker comes back
         _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join", log, proc)
         print(f"\nthe new worker joined after epoch {epochs_logged(workdir)} of {EPOCHS}")
+        joined = [ln for ln in text().splitlines() if "rank 1/2: elastic resuming" in ln][0]
+        assert "(global batch 64 = 2 x 32, lr 0.1)" in joined, joined
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:

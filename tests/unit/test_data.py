@@ -48,6 +48,26 @@ def test_ranks_never_see_the_same_training_example():
     assert len(seen[0] & seen[1]) <= 5
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_digits_global_batches_are_the_same_on_any_number_of_ranks(ranks):
+    """Step t on N ranks sees exactly the examples of step t on one rank, split in rank order."""
+    cfg = digits_cfg(global_batch_size=64)
+    one = epochs_of(data.build(cfg, data.Shard(0, 1), seed=7).train(1, 2), 22)[0]
+    split = [epochs_of(data.build(cfg, data.Shard(r, ranks), seed=7).train(1, 2), 22)[0] for r in range(ranks)]
+    for step in range(22):
+        x = np.concatenate([split[r][step][0] for r in range(ranks)])
+        y = np.concatenate([split[r][step][1] for r in range(ranks)])
+        assert np.array_equal(x, one[step][0]) and np.array_equal(y, one[step][1])
+
+
+def test_per_rank_batch_size_makes_the_global_batch_grow_with_the_ranks():
+    cfg = config_lib.load(None, ["data.per_rank_batch_size=16"]).data
+    assert cfg.global_batch_size is None
+    for ranks, steps in [(1, 1438 // 16), (2, 1438 // 32), (4, 1438 // 64)]:
+        ds = data.build(cfg, data.Shard(0, ranks), seed=0)
+        assert (ds.per_rank_batch, ds.steps_per_epoch) == (16, steps)
+
+
 def test_order_differs_per_epoch_and_is_reproducible():
     cfg = digits_cfg(global_batch_size=64)
     a = epochs_of(data.build(cfg, data.Shard(0, 2), seed=3).train(0, 3), 22)
@@ -81,7 +101,7 @@ def test_validation_counts_every_example_once():
 def test_bad_sizes_are_config_errors():
     with pytest.raises(ConfigError, match="larger than the 1438 training examples"):
         data.build(digits_cfg(global_batch_size=4096), data.Shard(0, 1), seed=0)
-    with pytest.raises(ConfigError, match="lower trainer.steps_per_epoch"):
+    with pytest.raises(ConfigError, match="lower trainer.steps_per_epoch or the global batch"):
         data.build(digits_cfg(global_batch_size=64), data.Shard(0, 2), seed=0, steps=100)
 
 

@@ -17,7 +17,8 @@ def test_train_dry_run_command_line(tmp_path):
     out = proc.stdout
     for line in ("world size        8 process(es) on 2 host(s): a:4,b:4",
                  "batch             global 64 = 8 ranks x 8 per rank",
-                 "learning rate     scaled 0.4 = 0.05 x 8 ranks",
+                 "learning rate     0.1 = 0.05 x global batch 64 / optimizer.base_batch_size 32",
+                 "horovod.compression=fp16 halves the gradient bytes",  # the ranks span two hosts
                  "steps per epoch   22",
                  "total steps       330 = 15 epochs x 22",
                  "horovod env       HOROVOD_STALL_CHECK_TIME_SECONDS=60",

@@ -45,14 +45,15 @@ def test_learning_rate_tensor_follows_the_schedule_formulas(hvd_single):
             for s in (0, 10, 20, 29, 30, 49):
                 sess.run(step.assign(s))
                 seen[s] = sess.run(lr)
-    assert seen[0] == pytest.approx(0.1) and seen[10] == pytest.approx(0.1 * (1 * 3 / 2 + 1))
+    # warmup from the reference batch's rate (optimizer.learning_rate 0.01, the default) to 0.4
+    assert seen[0] == pytest.approx(0.01) and seen[10] == pytest.approx(0.01 + (0.4 - 0.01) * 1 / 2)
     assert seen[20] == pytest.approx(0.4) and seen[29] == pytest.approx(0.4)
     assert seen[30] == pytest.approx(0.04) and seen[49] == pytest.approx(0.04)
 
 
 @needs_estimator
 def test_distributed_optimizer_takes_the_default_horovod_config(hvd_single, monkeypatch):
-    """``compression: auto`` (the default) is decided before Horovod sees it: none within one host."""
+    """The config's compression (``none``, the default; ``auto`` decided before Horovod sees it) reaches Horovod."""
     import horovod.tensorflow as hvd
 
     from hvdkeras import estimator
@@ -61,7 +62,9 @@ def test_distributed_optimizer_takes_the_default_horovod_config(hvd_single, monk
     seen = {}
     monkeypatch.setattr(estimator.hvd, "DistributedOptimizer", lambda optimizer, **kwargs: seen.update(kwargs))
     estimator.distributed_optimizer(object(), HorovodConfig())
-    assert HorovodConfig().compression == "auto"
+    assert HorovodConfig().compression == "none"
+    assert seen["compression"] is hvd.Compression.none
+    estimator.distributed_optimizer(object(), HorovodConfig(compression="auto"))  # one host: none
     assert seen["compression"] is hvd.Compression.none
 
 

@@ -49,10 +49,35 @@ def test_horovod_knobs_resolved_per_host_and_exported():
         == "0"
 
 
-def test_compression_auto_is_fp16_across_hosts_and_none_on_one():
-    auto = config_lib.load(None, []).horovod
-    assert auto.compression == "auto"
+def test_compression_defaults_to_none_on_every_layout_and_auto_is_fp16_across_hosts():
+    default = config_lib.load(None, []).horovod
+    assert default.compression == "none"
+    for multi_host in (False, True):
+        assert horovod_env.resolve_horovod(default, has_gpu=False, multi_host=multi_host).compression == "none"
+    auto = config_lib.load(None, ["horovod.compression=auto"]).horovod
     assert horovod_env.resolve_horovod(auto, has_gpu=False, multi_host=True).compression == "fp16"
     assert horovod_env.resolve_horovod(auto, has_gpu=True, multi_host=False).compression == "none"
-    pinned = config_lib.load(None, ["horovod.compression=none"]).horovod
-    assert horovod_env.resolve_horovod(pinned, has_gpu=False, multi_host=True).compression == "none"
+
+
+def test_every_chosen_value_has_a_reason_and_only_those():
+    budget = horovod_env.thread_budget(8, 2)
+    requested = config_lib.load(None, ["horovod.compression=auto"])
+    resolved = horovod_env.resolve_horovod(requested.horovod, has_gpu=False, multi_host=True)
+    why = horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved, budget, has_gpu=False,
+                                   multi_host=True, cores=8, ranks_on_host=2)
+    assert why == {"horovod.cycle_time_ms": why["horovod.cycle_time_ms"],
+                   "horovod.compression": "fp16: the ranks span several hosts",
+                   "runtime.intra_op_threads": "cores // ranks on this host = 8 // 2",
+                   "runtime.inter_op_threads": "intra-op 4 // 4, at least 1"}
+    assert why["horovod.cycle_time_ms"].startswith("10 ms on CPU hosts")
+    pinned = config_lib.load(None, ["horovod.cycle_time_ms=2", "runtime.intra_op_threads=1",
+                                    "runtime.inter_op_threads=1"])
+    assert horovod_env.auto_reasons(pinned.horovod, pinned.runtime, pinned.horovod, budget, has_gpu=False,
+                                    multi_host=True, cores=8, ranks_on_host=2) == {}
+
+
+def test_fp16_is_recommended_across_hosts_only_when_compression_is_off():
+    line = horovod_env.compression_advice("none", multi_host=True)
+    assert "horovod.compression=fp16" in line and "0.93" in line and "\n" not in line
+    assert horovod_env.compression_advice("fp16", multi_host=True) is None
+    assert horovod_env.compression_advice("none", multi_host=False) is None

@@ -26,7 +26,7 @@ def digits_plan(**kwargs):
 
 def trainer_lr(cfg, np_):
     """The rate the trainer builds its optimizer with (trainer.compile_model calls exactly this)."""
-    return optimizers.build(cfg.optimizer, cfg.horovod, np_, cfg.data.global_batch_size)[1]
+    return optimizers.build(cfg.optimizer, cfg.horovod, cfg.data, scaling.global_batch(cfg.data, np_))[1]
 
 
 # --------------------------------------------------------------------------- numbers
@@ -37,9 +37,11 @@ def test_digits_numbers_match_the_trainer(hvd_single):
     p = digits_plan()
     assert (p.np, [(h.name, h.slots) for h in p.hosts]) == (8, [("a", 4), ("b", 4)])
     assert (p.global_batch, p.per_rank_batch, p.eval_per_rank_batch) == (64, 8, 8)
-    assert p.scaled_lr == pytest.approx(0.4) and p.scaled_lr == trainer_lr(cfg, 8)
-    assert p.warmup_start_lr == pytest.approx(0.05)  # scaled_lr / ranks: the single-process rate
-    # Every rank of 8 gets the same count from the trainer's data code: (1438 // 8) // 8.
+    # 0.05 per 32 examples: 0.1 for the global 64 on any number of ranks, warmup from 0.05
+    assert p.scaled_lr == pytest.approx(0.1) and p.scaled_lr == trainer_lr(cfg, 8) == trainer_lr(cfg, 1)
+    assert p.warmup_start_lr == pytest.approx(0.05)
+    assert launch.plan(load("digits.yaml"), 1, cores_per_host=8).scaled_lr == p.scaled_lr
+    # Every rank of 8 gets the same count from the trainer's data code: 1438 // 64.
     for rank in (0, 7):
         assert data_lib.build(cfg.data, data_lib.Shard(rank, 8), seed=42).steps_per_epoch == p.steps_per_epoch == 22
     assert p.warmup_steps == 2 * 22 and p.total_steps == 15 * 22
@@ -53,13 +55,13 @@ def test_the_plan_calls_the_trainers_scaling_function(monkeypatch):
     real = scaling.scaled_learning_rate
     assert optimizers.scaled_learning_rate is real  # the function the trainer's optimizer is built with
 
-    def spy(cfg, num_ranks, global_batch_size):
-        calls.append((num_ranks, global_batch_size))
-        return real(cfg, num_ranks, global_batch_size)
+    def spy(cfg, data, global_batch_size):
+        calls.append(global_batch_size)
+        return real(cfg, data, global_batch_size)
 
     monkeypatch.setattr(scaling, "scaled_learning_rate", spy)
     launch.plan(load("digits.yaml"), 4, cores_per_host=4)
-    assert calls == [(4, 64)]
+    assert calls == [64]
 
 
 def test_resnet_numbers_and_unknown_imagenet_size(tmp_path):
@@ -67,7 +69,7 @@ def test_resnet_numbers_and_unknown_imagenet_size(tmp_path):
     p = launch.plan(cfg, 8, "a:4,b:4", gpus_per_host=4, cores_per_host=32)
     assert (p.global_batch, p.per_rank_batch) == (1024, 128)
     assert p.scaled_lr == pytest.approx(0.1 * 1024 / 256) and p.scaled_lr == trainer_lr(cfg, 8)
-    assert p.warmup_start_lr == pytest.approx(0.4 / 8)
+    assert p.warmup_start_lr == pytest.approx(0.1)  # Goyal et al.: from 0.1 (the rate per 256) to 0.4
     assert p.steps_per_epoch is None and p.warmup_steps is None and p.total_steps is None
     assert "unknown" in p.steps_note and "imagenet2012 is not prepared" in p.steps_note
     assert "tfds build imagenet2012" in p.steps_note
@@ -75,6 +77,27 @@ def test_resnet_numbers_and_unknown_imagenet_size(tmp_path):
     assert p.threads == ((4, horovod_env.thread_budget(32, 4)),)
     text = launch.describe(p)
     assert "steps per epoch   unknown" in text and "total steps       unknown" in text
+
+
+def test_the_dry_run_prints_the_formula_marks_auto_values_and_recommends_fp16_across_hosts():
+    text = launch.describe(digits_plan())
+    assert "learning rate     0.1 = 0.05 x global batch 64 / optimizer.base_batch_size 32" in text
+    assert "compression=none," in text and "cycle_time_ms=10.0 (auto)" in text
+    assert "note" in text and "horovod.compression=fp16 halves the gradient bytes" in text
+    assert "threads per rank  intra-op 2, inter-op 1 (auto)" in text and "steps per epoch   22 (auto)" in text
+    one_host = launch.describe(launch.plan(load("digits.yaml"), 2, cores_per_host=8))
+    assert "halves the gradient bytes" not in one_host
+    fp16 = launch.describe(launch.plan(load("digits.yaml", "horovod.compression=auto"), 8, "a:4,b:4",
+                                       cores_per_host=8))
+    assert "compression=fp16 (auto)" in fp16 and "compression (auto): fp16: the ranks span several hosts" in fp16
+
+
+def test_horovods_convention_in_the_dry_run():
+    cfg = load("mnist.yaml", "data.data_dir=/nonexistent", "trainer.steps_per_epoch=10")
+    p = launch.plan(cfg, 4, cores_per_host=8)
+    assert (p.global_batch, p.per_rank_batch, p.scaled_lr) == (512, 128, pytest.approx(0.004))
+    assert p.warmup_start_lr == pytest.approx(0.001)  # Horovod's scaled_lr / size
+    assert "0.004 = 0.001 x global batch 512 (= 128 per rank x 4 ranks)" in launch.describe(p)
 
 
 def test_resnet_with_steps_per_epoch_given(tmp_path):

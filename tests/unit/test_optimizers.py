@@ -7,9 +7,9 @@ from hvdkeras.errors import ConfigError
 
 
 def test_build_returns_the_named_optimizer_at_the_scaled_rate(hvd_single):
-    cfg = config_lib.load(None, ["optimizer.name=adam", "optimizer.learning_rate=0.01"])
-    optimizer, lr = optimizers.build(cfg.optimizer, cfg.horovod, 4, cfg.data.global_batch_size)
-    assert lr == pytest.approx(0.04) == scaling.scaled_learning_rate(cfg.optimizer, 4, cfg.data.global_batch_size)
+    cfg = config_lib.load(None, ["optimizer.name=adam", "optimizer.learning_rate=0.01", "data.global_batch_size=1024"])
+    optimizer, lr = optimizers.build(cfg.optimizer, cfg.horovod, cfg.data, 1024)
+    assert lr == pytest.approx(0.04) == scaling.scaled_learning_rate(cfg.optimizer, cfg.data, 1024)  # 0.01 per 256
     assert isinstance(optimizer, compat.keras.optimizers.Adam)
     assert compat.get_learning_rate(optimizer) == pytest.approx(0.04)
 
@@ -17,7 +17,7 @@ def test_build_returns_the_named_optimizer_at_the_scaled_rate(hvd_single):
 def test_unknown_optimizer_name_is_a_config_error_naming_where_the_name_came_from():
     cfg = config_lib.load(None, ["optimizer.name=lamb"])  # config.load does not know the registry's names
     with pytest.raises(ConfigError) as err:
-        optimizers.build(cfg.optimizer, cfg.horovod, 1, cfg.data.global_batch_size)
+        optimizers.build(cfg.optimizer, cfg.horovod, cfg.data, cfg.data.global_batch_size)
     assert str(err.value) == "optimizer.name must be one of adam, adamw, rmsprop, sgd; received: 'lamb'"
     assert str(config_lib.locate(cfg, err.value)) == (
         "optimizer.name in --set optimizer.name=lamb must be one of adam, adamw, rmsprop, sgd; received: 'lamb'")

@@ -8,11 +8,18 @@ from hvdkeras import schedules
 
 
 def test_warmup_formula_endpoints():
-    assert schedules.warmup_lr(0.0, 0.8, 5, 4) == pytest.approx(0.2)
-    assert schedules.warmup_lr(2.5, 0.8, 5, 4) == pytest.approx(0.2 * (2.5 * 3 / 5 + 1))
-    assert schedules.warmup_lr(5.0, 0.8, 5, 4) == 0.8
-    assert schedules.warmup_lr(7.0, 0.8, 5, 4) == 0.8
-    assert schedules.warmup_lr(3.0, 0.8, 0, 4) == 0.8
+    assert schedules.warmup_lr(0.0, 0.8, 5, 0.2) == pytest.approx(0.2)
+    assert schedules.warmup_lr(2.5, 0.8, 5, 0.2) == pytest.approx(0.5)
+    assert schedules.warmup_lr(5.0, 0.8, 5, 0.2) == 0.8
+    assert schedules.warmup_lr(7.0, 0.8, 5, 0.2) == 0.8
+    assert schedules.warmup_lr(3.0, 0.8, 0, 0.2) == 0.8
+
+
+def test_from_initial_over_size_it_is_horovods_formula():
+    size = 4
+    for epoch in (0.0, 1.3, 2.5, 4.9):
+        horovod = 0.8 / size * (epoch * (size - 1) / 5 + 1)
+        assert schedules.warmup_lr(epoch, 0.8, 5, 0.8 / size) == pytest.approx(horovod)
 
 
 def test_step_decay_counts_the_boundaries_passed():

@@ -1,5 +1,6 @@
 """hvdkeras.trainer: the parts a Trainer is composed of, its callback list, and a short single-process run."""
 import os
+import re
 import warnings
 
 import pytest
@@ -90,10 +91,11 @@ def test_callbacks_end_with_the_trainers_backup_and_count_from_initial_batch(tmp
 
 
 def test_resnet_yaml_schedule_at_chosen_steps(hvd_single, tmp_path):
-    """resnet.yaml on 8 ranks: warmup 0.05 -> 0.4 over 5 epochs, then x0.1 at epochs 30, 60 and 80, to epoch 90."""
+    """resnet.yaml on 8 ranks: warmup 0.1 -> 0.4 over 5 epochs (Goyal et al.), then x0.1 at epochs 30, 60 and 80,
+    to epoch 90."""
     cfg = config_lib.load(config_file("resnet.yaml"))
     size, steps = 8, 1281167 // cfg.data.global_batch_size
-    scaled = scaling.scaled_learning_rate(cfg.optimizer, size, cfg.data.global_batch_size)
+    scaled = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, cfg.data.global_batch_size)
     assert scaled == pytest.approx(0.4)
     trainer = hand_built_trainer(cfg, str(tmp_path), size=size, scaled_lr=scaled)
     cbs = [cb for cb in trainer.callbacks(scaled, steps, size)
@@ -111,9 +113,9 @@ def test_resnet_yaml_schedule_at_chosen_steps(hvd_single, tmp_path):
             cb.on_train_batch_begin(batch)
         return float(model.optimizer.learning_rate.numpy())
 
-    warm = lambda e: 0.4 / size * (e * (size - 1) / 5 + 1)  # noqa: E731
+    warm = lambda e: 0.1 + (0.4 - 0.1) * e / 5  # noqa: E731
     expected = {
-        (0, 0): 0.05,
+        (0, 0): 0.1,
         (0, 600): warm(600 / steps),
         (2, 0): warm(2),
         (4, steps - 1): warm(4 + (steps - 1) / steps),
@@ -157,6 +159,14 @@ def test_trainer_writes_lr_and_images_per_sec_to_tensorboard(hvd_single, tmp_pat
     assert train["epoch_lr"][1] < train["epoch_lr"][0]  # the cosine decay after a 1-epoch warmup
     saved = config_lib.read_yaml(os.path.join(workdir, "config.yaml"))  # the resolved config, host choices in
     assert saved["horovod"]["cycle_time_ms"] == horovod_env.CPU_CYCLE_TIME_MS and saved["trainer"]["epochs"] == EPOCHS
+    # each chosen value with its reason, and what the job resolved that is not a key; and it loads again
+    text = open(os.path.join(workdir, "config.yaml")).read()
+    assert "  cycle_time_ms: 10.0  # (auto) 10 ms on CPU hosts" in text
+    assert re.search(r"\n  intra_op_threads: \d+  # \(auto\) cores // ranks on this host = \d+ // 1\n", text)
+    assert "  compression: none\n" in text
+    assert "#   learning rate 0.025 = 0.05 x global batch 16 / optimizer.base_batch_size 32" in text
+    assert "#   steps per epoch 3: trainer.steps_per_epoch" in text
+    config_lib.from_dict(saved, source="config.yaml")
 
 
 # --------------------------------------------------------------------------- a failed collective

@@ -71,7 +71,7 @@ if keras_path:  # a compiled Keras model turned into an Estimator with the distr
     train_input_fn, eval_input_fn = as_dict(train_input_fn), as_dict(eval_input_fn)
 est = est if keras_path else hvd_estimator.HorovodEstimator(model_fn, model_dir=model_dir, learning_rate=0.05,
                                                             save_checkpoints_steps=10)
-est.train(train_input_fn, max_steps=max_steps, hooks=[first])
+est.train(train_input_fn, max_steps=max_steps // est.size, hooks=[first])  # Horovod's steps // ranks
 results = est.evaluate(eval_input_fn)
 variables = est.variables()
 prefix = "layer_with_weights-0/{}/.ATTRIBUTES/VARIABLE_VALUE" if keras_path else "linear/{}"

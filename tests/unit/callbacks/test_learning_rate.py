@@ -30,6 +30,17 @@ def test_warmup_batch_by_batch_lands_exactly():
     assert per_epoch[warmup - 1] == pytest.approx(np.float32(initial_lr), abs=0)
 
 
+@pytest.mark.parametrize("size", [1, 2, 8])
+def test_warmup_from_a_given_start_is_the_same_on_any_number_of_ranks(size):
+    """start_lr (the reference batch's rate) instead of Horovod's initial_lr / size: no rank count in the curve."""
+    steps = 4
+    per_batch, per_epoch = drive([LearningRateWarmupCallback(0.1, warmup_epochs=2, size=size, start_lr=0.05)],
+                                 regression_model(), epochs=2, steps=steps)
+    for epoch, batch, lr in per_batch:
+        assert lr == pytest.approx(0.05 + 0.05 * (epoch + batch / steps) / 2, rel=1e-6), (epoch, batch)
+    assert per_epoch[1] == pytest.approx(np.float32(0.1), abs=0)
+
+
 def test_warmup_works_with_tf215_keras_optimizers():
     """Horovod 0.28.1's own warmup raises AttributeError here; ours must not."""
     for opt in (keras.optimizers.SGD(0.1, momentum=0.9), keras.optimizers.Adam(0.1), keras.optimizers.RMSprop(0.1)):

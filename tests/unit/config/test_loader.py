@@ -89,7 +89,7 @@ def test_wrong_types(override, fragment):
 
 @pytest.mark.parametrize("override, fragment", [
     ("optimizer.lr_scaling=sqrt",
-     "optimizer.lr_scaling in --set optimizer.lr_scaling=sqrt must be one of ranks, global_batch, none"),
+     "optimizer.lr_scaling in --set optimizer.lr_scaling=sqrt must be one of global_batch, ranks, none"),
     ("data.pipeline=vgg", "data.pipeline in --set data.pipeline=vgg must be one of auto, imagenet, cifar, mnist"),
     ("runtime.mixed_precision=fp8", "must be one of none, mixed_float16, mixed_bfloat16"),
 ])

@@ -70,3 +70,49 @@ def test_source_of_and_locate(tmp_path):
     assert str(located) == f"model.name in {path} must be one of a, b; received: 'vgg'"
     keyless = ConfigError("something without a key")
     assert config_lib.locate(cfg, keyless) is keyless
+
+
+def test_lr_scaling_ranks_with_a_fixed_global_batch_is_refused_naming_both_keys(tmp_path):
+    path = write_yaml(tmp_path, "data: {global_batch_size: 64}\noptimizer: {lr_scaling: ranks}\n")
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(path)
+    line = str(err.value)
+    assert "\n" not in line
+    assert line.startswith(f"optimizer.lr_scaling in {path} must not be ranks with data.global_batch_size=64 ({path}):")
+    assert "change the rate with the rank count alone" in line and "set data.per_rank_batch_size" in line
+    assert line.endswith("received: 'ranks'")
+
+
+def test_horovods_convention_is_said_with_per_rank_batch_size():
+    cfg = config_lib.load(None, ["data.per_rank_batch_size=32", "optimizer.lr_scaling=ranks"])
+    assert (cfg.data.global_batch_size, cfg.data.per_rank_batch_size) == (None, 32)
+    config_lib.validate_for_world(cfg, 3)  # 32 x 3 always splits
+
+
+def test_both_batch_conventions_at_once_are_refused_naming_both(tmp_path):
+    path = write_yaml(tmp_path, "data: {global_batch_size: 64, per_rank_batch_size: 32}\n")
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(path)
+    assert str(err.value) == (
+        "set one of data.global_batch_size (the same global batch on any number of ranks) and"
+        " data.per_rank_batch_size (Horovod's convention: the global batch grows with the ranks); received"
+        f" data.global_batch_size=64 ({path}) and data.per_rank_batch_size=32 ({path})")
+
+
+def test_warmup_needs_a_rule_that_scales():
+    with pytest.raises(ConfigError, match="schedule.warmup_epochs .* must be 0 with optimizer.lr_scaling=none"):
+        config_lib.load(None, ["optimizer.lr_scaling=none", "schedule.warmup_epochs=2"])
+
+
+def test_auto_compression_is_refused_for_elastic_jobs():
+    with pytest.raises(ConfigError, match="horovod.compression .* must be none or fp16 with elastic.enabled"):
+        config_lib.load(None, ["elastic.enabled=true", "horovod.compression=auto"])
+
+
+def test_every_shipped_config_loads_under_the_new_rules():
+    import glob
+    import os
+
+    from tests.unit.helpers import REPO
+    for path in sorted(glob.glob(os.path.join(REPO, "configs", "*.yaml"))):
+        config_lib.load(path)

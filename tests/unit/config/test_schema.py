@@ -12,9 +12,11 @@ def test_config_is_frozen():
         cfg.trainer.epochs = 3
 
 
-def test_eval_global_batch_defaults_to_the_training_batch():
-    assert config_lib.DataConfig(global_batch_size=64).eval_global_batch == 64
-    assert config_lib.DataConfig(global_batch_size=64, eval_global_batch_size=32).eval_global_batch == 32
+def test_defaults_are_exact_and_the_same_on_any_layout():
+    cfg = config_lib.load()
+    assert cfg.horovod.compression == "none"  # as in Horovod and PyTorch DDP; fp16 is the user's choice
+    assert cfg.optimizer.lr_scaling == "global_batch"  # a function of the global batch alone
+    assert (cfg.data.global_batch_size, cfg.data.per_rank_batch_size) == (64, None)
 
 
 def test_sources_survive_replace_and_do_not_count_in_equality():
