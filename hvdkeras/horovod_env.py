@@ -68,23 +68,20 @@ def stall_environment(horovod_cfg: HorovodConfig) -> dict:
             "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(horovod_cfg.stall_shutdown_seconds)}
 
 
-CPU_CYCLE_TIME_MS = 10.0  # measured on 2-core CPU hosts with Gloo: steadier and faster than Horovod's 1 ms
-GPU_CYCLE_TIME_MS = 1.0  # Horovod's own default
+HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod's own default, what cycle_time_ms null leaves in place
 DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
 
 
 def resolve_horovod(horovod_cfg: HorovodConfig, has_gpu: bool, multi_host: bool = False) -> HorovodConfig:
-    """``horovod_cfg`` with its automatic knobs replaced by the values chosen for this host and job.
+    """``horovod_cfg`` with its automatic choices made for this job.
 
-    * ``cycle_time_ms`` null: :data:`CPU_CYCLE_TIME_MS` on CPU hosts, :data:`GPU_CYCLE_TIME_MS` on GPU hosts.
     * ``compression: auto``: ``fp16`` when the ranks span several hosts (``multi_host``; every rank
       must decide alike, so pass ``size > local_size``, true on all ranks or none), else ``none``.
+
+    ``cycle_time_ms`` and ``fusion_threshold_mb`` null stay null: Horovod's own defaults apply.
+    ``has_gpu`` is kept for the callers (no knob depends on it now).
     """
-    return dataclasses.replace(
-        horovod_cfg,
-        cycle_time_ms=horovod_cfg.cycle_time_ms or (GPU_CYCLE_TIME_MS if has_gpu else CPU_CYCLE_TIME_MS),
-        compression=resolve_compression(horovod_cfg.compression, multi_host),
-    )
+    return dataclasses.replace(horovod_cfg, compression=resolve_compression(horovod_cfg.compression, multi_host))
 
 
 def resolve_compression(compression: str, multi_host: bool) -> str:
@@ -103,10 +100,6 @@ def auto_reasons(requested_horovod: HorovodConfig, requested_runtime: RuntimeCon
     carries the reason next to the value.
     """
     why: Dict[str, str] = {}
-    if requested_horovod.cycle_time_ms is None:
-        why["horovod.cycle_time_ms"] = (f"Horovod's {GPU_CYCLE_TIME_MS:g} ms on GPU hosts" if has_gpu else
-                                        f"{CPU_CYCLE_TIME_MS:g} ms on CPU hosts (Horovod's 1 ms measured slower"
-                                        " and less steady with Gloo here); null chooses by host")
     if requested_horovod.compression == "auto":
         why["horovod.compression"] = (f"{resolved.compression}: the ranks span "
                                       + ("several hosts" if multi_host else "one host"))
@@ -134,7 +127,8 @@ def compression_advice(compression: str, multi_host: bool) -> Optional[str]:
 def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = None) -> dict:
     """The ``HOROVOD_*`` variables for a resolved :class:`hvdkeras.config.HorovodConfig`."""
     env = dict(stall_environment(horovod_cfg))
-    env["HOROVOD_CYCLE_TIME"] = f"{horovod_cfg.cycle_time_ms:g}"
+    if horovod_cfg.cycle_time_ms is not None:  # null: Horovod's own default (1 ms)
+        env["HOROVOD_CYCLE_TIME"] = f"{horovod_cfg.cycle_time_ms:g}"
     if horovod_cfg.fusion_threshold_mb is not None:  # null: Horovod's own default
         env["HOROVOD_FUSION_THRESHOLD"] = str(int(horovod_cfg.fusion_threshold_mb) * 1024 * 1024)
     # Only what differs from Horovod's own defaults.

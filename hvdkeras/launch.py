@@ -513,9 +513,8 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
             lines.append("")
         lines[-1] += (", " if lines[-1] else "") + knob
     rows.append(("horovod", ",\n".join(lines)))
-    for key in ("horovod.compression", "horovod.cycle_time_ms"):
-        if key in why:
-            rows.append(("", f"{key.split('.')[1]} (auto): {why[key]}"))
+    if "horovod.compression" in why:
+        rows.append(("", f"compression (auto): {why['horovod.compression']}"))
     advice = horovod_env.compression_advice(p.horovod.compression, multi_host=len(p.hosts) > 1)
     if advice:
         rows.append(("note", advice))

@@ -393,7 +393,8 @@ class Trainer:
         self.log(f"{cfg.data.name}, {cfg.optimizer.name}, workdir {self.workdir}; " + "; ".join(self.job_lines()))
         hv = cfg.horovod
         self.log("horovod: " + ", ".join(
-            f"{key}={getattr(hv, key)}" + (" (auto)" if f"horovod.{key}" in self.auto else "")
+            f"{key}={'Horovod default' if getattr(hv, key) is None else getattr(hv, key)}"
+            + (" (auto)" if f"horovod.{key}" in self.auto else "")
             for key in ("compression", "cycle_time_ms", "fusion_threshold_mb", "groups")))
         advice = horovod_env.compression_advice(hv.compression, multi_host=p.size > p.local_size)
         if advice:

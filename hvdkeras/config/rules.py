@@ -113,7 +113,8 @@ def validate(cfg: Config) -> None:
 
     need(hvd.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
     need(hvd.groups >= 0, "horovod.groups", "be >= 0 (0: one request per gradient)")
-    need(hvd.cycle_time_ms is None or hvd.cycle_time_ms > 0, "horovod.cycle_time_ms", "be > 0 or null (auto)")
+    need(hvd.cycle_time_ms is None or hvd.cycle_time_ms > 0, "horovod.cycle_time_ms",
+         "be > 0 or null (Horovod's own 1 ms)")
     need(hvd.fusion_threshold_mb is None or hvd.fusion_threshold_mb >= 0, "horovod.fusion_threshold_mb",
          "be >= 0 (0: no fusion) or null (auto)")
     need(hvd.cache_capacity >= 0, "horovod.cache_capacity", "be >= 0 (0: no response cache)")
