@@ -79,7 +79,7 @@ def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, ra
                               threads=threads)
 
     data = build(config.trainer.steps_per_epoch)
-    if agree:  # the same count on every rank, so the sizes above agree
+    if agree:
         steps = distributed.agree_min(data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
         if steps != data.steps_per_epoch:
             data = build(steps)
