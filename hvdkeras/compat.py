@@ -9,6 +9,7 @@ version, to choose between its ``keras2`` and ``keras3`` modules; the estimator
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -162,6 +163,17 @@ def clear_fit_start(model) -> None:
 def set_mixed_precision(policy: str) -> None:
     """Sets Keras' global dtype policy ("none" restores float32) before models are built."""
     keras.mixed_precision.set_global_policy("float32" if policy == "none" else policy)
+
+
+@contextlib.contextmanager
+def mixed_precision(policy: str):
+    """Keras' global dtype policy set to ``policy`` inside the block only (models built there keep it)."""
+    previous = keras.mixed_precision.global_policy()
+    set_mixed_precision(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
 
 
 def optimizer_variables(optimizer) -> list:

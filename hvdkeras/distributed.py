@@ -34,6 +34,7 @@ from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.errors import PreflightError
 from hvdkeras.horovod_env import (
     ThreadBudget,
+    apply_environment,
     horovod_environment,
     host_cores,
     resolve_horovod,
@@ -133,7 +134,9 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     ``runtime`` is a :class:`hvdkeras.config.RuntimeConfig`, ``horovod_cfg`` a
     :class:`hvdkeras.config.HorovodConfig`: its knobs (resolved for this host by
     :func:`resolve_horovod`) reach Horovod through ``HOROVOD_*`` environment
-    variables before ``hvd.init``; a variable already set by hand wins. Relative
+    variables before ``hvd.init``, in one step (:func:`hvdkeras.horovod_env.apply_environment`):
+    values an earlier job in this process set are replaced, a variable set by hand wins and is
+    named in a warning line. Relative
     timeline and autotune-log paths are placed in ``workdir``. ``gpus`` defaults to
     the physical GPUs TensorFlow finds.
     """
@@ -142,9 +145,11 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     if horovod_cfg is not None:
         if workdir and (horovod_cfg.timeline or horovod_cfg.autotune_log):
             os.makedirs(workdir, exist_ok=True)
-        for key, value in horovod_environment(resolve_horovod(horovod_cfg, bool(gpus)), workdir).items():
-            os.environ.setdefault(key, value)  # an explicit environment variable wins
+        wanted = horovod_environment(resolve_horovod(horovod_cfg, bool(gpus)), workdir)
+        for note in apply_environment(wanted, os.environ):  # a variable set by hand wins, and is named
+            print(f"[hvdkeras] warning: {note}", flush=True)
     hvd.init()
+    reset_cycled_names()  # a job's collective names start afresh, as every rank's do
     gpu = pin_local_gpu(gpus, hvd.local_rank(), memory_growth=runtime.gpu_memory_growth)
     budget = thread_budget(host_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
     applied = set_thread_budget(budget) if gpu is None else False

@@ -1,7 +1,7 @@
 """The errors a user can fix, each reported by the command line as one line without a traceback.
 
 Every such error derives from :class:`HvdkerasError`; ``python -m hvdkeras.train``
-catches that base (and ``ImportError``) and prints ``hvdkeras: error: <first line>``.
+catches that base and prints ``hvdkeras: error: <first line>``.
 Anything else is a bug in hvdkeras or below it and keeps its traceback.
 """
 from __future__ import annotations

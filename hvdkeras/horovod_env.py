@@ -15,8 +15,9 @@ each overridable in the ``runtime`` section. GPU pinning: the process with local
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, MutableMapping, Optional, Sequence
 
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.errors import SetupError
@@ -151,6 +152,37 @@ def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = Non
         if horovod_cfg.autotune_log:
             env["HOROVOD_AUTOTUNE_LOG"] = place(horovod_cfg.autotune_log)
     return env
+
+
+# Where :func:`apply_environment` records what it set, so the next job in the process can tell its own
+# earlier values (replaced) from values set by hand (kept, and named).
+APPLIED_VARIABLE = "HVDKERAS_APPLIED_HOROVOD_ENV"
+
+
+def apply_environment(wanted: Dict[str, str], environ: MutableMapping[str, str]) -> List[str]:
+    """Puts ``wanted`` (:func:`horovod_environment`) into ``environ`` in one step; one line per value set by hand.
+
+    * a variable hvdkeras set for an earlier job in this process is replaced, or removed when this
+      job does not want it (a second job does not inherit the first one's timeline or cycle time);
+    * a variable set by hand (in the environment before hvdkeras, or changed since) is kept: it
+      wins over the config, and the returned line names both values.
+    """
+    previous: Dict[str, str] = json.loads(environ.get(APPLIED_VARIABLE, "{}"))
+    notes: List[str] = []
+    for key, value in previous.items():
+        if key not in wanted and environ.get(key) == value:
+            del environ[key]
+    applied: Dict[str, str] = {}
+    for key, value in wanted.items():
+        current = environ.get(key)
+        if current is None or current == value or previous.get(key) == current:
+            environ[key] = value
+            applied[key] = value
+        else:
+            notes.append(f"{key}={current} from the environment is used instead of the config's {value}"
+                         " (unset it to use the config)")
+    environ[APPLIED_VARIABLE] = json.dumps(applied)
+    return notes
 
 
 def select_local_gpu(gpus: Sequence[Any], local_rank_: int) -> Optional[Any]:

@@ -6,7 +6,8 @@ its own flags (``--np``, ``--hosts``, ``--launcher``, ...) are in :mod:`hvdkeras
 Run it under a launcher for more than one process, e.g.
 ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train --config configs/digits.yaml``.
 Every error a user can fix (:class:`hvdkeras.errors.HvdkerasError`) ends the run
-with one line on stderr and exit status 2.
+with one line on stderr and exit status 2; any other exception is a bug and keeps
+its traceback (an ``ImportError`` too: a broken install should show where it broke).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from absl import app, flags  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import dry_run  # noqa: E402
-from hvdkeras.errors import HvdkerasError  # noqa: E402
+from hvdkeras.errors import HvdkerasError, SetupError  # noqa: E402
 from hvdkeras.horovod_env import launcher_rank  # noqa: E402
 from hvdkeras.workdir import check_writable  # noqa: E402
 
@@ -49,9 +50,11 @@ def _fail(message: str) -> None:
 
 def _train(cfg: config_lib.Config, workdir: str) -> None:
     """Trains on this rank with the API the config names (imports TensorFlow and Horovod)."""
-    from hvdkeras import compat  # noqa: F401  first: TensorFlow's import, with TF_CPP_MIN_LOG_LEVEL honoured
+    from hvdkeras import compat  # first: TensorFlow's import, with TF_CPP_MIN_LOG_LEVEL honoured
 
     if cfg.trainer.api == "estimator":
+        if compat.estimator_unavailable():
+            raise SetupError(compat.estimator_unavailable())
         from hvdkeras.estimator import train_from_config
 
         train_from_config(cfg, workdir)
@@ -79,7 +82,7 @@ def main(argv):
             if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
                 check_writable(workdir)
             _train(cfg, workdir)
-    except (HvdkerasError, ImportError) as exc:
+    except HvdkerasError as exc:
         _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 

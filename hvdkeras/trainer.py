@@ -30,7 +30,7 @@ from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
 from hvdkeras.callbacks.preemption import Preempted
 from hvdkeras.elastic import ElasticDriver
-from hvdkeras.errors import ConfigError, HvdkerasError, PeerLostError, StallError
+from hvdkeras.errors import ConfigError, HvdkerasError, PeerLostError, SetupError, StallError
 from hvdkeras.losses import make_loss
 from hvdkeras.workdir import Workdir, save_config
 from hvdkeras.xla_gradients import use_xla_gradients
@@ -87,19 +87,23 @@ def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, ra
 
 
 def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int) -> Tuple[Any, float]:
-    """(the model compiled with the distributed optimizer at the scaled rate, that rate)."""
-    compat.set_mixed_precision(config.runtime.mixed_precision)
-    model = models_lib.build(data.input_shape, data.num_classes, config.model)
-    optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data,
-                                            scaling.global_batch(config.data, size))
-    model.compile(
-        optimizer=optimizer,
-        loss=make_loss(data.num_classes, config.trainer.label_smoothing),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        # Horovod's ops have no XLA kernels here: Keras 3's "auto" would compile the whole step on GPU
-        # hosts. runtime.jit_compile compiles the forward and backward pass only (below).
-        jit_compile=False,
-    )
+    """(the model compiled with the distributed optimizer at the scaled rate, that rate).
+
+    ``runtime.mixed_precision`` is Keras' global dtype policy while the model and its optimizer
+    are built, and the previous policy again afterwards: the model keeps it, the process does not.
+    """
+    with compat.mixed_precision(config.runtime.mixed_precision):
+        model = models_lib.build(data.input_shape, data.num_classes, config.model)
+        optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data,
+                                                scaling.global_batch(config.data, size))
+        model.compile(
+            optimizer=optimizer,
+            loss=make_loss(data.num_classes, config.trainer.label_smoothing),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            # Horovod's ops have no XLA kernels here: Keras 3's "auto" would compile the whole step on GPU
+            # hosts. runtime.jit_compile compiles the forward and backward pass only (below).
+            jit_compile=False,
+        )
     # Under mixed_float16 the optimizer is a LossScaleOptimizer that unscales and checks the gradients
     # after the allreduce, so all ranks skip the same steps.
     if config.runtime.jit_compile:
@@ -153,6 +157,9 @@ class Trainer:
         in elastic mode, where no collective may run before the state sync, the
         ranks agree here on the steps per epoch (a collective).
         """
+        if config.trainer.tensorboard and not compat.TENSORBOARD_INSTALLED:
+            raise SetupError(f"trainer.tensorboard is true, but TensorFlow {tf.__version__} does not install the"
+                             " tensorboard package: pip install tensorboard, or set trainer.tensorboard=false")
         process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod, workdir=workdir)
         config_lib.validate_for_world(config, process.size)
         resolved = resolved_for_host(config, process)

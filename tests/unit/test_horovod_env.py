@@ -78,3 +78,21 @@ def test_fp16_is_recommended_across_hosts_only_when_compression_is_off():
     assert "horovod.compression=fp16" in line and "0.93" in line and "\n" not in line
     assert horovod_env.compression_advice("fp16", multi_host=True) is None
     assert horovod_env.compression_advice("none", multi_host=False) is None
+
+
+def test_the_environment_is_applied_in_one_step_replacing_an_earlier_jobs_values_and_naming_hand_set_ones():
+    environ = {"HOROVOD_FUSION_THRESHOLD": "1024", "PATH": "/bin"}  # set by hand before hvdkeras
+    first = {"HOROVOD_CYCLE_TIME": "5", "HOROVOD_TIMELINE": "/w1/timeline.json", "HOROVOD_FUSION_THRESHOLD": "0"}
+    notes = horovod_env.apply_environment(first, environ)
+    assert notes == ["HOROVOD_FUSION_THRESHOLD=1024 from the environment is used instead of the config's 0"
+                     " (unset it to use the config)"]
+    assert environ["HOROVOD_CYCLE_TIME"] == "5" and environ["HOROVOD_FUSION_THRESHOLD"] == "1024"
+    # a second job in the same process: its own values, none of the first job's left over
+    second = {"HOROVOD_CYCLE_TIME": "2"}
+    assert horovod_env.apply_environment(second, environ) == []
+    assert environ["HOROVOD_CYCLE_TIME"] == "2" and "HOROVOD_TIMELINE" not in environ
+    assert environ["HOROVOD_FUSION_THRESHOLD"] == "1024" and environ["PATH"] == "/bin"  # not ours: untouched
+    # a value changed by hand after hvdkeras set it is the user's now
+    environ["HOROVOD_CYCLE_TIME"] = "7"
+    assert horovod_env.apply_environment({"HOROVOD_CYCLE_TIME": "2"}, environ)[0].startswith(
+        "HOROVOD_CYCLE_TIME=7 from the environment is used instead of the config's 2")

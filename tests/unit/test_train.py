@@ -41,3 +41,17 @@ def test_config_is_required_and_overrides_go_through_set():
     proc = run_train("--config", "configs/digits.yaml", "trainer.epochs=3")
     assert proc.returncode == 2 and error_lines(proc) == ["hvdkeras: error: unexpected arguments trainer.epochs=3;"
                                                           " overrides go through --set section.key=value"]
+
+
+def test_anything_but_a_users_error_keeps_its_traceback(tmp_path):
+    """A bug (here an ImportError from a broken install) is not hidden behind one line."""
+    code = ("import sys\nimport hvdkeras.train as cli\n"
+            "def broken(cfg, workdir):\n    raise ImportError('No module named horovod_broken_lib')\n"
+            "cli._train = broken\n"
+            f"sys.argv = ['train', '--config', 'configs/digits.yaml', '--workdir', {str(tmp_path)!r}]\n"
+            "cli.run()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" in proc.stderr and "ImportError: No module named horovod_broken_lib" in proc.stderr
+    assert "hvdkeras: error:" not in proc.stderr

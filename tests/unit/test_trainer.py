@@ -41,6 +41,18 @@ def test_resolved_for_host_fills_in_the_host_choices():
     assert resolved.sources == cfg.sources  # errors still name where values came from
 
 
+def test_compile_model_keeps_mixed_precision_to_the_model(hvd_single):
+    from hvdkeras import compat
+    from hvdkeras import data as data_lib
+
+    cfg = tiny_config("runtime.mixed_precision=mixed_float16")
+    data = data_lib.build(cfg.data, data_lib.Shard(0, 1), seed=0)
+    model, _ = trainer_lib.compile_model(cfg, data, 1)
+    assert compat.keras.mixed_precision.global_policy().name == "float32"  # the process is as it was
+    assert {layer.dtype_policy.name for layer in model.layers if layer.weights} == {"mixed_float16"}
+    assert compat.loss_scale(model.optimizer) is not None  # dynamic loss scaling, as under the policy
+
+
 def test_make_backup_follows_the_checkpoint_section(tmp_path):
     assert trainer_lib.make_backup(tiny_config(), str(tmp_path)) is None
     backup = trainer_lib.make_backup(tiny_config("checkpoint.enabled=true", "checkpoint.keep=2",

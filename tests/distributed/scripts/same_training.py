@@ -93,7 +93,6 @@ if size > 1:
     report = {"initial_scale": initial_scale, "scales": scales,
               "digest": digest,
               "finite": bool(all(np.isfinite(w).all() for w in weights(model3)))}
-    compat.set_mixed_precision("none")
 with open(os.path.join(out_dir, f"{size}-rank{rank}.json"), "w") as f:
     json.dump(report, f)
 print(f"rank {rank}/{size}: done", flush=True)
