@@ -347,7 +347,9 @@ def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
 
 def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     files = Workdir(workdir)
-    hvd.init()
+    # the same process setup as the Keras trainer: the horovod section's settings reach Horovod before
+    # hvd.init (cycle time, fusion, stall inspector, timeline, autotune), then pinning, threads and seeds
+    distributed.init(cfg.runtime, horovod_cfg=cfg.horovod, workdir=workdir)
     v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank
     rank, size = hvd.rank(), hvd.size()
     config_lib.validate_for_world(cfg, size)

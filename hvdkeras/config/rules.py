@@ -42,6 +42,32 @@ class _Rules:
             raise ConfigError.for_key(key, rule, value_of(self.cfg, key), source_of(self.cfg, key))
 
 
+# What the Estimator path (trainer.api: estimator) does not honour, with why: a value other than the
+# default is refused for it in one line, rather than ignored.
+ESTIMATOR_IGNORES = {
+    "checkpoint.enabled": "tf.estimator always writes its checkpoints",
+    "checkpoint.resume": "tf.estimator always resumes from its model_dir",
+    "checkpoint.preemption": "it has no preemption checkpoint",
+    "checkpoint.preemption_grace_s": "it has no preemption checkpoint",
+    "checkpoint.on_save_error": "tf.estimator's own saver handles its errors",
+    "trainer.terminate_on_nan": "tf.estimator has its own NaN handling (NanTensorHook)",
+    "trainer.check_weights_agree": "it always checks the ranks' weights at the end",
+    "trainer.verbose": "tf.estimator logs itself",
+    "runtime.mixed_precision": "its tf.compat.v1 optimizers have no loss scaling here",
+    "runtime.jit_compile": "it builds a tf.compat.v1 graph",
+    "optimizer.clipnorm": "its tf.compat.v1 optimizers are built without clipping",
+    "schedule.momentum_correction": "its rate is a graph tensor the momentum optimizer reads as is",
+}
+
+
+def _estimator_rules(cfg: Config, need) -> None:
+    defaults = Config()
+    for key, why in ESTIMATOR_IGNORES.items():
+        default = value_of(defaults, key)
+        need(value_of(cfg, key) == default, key,
+             f"stay at its default ({default}) with trainer.api=estimator, which does not honour it ({why})")
+
+
 def validate(cfg: Config) -> None:
     """The rules that do not depend on the number of ranks."""
     need = _Rules(cfg)
@@ -127,6 +153,8 @@ def validate(cfg: Config) -> None:
          f"be null or >= elastic.min_np ({elastic.min_np})")
     need(elastic.commit_every_batches >= 1, "elastic.commit_every_batches", "be >= 1")
     need(not elastic.enabled or trainer.api == "keras", "elastic.enabled", "be false with trainer.api=estimator")
+    if trainer.api == "estimator":
+        _estimator_rules(cfg, need)
     need(not elastic.enabled or hvd.compression != "auto", "horovod.compression",
          "be none or fp16 with elastic.enabled (auto decides by the hosts of the current world, so ranks that"
          " join later could send another wire format than the ranks already training)")

@@ -1,11 +1,13 @@
 """Config rules (hvdkeras.config.rules): impossible values and world-size rules, each one line naming its source."""
 import dataclasses
+import glob
+import os
 
 import pytest
 
 from hvdkeras import config as config_lib
 from hvdkeras.errors import ConfigError
-from tests.unit.helpers import write_yaml
+from tests.unit.helpers import REPO, write_yaml
 
 
 @pytest.mark.parametrize("override, fragment", [
@@ -110,9 +112,21 @@ def test_auto_compression_is_refused_for_elastic_jobs():
 
 
 def test_every_shipped_config_loads_under_the_new_rules():
-    import glob
     import os
 
     from tests.unit.helpers import REPO
     for path in sorted(glob.glob(os.path.join(REPO, "configs", "*.yaml"))):
         config_lib.load(path)
+
+
+@pytest.mark.parametrize("override", ["checkpoint.preemption=false", "runtime.mixed_precision=mixed_float16",
+                                      "optimizer.clipnorm=1.0", "trainer.terminate_on_nan=false"])
+def test_a_key_the_estimator_path_does_not_honour_is_refused_for_it(override):
+    key = override.split("=")[0]
+    config_lib.load(None, [override])  # the Keras trainer honours it
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(None, ["trainer.api=estimator", override])
+    line = str(err.value)
+    assert line.startswith(f"{key} in --set {override} must stay at its default") and "\n" not in line
+    assert "with trainer.api=estimator, which does not honour it" in line
+    config_lib.load(os.path.join(REPO, "configs", "estimator_digits.yaml"))  # the shipped one sets none of them
