@@ -145,7 +145,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     if horovod_cfg is not None:
         if workdir and (horovod_cfg.timeline or horovod_cfg.autotune_log):
             os.makedirs(workdir, exist_ok=True)
-        wanted = horovod_environment(resolve_horovod(horovod_cfg, bool(gpus)), workdir)
+        wanted = horovod_environment(resolve_horovod(horovod_cfg), workdir)
         for note in apply_environment(wanted, os.environ):  # a variable set by hand wins, and is named
             print(f"[hvdkeras] warning: {note}", flush=True)
     hvd.init()

@@ -73,14 +73,14 @@ HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod's own default, what cycle_time_ms null le
 DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
 
 
-def resolve_horovod(horovod_cfg: HorovodConfig, has_gpu: bool, multi_host: bool = False) -> HorovodConfig:
+def resolve_horovod(horovod_cfg: HorovodConfig, multi_host: bool = False) -> HorovodConfig:
     """``horovod_cfg`` with its automatic choices made for this job.
 
     * ``compression: auto``: ``fp16`` when the ranks span several hosts (``multi_host``; every rank
       must decide alike, so pass ``size > local_size``, true on all ranks or none), else ``none``.
 
-    ``cycle_time_ms`` and ``fusion_threshold_mb`` null stay null: Horovod's own defaults apply.
-    ``has_gpu`` is kept for the callers (no knob depends on it now).
+    ``cycle_time_ms`` and ``fusion_threshold_mb`` null stay null: Horovod's own defaults apply, on
+    GPU and CPU hosts alike.
     """
     return dataclasses.replace(horovod_cfg, compression=resolve_compression(horovod_cfg.compression, multi_host))
 
@@ -93,8 +93,7 @@ def resolve_compression(compression: str, multi_host: bool) -> str:
 
 
 def auto_reasons(requested_horovod: HorovodConfig, requested_runtime: RuntimeConfig, resolved: HorovodConfig,
-                 threads: ThreadBudget, *, has_gpu: bool, multi_host: bool, cores: int,
-                 ranks_on_host: int) -> Dict[str, str]:
+                 threads: ThreadBudget, *, multi_host: bool, cores: int, ranks_on_host: int) -> Dict[str, str]:
     """``{key: why}`` for every key whose value was chosen for the user (null or ``auto`` in the config).
 
     The dry run and the start-up lines mark these values ``(auto)``, and ``<workdir>/config.yaml``

@@ -208,7 +208,7 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
     global_batch, eval_global = scaling.global_batch(d, np_), scaling.eval_global_batch(d, np_)
     scaled = scaling.scaled_learning_rate(o, d, global_batch)
     steps, note = _steps_per_epoch(cfg, np_)
-    resolved = horovod_env.resolve_horovod(cfg.horovod, has_gpu=gpus_per_host > 0, multi_host=len(hosts_) > 1)
+    resolved = horovod_env.resolve_horovod(cfg.horovod, multi_host=len(hosts_) > 1)
     threads = tuple((n, horovod_env.thread_budget(cores, n, cfg.runtime.intra_op_threads, cfg.runtime.inter_op_threads))
                     for n in sorted({h.slots for h in hosts_}, reverse=True))
     return Plan(
@@ -503,8 +503,8 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
         rows.append(("", f"the optimizer updates every {cfg.horovod.backward_passes_per_step} steps"
                          " (horovod.backward_passes_per_step)"))
     first_budget = p.threads[0][1]
-    why = horovod_env.auto_reasons(cfg.horovod, cfg.runtime, p.horovod, first_budget, has_gpu=p.gpus_per_host > 0,
-                                   multi_host=len(p.hosts) > 1, cores=p.cores_per_host, ranks_on_host=p.threads[0][0])
+    why = horovod_env.auto_reasons(cfg.horovod, cfg.runtime, p.horovod, first_budget, multi_host=len(p.hosts) > 1,
+                                   cores=p.cores_per_host, ranks_on_host=p.threads[0][0])
     knobs = [f"{k}={'null' if v is None else v}{' (auto)' if f'horovod.{k}' in why else ''}"
              for k, v in dataclasses.asdict(p.horovod).items()]
     lines = [""]

@@ -53,8 +53,7 @@ def resolved_for_host(config: config_lib.Config, process: distributed.ProcessInf
     """``config`` with the automatic choices made for this host (written to config.yaml so a run can be repeated)."""
     return dataclasses.replace(
         config,
-        horovod=horovod_env.resolve_horovod(config.horovod, process.gpu is not None,
-                                            multi_host=process.size > process.local_size),
+        horovod=horovod_env.resolve_horovod(config.horovod, multi_host=process.size > process.local_size),
         runtime=dataclasses.replace(config.runtime, intra_op_threads=process.threads.intra_op,
                                     inter_op_threads=process.threads.inter_op))
 
@@ -63,8 +62,8 @@ def auto_reasons(requested: config_lib.Config, resolved: config_lib.Config,
                  process: distributed.ProcessInfo) -> Dict[str, str]:
     """``{key: why}`` for the values :func:`resolved_for_host` chose (:func:`hvdkeras.horovod_env.auto_reasons`)."""
     return horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved.horovod, process.threads,
-                                    has_gpu=process.gpu is not None, multi_host=process.size > process.local_size,
-                                    cores=horovod_env.host_cores(), ranks_on_host=process.local_size)
+                                    multi_host=process.size > process.local_size, cores=horovod_env.host_cores(),
+                                    ranks_on_host=process.local_size)
 
 
 def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, rank: int, size: int,

@@ -174,7 +174,7 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
         if variant == "horovod-tuned":
             cores = horovod_env.host_cores()
             budget = horovod_env.thread_budget(cores, np_)
-            tuned = horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig(), False))
+            tuned = horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig()))
             env.update(tuned, TF_NUM_INTRAOP_THREADS=str(budget.intra_op), TF_NUM_INTEROP_THREADS=str(budget.inter_op))
         results = _results(_run(horovodrun + [sys.executable, horovod_recipe()] + model_args, env, args.timeout))
     elif variant == "mwms":  # one process per worker, TF_CONFIG wiring them together

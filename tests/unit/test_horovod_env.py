@@ -35,16 +35,15 @@ def test_stall_settings_become_horovod_environment():
 def test_horovod_knobs_resolved_per_host_and_exported():
     cfg = config_lib.load(None, ["horovod.timeline=timeline.json", "horovod.autotune=true",
                                  "horovod.autotune_log=autotune.csv", "horovod.hierarchical_allreduce=true"])
-    cpu = horovod_env.resolve_horovod(cfg.horovod, has_gpu=False)
-    gpu = horovod_env.resolve_horovod(cfg.horovod, has_gpu=True)
-    assert (cpu.cycle_time_ms, gpu.cycle_time_ms, cpu.fusion_threshold_mb) == (None, None, None)
-    env = horovod_env.horovod_environment(cpu, workdir="/w")
+    resolved = horovod_env.resolve_horovod(cfg.horovod)
+    assert (resolved.cycle_time_ms, resolved.fusion_threshold_mb) == (None, None)  # Horovod's own, on any host
+    env = horovod_env.horovod_environment(resolved, workdir="/w")
     assert "HOROVOD_CYCLE_TIME" not in env and "HOROVOD_FUSION_THRESHOLD" not in env  # Horovod's defaults
     assert env["HOROVOD_TIMELINE"] == "/w/timeline.json" and env["HOROVOD_AUTOTUNE_LOG"] == "/w/autotune.csv"
     assert env["HOROVOD_AUTOTUNE"] == "1" and env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "1"
     explicit = config_lib.load(None, ["horovod.cycle_time_ms=3.5", "horovod.fusion_threshold_mb=0"]).horovod
-    assert horovod_env.resolve_horovod(explicit, has_gpu=False).cycle_time_ms == 3.5
-    assert horovod_env.horovod_environment(horovod_env.resolve_horovod(explicit, False))["HOROVOD_FUSION_THRESHOLD"] \
+    assert horovod_env.resolve_horovod(explicit).cycle_time_ms == 3.5
+    assert horovod_env.horovod_environment(horovod_env.resolve_horovod(explicit))["HOROVOD_FUSION_THRESHOLD"] \
         == "0"
 
 
@@ -52,24 +51,24 @@ def test_compression_defaults_to_none_on_every_layout_and_auto_is_fp16_across_ho
     default = config_lib.load(None, []).horovod
     assert default.compression == "none"
     for multi_host in (False, True):
-        assert horovod_env.resolve_horovod(default, has_gpu=False, multi_host=multi_host).compression == "none"
+        assert horovod_env.resolve_horovod(default, multi_host=multi_host).compression == "none"
     auto = config_lib.load(None, ["horovod.compression=auto"]).horovod
-    assert horovod_env.resolve_horovod(auto, has_gpu=False, multi_host=True).compression == "fp16"
-    assert horovod_env.resolve_horovod(auto, has_gpu=True, multi_host=False).compression == "none"
+    assert horovod_env.resolve_horovod(auto, multi_host=True).compression == "fp16"
+    assert horovod_env.resolve_horovod(auto, multi_host=False).compression == "none"
 
 
 def test_every_chosen_value_has_a_reason_and_only_those():
     budget = horovod_env.thread_budget(8, 2)
     requested = config_lib.load(None, ["horovod.compression=auto"])
-    resolved = horovod_env.resolve_horovod(requested.horovod, has_gpu=False, multi_host=True)
-    why = horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved, budget, has_gpu=False,
+    resolved = horovod_env.resolve_horovod(requested.horovod, multi_host=True)
+    why = horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved, budget,
                                    multi_host=True, cores=8, ranks_on_host=2)
     assert why == {"horovod.compression": "fp16: the ranks span several hosts",
                    "runtime.intra_op_threads": "cores // ranks on this host = 8 // 2",
                    "runtime.inter_op_threads": "intra-op 4 // 4, at least 1"}
     pinned = config_lib.load(None, ["horovod.cycle_time_ms=2", "runtime.intra_op_threads=1",
                                     "runtime.inter_op_threads=1"])
-    assert horovod_env.auto_reasons(pinned.horovod, pinned.runtime, pinned.horovod, budget, has_gpu=False,
+    assert horovod_env.auto_reasons(pinned.horovod, pinned.runtime, pinned.horovod, budget,
                                     multi_host=True, cores=8, ranks_on_host=2) == {}
 
 

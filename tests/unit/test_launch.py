@@ -47,7 +47,7 @@ def test_digits_numbers_match_the_trainer(hvd_single):
     assert p.warmup_steps == 2 * 22 and p.total_steps == 15 * 22
     assert p.threads == ((4, horovod_env.thread_budget(8, 4)),)
     assert p.horovod.cycle_time_ms is None  # Horovod's own 1 ms
-    assert p.horovod_env == horovod_env.horovod_environment(horovod_env.resolve_horovod(cfg.horovod, False))
+    assert p.horovod_env == horovod_env.horovod_environment(horovod_env.resolve_horovod(cfg.horovod))
 
 
 def test_the_plan_calls_the_trainers_scaling_function(monkeypatch):
