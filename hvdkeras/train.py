@@ -48,9 +48,23 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def _leave_after_preemption(status: int) -> None:
+    """A rank other than 0 after a preemption: exit 75 at once, skipping the interpreter's teardown.
+
+    Rank 0's checkpoint is written and its process is gone (the preemption callback waited for
+    that), so nothing is left to coordinate; Horovod's shutdown would wait on the departed peer
+    until the launcher kills this rank (status 137 after horovodrun's grace, seen in a fresh-clone
+    run). The command line owns the process, so it may end it like this; the library does not.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def _train(cfg: config_lib.Config, workdir: str) -> None:
     """Trains on this rank with the API the config names (imports TensorFlow and Horovod)."""
     from hvdkeras import compat  # first: TensorFlow's import, with TF_CPP_MIN_LOG_LEVEL honoured
+    from hvdkeras.callbacks.preemption import Preempted
 
     if cfg.trainer.api == "estimator":
         if compat.estimator_unavailable():
@@ -58,10 +72,15 @@ def _train(cfg: config_lib.Config, workdir: str) -> None:
         from hvdkeras.estimator import train_from_config
 
         train_from_config(cfg, workdir)
-    else:
-        from hvdkeras.trainer import train_and_evaluate
+        return
+    from hvdkeras.trainer import train_and_evaluate
 
+    try:
         train_and_evaluate(cfg, workdir)
+    except Preempted as exc:
+        if launcher_rank() not in (None, 0):
+            _leave_after_preemption(exc.code)
+        raise
 
 
 def main(argv):
