@@ -166,7 +166,7 @@ class HorovodConfig:
     stall_warning_seconds: int = 60
     stall_shutdown_seconds: int = 0
     # Horovod's runtime knobs, set before hvd.init(). cycle_time_ms null: Horovod's own 1 ms (measured
-    # here against 10 ms: the digits job trained in 0.70-0.74 of the time in two rounds of three, and
+    # here against 10 ms: the digits job trained in 0.70-0.77 of the time in five rounds of six, and
     # the lab's rows were level or ahead; docs/guarantees.md). fusion_threshold_mb null: Horovod's own
     # default; an explicit value crashes
     # Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
