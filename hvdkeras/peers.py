@@ -28,7 +28,7 @@ import errno
 import os
 import socket
 import time
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 ALIVE, EXITED, UNREACHABLE = "alive", "exited", "unreachable"
 PROBE_TIMEOUT_S = 3.0
@@ -127,25 +127,26 @@ class PeerTable:
             states = list(pool.map(lambda p: probe(p.host, p.port, timeout), others))
         return [Finding(p, s) for p, s in zip(others, states) if s != ALIVE]
 
-    def wait_until_gone(self, rank: int, timeout: float) -> bool:
-        """Waits until rank ``rank``'s process has exited or cannot be reached, at most ``timeout`` s;
-        whether it did (:func:`wait_until_gone`)."""
+    def wait_until_gone(self, rank: int, timeout: float, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Waits until rank ``rank``'s process has exited or cannot be reached, at most ``timeout`` s, or
+        ``stop()`` is true; whether it did (:func:`wait_until_gone`)."""
         peer = self.peers[rank]
-        return wait_until_gone(peer.host, peer.port, timeout)
+        return wait_until_gone(peer.host, peer.port, timeout, stop=stop)
 
 
 def wait_until_gone(host: str, port: int, timeout: float, first_poll_s: float = 0.05, max_poll_s: float = 0.1,
-                    probe_timeout: float = 1.0) -> bool:
+                    probe_timeout: float = 1.0, stop: Callable[[], bool] = lambda: False) -> bool:
     """Probes the beacon at ``host:port`` until it is not :data:`ALIVE`; whether that came within ``timeout``.
 
     The polls start ``first_poll_s`` apart and double up to ``max_poll_s``: at most ten probes a
     second, well within the beacon's backlog, so a rank notices a departure within a tenth of a
-    second (a launcher that stops the job on its first exit is about that quick).
+    second (a launcher that stops the job on its first exit is about that quick). ``stop()`` true
+    ends the wait at once, as if the peer were gone (the caller knows it is by other means).
     """
     deadline = time.monotonic() + timeout
     poll = first_poll_s
     while True:
-        if probe(host, port, timeout=probe_timeout) != ALIVE:
+        if stop() or probe(host, port, timeout=probe_timeout) != ALIVE:
             return True
         left = deadline - time.monotonic()
         if left <= 0:

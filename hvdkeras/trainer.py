@@ -355,8 +355,16 @@ class Trainer:
             gathered = distributed.allgather_object((peers.own_host(), beacon.port), name="hvdkeras.peers")
             table = peers.PeerTable.from_gathered(gathered, self.process.rank)
             if self.backup is not None:
-                # after a preemption the other ranks leave once rank 0's process is gone, not a fixed time after it
-                self.backup.wait_to_leave = lambda: table.wait_until_gone(0, timeout=LEAVE_WAIT_S)
+                # after a preemption the other ranks leave once rank 0's process is gone, not a fixed time after
+                # it, or at once on a further SIGTERM: horovodrun sends one to the ranks still running as soon as
+                # rank 0 has left (waiting on would end in its SIGKILL, 137)
+                flag = self.backup.signal_flag
+
+                def leave_after_rank_0():
+                    seen = flag.count
+                    table.wait_until_gone(0, timeout=LEAVE_WAIT_S, stop=lambda: flag.count > seen)
+
+                self.backup.wait_to_leave = leave_after_rank_0
             try:
                 yield table
             except Preempted:

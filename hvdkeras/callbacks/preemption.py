@@ -43,6 +43,7 @@ class SignalFlag:
         self.signals = tuple(signals)
         self.signum: Optional[int] = None
         self.received_at: Optional[float] = None  # time.monotonic() of the first signal
+        self.count = 0  # every signal caught, the first included
         self._previous: dict = {}
 
     @property
@@ -64,6 +65,7 @@ class SignalFlag:
         self._previous = {}
 
     def _handle(self, signum, frame) -> None:
+        self.count += 1
         if self.signum is None:
             self.signum, self.received_at = signum, time.monotonic()
 

@@ -102,3 +102,10 @@ def test_own_host_is_the_launchers_name_for_it_else_the_hostname(monkeypatch):
     assert peers.own_host() == "198.18.213.2"
     monkeypatch.delenv("HOROVOD_HOSTNAME")
     assert peers.own_host() == socket.gethostname()
+
+
+def test_a_stop_request_ends_the_wait_for_a_peer_still_there():
+    with peers.Beacon() as beacon:
+        tic = time.monotonic()
+        assert peers.wait_until_gone("127.0.0.1", beacon.port, timeout=30, stop=lambda: time.monotonic() - tic > 0.3)
+        assert time.monotonic() - tic < 5

@@ -122,3 +122,10 @@ def test_a_flag_on_one_rank_stops_both_at_the_same_call():
 
 def test_no_flag_no_stop():
     assert _two_ranks({0: [False] * 9, 1: [False] * 9}) == {}
+
+
+def test_the_flag_counts_every_signal_and_keeps_the_first():
+    flag = SignalFlag()
+    flag._handle(signal.SIGTERM, None)
+    flag._handle(signal.SIGINT, None)
+    assert (flag.signum, flag.count) == (signal.SIGTERM, 2)
