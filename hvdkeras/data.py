@@ -45,7 +45,7 @@ from hvdkeras import preprocessing
 from hvdkeras.config import DataConfig
 from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
-from hvdkeras.scaling import for_world, per_rank_batch
+from hvdkeras.scaling import for_world, per_rank_batch, steps_per_epoch
 
 REGISTRY = Registry("dataset", "data.name")
 
@@ -354,7 +354,7 @@ def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
     train_records = tfds_records(builder, cfg.train_split, shard, pipeline.encoded, cfg)
     total = split_size(builder, cfg.train_split)
-    available = (total // shard.count) // batch
+    available = steps_per_epoch(total, cfg.global_batch_size, shard.count)
     if available == 0 and not steps:
         raise ConfigError(f"data.global_batch_size={cfg.global_batch_size} is larger than the {total} examples of"
                           f" {cfg.name}[{cfg.train_split}]; use a smaller global batch")

@@ -69,7 +69,6 @@ def stall_environment(horovod_cfg: HorovodConfig) -> dict:
             "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(horovod_cfg.stall_shutdown_seconds)}
 
 
-HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod's own default, what cycle_time_ms null leaves in place
 DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
 
 

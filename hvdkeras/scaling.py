@@ -10,7 +10,9 @@ Global batch, for ``N`` ranks: the config gives exactly one of
 Batch split::
 
     per_rank_batch  = G / N                                    (must divide evenly)
-    steps_per_epoch = (num_examples // N) // per_rank_batch     (the same on every rank)
+    steps_per_epoch = (num_examples // N) // per_rank_batch     (data sharded by rank, e.g. TFDS:
+                                                                the smallest shard decides)
+    steps_per_epoch = num_examples // G                         (one global order, in-memory data)
 
 Learning rate: the linear scaling rule (Goyal et al. 2017), a function of the global
 batch alone. ``optimizer.learning_rate`` is the rate for a *reference batch* of
@@ -68,7 +70,8 @@ def per_rank_batch(global_batch_size: int, num_ranks: int) -> int:
 
 
 def steps_per_epoch(num_examples: int, global_batch_size: int, num_ranks: int) -> int:
-    """``(num_examples // num_ranks) // (global_batch_size // num_ranks)``: the same on every rank."""
+    """``(num_examples // num_ranks) // (global_batch_size // num_ranks)``: the same on every rank of data
+    sharded by rank (the in-memory data's one global order gives ``num_examples // global_batch_size``)."""
     return (num_examples // num_ranks) // per_rank_batch(global_batch_size, num_ranks)
 
 
