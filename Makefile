@@ -96,13 +96,13 @@ TF ?= 2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0
 check-tf:
 	$(PYTHON) tools/check_tf.py $(TF)
 
-# Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see hvdkeras/bench/).
+# Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see benchmarks/).
 bench: $(STAMP)
-	$(PY) -m hvdkeras.bench --np $(NP) --rounds 3 --out runs/bench
+	$(PY) -m benchmarks --np $(NP) --rounds 3 --out runs/bench
 
 # The lab (as root): two emulated hosts, their links shaped to each rate in turn; the default sweep
 # (hvdkeras, Horovod's recipe, MWMS and the communication-free ceiling at two rates, 3 rounds: 21 jobs
 # of 35-70 s each here) took 18.5 minutes on this 2-core host (docs/performance.md).
 LINK ?= unlimited,gpu
 lab: $(STAMP)
-	$(PY) -m hvdkeras.bench --hosts 2 --link $(LINK) --rounds 3 --steps 8 --out runs/lab
+	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds 3 --steps 8 --out runs/lab

@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from hvdkeras import distributed
+from hvdkeras import distributed, log
 from hvdkeras.errors import CheckpointError
 from hvdkeras.workdir import atomic_save, remove_tree
 
@@ -264,7 +264,7 @@ def resume(store: CheckpointStore, trackable: tf.train.Checkpoint) -> Optional[C
     outcome: Any = None
     if distributed.is_chief():
         try:
-            info = store.latest_intact(warn=lambda line: print(f"[hvdkeras] warning: {line}", flush=True))
+            info = store.latest_intact(warn=log.warning)
             if info is not None:
                 store.restore(info, trackable)
             outcome = info

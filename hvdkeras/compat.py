@@ -13,49 +13,10 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-import os
-import re
-import sys
-import tempfile
 from typing import Optional
 
 import numpy as np
-
-
-def _import_tensorflow():
-    """``import tensorflow``, with ``TF_CPP_MIN_LOG_LEVEL`` honoured for what it logs while loading.
-
-    From TensorFlow 2.19, messages logged before absl's logging is initialised go to stderr
-    whatever ``TF_CPP_MIN_LOG_LEVEL`` says: every import prints "WARNING: All log messages
-    before absl::InitializeLog() is called are written to STDERR" and the oneDNN notice
-    (``I0000 ... port.cc:153]``), so a one-line error became four. While TensorFlow loads,
-    the process's stderr goes to a file; afterwards its lines come back except the absl
-    banner and absl-format lines (``I0000 ...``, ``W0000 ...``) below the level asked for.
-    """
-    level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") or 0)
-    if "tensorflow" in sys.modules or level < 1:
-        return importlib.import_module("tensorflow")
-    dropped = ("I" if level >= 1 else "") + ("W" if level >= 2 else "")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            return importlib.import_module("tensorflow")
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
-                if line.startswith("WARNING: All log messages before absl::InitializeLog()"):
-                    continue
-                if re.match(rf"[{dropped}]\d{{4}} \d", line):
-                    continue
-                sys.stderr.write(line)
-            sys.stderr.flush()
-
-
-tf = _import_tensorflow()
+import tensorflow as tf  # the command lines import it first, quietly: hvdkeras.tensorflow_import.load()
 
 if int(tf.__version__.split(".")[1]) >= 16:  # TF 2.16+: Keras 3 is `keras` (tf.keras points at it too)
     import keras

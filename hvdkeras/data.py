@@ -43,9 +43,10 @@ import tensorflow as tf
 
 from hvdkeras import preprocessing
 from hvdkeras.config import DataConfig
+from hvdkeras.data_sizes import DIGITS_FILE, digits_split
 from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
-from hvdkeras.scaling import for_world, per_rank_batch, steps_per_epoch
+from hvdkeras.scaling import for_world, global_order_steps, per_rank_batch, steps_per_epoch
 
 REGISTRY = Registry("dataset", "data.name")
 
@@ -135,7 +136,7 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
     """Shards, batches and shuffles arrays already in memory (see the module docstring)."""
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
     eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
-    available = len(x_train) // cfg.global_batch_size
+    available = global_order_steps(len(x_train), cfg.global_batch_size)
     if available == 0:
         raise ConfigError(
             f"data.global_batch_size={cfg.global_batch_size} is larger than the {len(x_train)} training examples of"
@@ -162,9 +163,6 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
     )
 
 
-DIGITS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resources", "digits.csv.gz")
-
-
 def digits_arrays() -> Tuple[np.ndarray, np.ndarray]:
     """The 8x8 handwritten digits: (1797 x 64 pixels in 0..16, 1797 labels 0-9).
 
@@ -187,7 +185,7 @@ def digits(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int], threa
     images = (pixels.reshape(-1, 8, 8) / 16.0).astype(np.float32)[..., None]
     labels = target.astype(np.int32)
     order = np.random.RandomState(0).permutation(len(images))
-    n_val = int(round(len(images) * cfg.validation_fraction))
+    n_val = digits_split(len(images), cfg.validation_fraction)[1]
     val_idx, train_idx = order[:n_val], order[n_val:]
     return in_memory(images[train_idx], labels[train_idx], images[val_idx], labels[val_idx], cfg, shard, seed,
                      steps, num_classes=10, threads=threads)
@@ -204,7 +202,7 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     """
     batch = per_rank_batch(cfg.global_batch_size, shard.count)
     eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
-    steps = steps or cfg.train_examples // cfg.global_batch_size
+    steps = steps or global_order_steps(cfg.train_examples, cfg.global_batch_size)
     if steps == 0:
         raise ConfigError(
             f"data.train_examples={cfg.train_examples} is smaller than data.global_batch_size="

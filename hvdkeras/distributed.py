@@ -29,7 +29,7 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from hvdkeras import compat
+from hvdkeras import compat, log
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.errors import PreflightError
 from hvdkeras.horovod_env import (
@@ -147,7 +147,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
             os.makedirs(workdir, exist_ok=True)
         wanted = horovod_environment(resolve_horovod(horovod_cfg), workdir)
         for note in apply_environment(wanted, os.environ):  # a variable set by hand wins, and is named
-            print(f"[hvdkeras] warning: {note}", flush=True)
+            log.warning(note)
     hvd.init()
     reset_cycled_names()  # a job's collective names start afresh, as every rank's do
     gpu = pin_local_gpu(gpus, hvd.local_rank(), memory_growth=runtime.gpu_memory_growth)

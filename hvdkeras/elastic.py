@@ -2,10 +2,10 @@
 
 Launch with a host discovery script and a range of processes::
 
-    horovodrun -np 2 --min-np 1 --max-np 4 --host-discovery-script tools/discover_hosts.sh \\
+    horovodrun -np 2 --min-np 1 --max-np 4 --host-discovery-script "python -m hvdkeras.discover_hosts" \\
         python -m hvdkeras.train --config configs/digits.yaml --set elastic.enabled=true
 
-(``tools/discover_hosts.sh`` prints the ``host:slots`` lines of ``$HVDKERAS_HOSTS_FILE``.)
+(:mod:`hvdkeras.discover_hosts` prints the ``host:slots`` lines of ``$HVDKERAS_HOSTS_FILE``.)
 
 How it works: :class:`KerasState` holds the model and optimizer variables and
 the training position (``epoch``, ``batch`` within it). Every
@@ -43,7 +43,7 @@ import tensorflow as tf
 from horovod.common.elastic import ObjectState, run_fn
 from horovod.common.exceptions import HorovodInternalError
 
-from hvdkeras import checkpointing, compat, distributed, scaling
+from hvdkeras import checkpointing, compat, distributed, log, scaling
 from hvdkeras import config as config_lib
 
 keras = compat.keras
@@ -181,7 +181,7 @@ class ElasticDriver:
         backup = self.trainer.backup
         if backup is None or not self.config.checkpoint.resume or not distributed.is_chief():
             return 0, 0
-        latest = backup.store.latest_intact(warn=lambda line: print(f"[hvdkeras] warning: {line}", flush=True))
+        latest = backup.store.latest_intact(warn=log.warning)
         if latest is None:
             return 0, 0
         backup.store.restore(latest, checkpointing.trackable_for(self.trainer.model))
@@ -203,9 +203,9 @@ class ElasticDriver:
         scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, data_cfg.global_batch_size)
         trainer.preflight(self.data, scaled_lr)
         epoch, batch = state.epoch, min(state.batch, self.data.steps_per_epoch)
-        print(f"[hvdkeras] rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
-              f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size} = {size} x"
-              f" {self.data.per_rank_batch}, lr {scaled_lr:g})", flush=True)
+        log.info(f"rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
+                 f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size} = {size} x"
+                 f" {self.data.per_rank_batch}, lr {scaled_lr:g})", every_rank=True)
         every = cfg.elastic.commit_every_batches
         # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
         trainer.fit_from(self.data, epoch, batch, scaled_lr, size, self.history,

@@ -66,7 +66,7 @@ import horovod.tensorflow as hvd  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import data as data_lib  # noqa: E402
-from hvdkeras import distributed, horovod_env, scaling, schedules  # noqa: E402
+from hvdkeras import distributed, horovod_env, log, scaling, schedules  # noqa: E402
 from hvdkeras import models as models_lib  # noqa: E402
 from hvdkeras.config import HorovodConfig, RuntimeConfig  # noqa: E402
 from hvdkeras.errors import ConfigError  # noqa: E402
@@ -395,23 +395,21 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     def eval_input_fn():
         return data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch).validation
 
-    def log(results):
+    def record_evaluation(results):
         if rank == 0:
             epoch = int(results["global_step"]) // steps_per_epoch
             record = {"epoch": epoch, **{k: float(v) for k, v in results.items()}}
-            print(f"[hvdkeras] estimator epoch {epoch}: "
-                  + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results.items()) if k != "global_step"), flush=True)
+            log.info(f"estimator epoch {epoch}: "
+                     + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results.items()) if k != "global_step"))
             append_metrics(files.metrics, record)
 
     per_epoch = steps_per_epoch  # optimizer steps, taken by every rank together
     results = est.train_and_evaluate(train_input_fn, eval_input_fn, max_steps=cfg.trainer.epochs * per_epoch,
                                      eval_every_steps=per_epoch * cfg.trainer.validation_freq or per_epoch,
-                                     on_evaluation=log)
+                                     on_evaluation=record_evaluation)
     weights = [v for _, v in sorted(est.variables().items())]
     if distributed.ranks_disagreeing(weights, name="hvdkeras.estimator_weights"):
         raise RuntimeError("estimator variables differ from rank 0's after training")
-    if rank == 0:
-        print(f"[hvdkeras] final validation ({size} ranks, estimator, every example once): "
-              f"accuracy={results['accuracy']:.4f}, loss_per_example={results['loss_per_example']:.4f}",
-              flush=True)
+    log.info(f"final validation ({size} ranks, estimator, every example once): "
+             f"accuracy={results['accuracy']:.4f}, loss_per_example={results['loss_per_example']:.4f}")
     return results

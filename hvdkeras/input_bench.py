@@ -1,5 +1,128 @@
-"""``python -m hvdkeras.input_bench``: input pipeline versus training step, in :mod:`hvdkeras.bench.input_pipeline`."""
-from hvdkeras.bench import input_pipeline
+"""Is training input-bound? The input pipeline alone versus the training step alone, side by side.
+
+    horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.input_bench \\
+        --config configs/cifar10_resnet56.yaml --mock_examples 4096
+
+(``hvdkeras.input_bench`` runs this module, ``hvdkeras.input_bench``, which ``-m`` runs too.)
+
+On every rank, in alternating rounds (pipeline, step, pipeline, step, ...; the
+first round of each is a warm-up and not counted), it measures
+
+* **pipeline**: images per second delivered by ``data.train()`` (read, shuffle,
+  decode, augment, batch), with no model;
+* **step**: images per second the training step consumes, fed one cached batch
+  (no input cost).
+
+Rank 0 prints the medians over ranks and rounds, and their ratio. A ratio above 1
+means the pipeline outruns training; the ImageNet and CIFAR recipes aim for 3 or
+more. ``--mock_examples N`` serves the TFDS dataset from
+``tfds.testing.mock_data`` (random images of the real shapes) when it is not on disk.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+
+from absl import app, flags
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before anything imports TensorFlow
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("config", None, "YAML config file.")
+flags.DEFINE_multi_string("set", [], "Config override section.key=value (repeatable).")
+flags.DEFINE_integer("mock_examples", 0, "Serve the TFDS dataset from tfds.testing.mock_data with this many examples.")
+flags.DEFINE_integer("rounds", 4, "Measured rounds of each kind (after one warm-up round each).")
+flags.DEFINE_integer("batches", 20, "Batches per round.")
+
+
+def _time_pipeline(datasets, batches: int) -> float:
+    iterator = iter(datasets.train(0, max(1, -(-batches // datasets.steps_per_epoch))))
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    return batches * datasets.per_rank_batch / (time.perf_counter() - start)
+
+
+def _time_step(model, batch, batches: int, per_rank_batch: int) -> float:
+    import tensorflow as tf
+
+    cached = tf.data.Dataset.from_tensors(batch).repeat()
+    start = time.perf_counter()
+    model.fit(cached, steps_per_epoch=batches, epochs=1, verbose=0)
+    return batches * per_rank_batch / (time.perf_counter() - start)
+
+
+def measure(cfg, rounds: int, batches: int):
+    """(pipeline images/s, step images/s) per measured round, for this rank."""
+    from hvdkeras import data, distributed, models, optimizers, scaling
+    from hvdkeras.losses import make_loss
+
+    info = distributed.init(cfg.runtime)
+    datasets = data.build(cfg.data, data.Shard(info.rank, info.size), seed=cfg.runtime.seed,
+                          threads=info.threads.intra_op)
+    model = models.build(datasets.input_shape, datasets.num_classes, cfg.model)
+    optimizer, _ = optimizers.build(cfg.optimizer, cfg.horovod, cfg.data, scaling.global_batch(cfg.data, info.size))
+    model.compile(optimizer, make_loss(datasets.num_classes, cfg.trainer.label_smoothing))
+    distributed.broadcast_variables(model.variables)
+    batch = next(iter(datasets.train(0, 1)))
+    pipeline, step = [], []
+    for r in range(rounds + 1):
+        p = _time_pipeline(datasets, batches)
+        s = _time_step(model, batch, batches, datasets.per_rank_batch)
+        if r:  # round 0 warms up tracing, autotuning and caches
+            pipeline.append(p)
+            step.append(s)
+    return pipeline, step
+
+
+def main(argv):
+    del argv
+    from hvdkeras import config as config_lib
+    from hvdkeras import tensorflow_import
+
+    if not FLAGS.config:
+        print("hvdkeras: error: --config is required", file=sys.stderr)
+        sys.exit(2)
+    tensorflow_import.load()  # before anything else imports it (hvdkeras.tensorflow_import)
+    from hvdkeras import distributed
+
+    cfg = config_lib.load(FLAGS.config, FLAGS.set)
+    mock = contextlib.nullcontext()
+    if FLAGS.mock_examples:
+        # An explicit import: tensorflow-datasets 4.9.7 loads tfds.testing lazily and not always on access.
+        from tensorflow_datasets import testing as tfds_testing
+
+        mock = tfds_testing.mock_data(num_examples=FLAGS.mock_examples)
+    with mock:
+        pipeline, step = measure(cfg, FLAGS.rounds, FLAGS.batches)
+    import numpy as np
+
+    from hvdkeras import scaling
+
+    gathered = np.array(pipeline + step)
+    total = distributed.allreduce_sum(gathered, name="hvdkeras.input_bench") / distributed.size()
+    n = len(pipeline)
+    if distributed.is_chief():
+        pipe_med, step_med = statistics.median(total[:n]), statistics.median(total[n:])
+        size = distributed.size()
+        print(f"{cfg.data.name} ({'mock data' if FLAGS.mock_examples else 'real data'}), per-rank batch"
+              f" {scaling.global_batch(cfg.data, size) // size}, {size} ranks,"
+              f" {FLAGS.rounds} rounds x {FLAGS.batches} batches, mean over ranks:")
+        print(f"  input pipeline alone : {pipe_med:10.1f} images/s per rank  (rounds: "
+              + ", ".join(f"{v:.0f}" for v in total[:n]) + ")")
+        print(f"  training step alone  : {step_med:10.1f} images/s per rank  (rounds: "
+              + ", ".join(f"{v:.0f}" for v in total[n:]) + ")")
+        print(f"  ratio pipeline/step  : {pipe_med / step_med:10.2f}")
+
+
+def run():
+    """Runs :func:`main` under absl, whichever module started it, with this docstring as ``--help``."""
+    sys.modules["__main__"].__doc__ = __doc__
+    app.run(main)
+
 
 if __name__ == "__main__":
-    input_pipeline.run()
+    run()

@@ -43,8 +43,8 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import yaml
 
 from hvdkeras import config as config_lib
-from hvdkeras import horovod_env, scaling
-from hvdkeras.errors import LaunchError
+from hvdkeras import data_sizes, discover_hosts, horovod_env, scaling
+from hvdkeras.errors import ConfigError, LaunchError
 
 LAUNCHERS = ("horovodrun", "mpirun", "slurm", "slurm-srun", "kubernetes")
 DEFAULT_IMAGE = "hvdkeras:latest"
@@ -59,7 +59,6 @@ MPIRUN_GPU_FLAGS = ("-x", "NCCL_DEBUG=INFO")  # GPU hosts: NCCL says which trans
 def mpirun_flags(gpus: bool = False) -> Tuple[str, ...]:
     """The flags of Horovod's Open MPI recipe, plus NCCL's transport report on GPU hosts."""
     return MPIRUN_FLAGS + (MPIRUN_GPU_FLAGS if gpus else ())
-DISCOVER_HOSTS = "tools/discover_hosts.sh"  # elastic runs (see docs/elastic.md)
 
 
 # --------------------------------------------------------------------------- hosts
@@ -163,25 +162,13 @@ def _world(np_: Optional[int], hosts: Union[None, str, Sequence[Host]]) -> Tuple
 
 
 def _steps_per_epoch(cfg: config_lib.Config, np_: int) -> Tuple[Optional[int], str]:
-    """(steps per epoch or None, where it comes from or why it is unknown); reads sizes only."""
-    # TensorFlow (through compat, which quiets its start-up lines): only the dry run's step count needs it.
-    from hvdkeras import compat  # noqa: F401
-    from hvdkeras import data as data_lib
-
-    configured = cfg.trainer.steps_per_epoch
-    d = cfg.data
-    if d.name not in data_lib.names():  # TensorFlow Datasets: prepared or not?
-        builder = data_lib.tfds_builder(d)
-        if not builder.is_prepared():
-            reason = str(data_lib.not_prepared_error(builder, d))
-            if configured:
-                return configured, f"trainer.steps_per_epoch (the data cannot be checked: {reason})"
-            return None, f"unknown (set trainer.steps_per_epoch to plan without the data): {reason}"
-    datasets = data_lib.build(d, data_lib.Shard(0, np_), seed=cfg.runtime.seed, steps=configured, threads=1)
-    if configured:
-        return datasets.steps_per_epoch, "trainer.steps_per_epoch"
-    source = d.name if d.name in data_lib.names() else f"{d.name}[{d.train_split}]"
-    return datasets.steps_per_epoch, f"{source}: as many full global batches as the data holds, the same on every rank"
+    """(steps per epoch or None, where it comes from or why it is unknown); sizes only (:mod:`hvdkeras.data_sizes`)."""
+    steps, note = data_sizes.steps_per_epoch(cfg, np_)
+    if steps == 0:
+        examples, source = data_sizes.train_examples(scaling.for_world(cfg.data, np_))
+        raise ConfigError(f"data.global_batch_size={scaling.global_batch(cfg.data, np_)} is larger than the"
+                          f" {examples} training examples of {source}; use a smaller global batch")
+    return steps, note
 
 
 def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None, str, Sequence[Host]] = None, *,
@@ -268,7 +255,7 @@ def horovodrun_command(p: Plan) -> str:
     """``horovodrun -np N -H a:4,b:4 [--gloo] python -m hvdkeras.train ...`` (README's recipe).
 
     With ``elastic.enabled``: README's elastic recipe, a hosts file read by
-    ``tools/discover_hosts.sh`` and ``--min-np``/``--max-np`` from the config.
+    ``python -m hvdkeras.discover_hosts`` and ``--min-np``/``--max-np`` from the config.
     """
     e = p.config.elastic
     if e.enabled:
@@ -277,9 +264,10 @@ def horovodrun_command(p: Plan) -> str:
         keepalive = ("# across hosts, ssh keepalives let the driver drop a host whose link is down:\n"
                      "# ServerAliveInterval 3 and ServerAliveCountMax 3 in ~/.ssh/config (docs/elastic.md)\n"
                      if len(p.hosts) > 1 else "")
+        discovery = ["--host-discovery-script", shlex.quote(discover_hosts.COMMAND)]
         return (keepalive + f"printf '{lines}' > hosts.txt\n"
                 + _shell(["HVDKERAS_HOSTS_FILE=hosts.txt", "horovodrun", "-np", str(p.np)] + limits
-                         + ["--host-discovery-script", DISCOVER_HOSTS, *TRAIN_MODULE], p.train_args))
+                         + discovery + list(TRAIN_MODULE), p.train_args))
     fixed = ["horovodrun", "-np", str(p.np), "-H", hosts_text(p.hosts)] + (["--gloo"] if _uses_gloo(p) else [])
     return _shell(fixed + list(TRAIN_MODULE), p.train_args)
 
@@ -362,7 +350,7 @@ def slurm_script(p: Plan, srun: bool = False) -> str:
                                        " the --hosts names)." if p.hosts[0].name != "localhost" else "."),
         "set -euo pipefail",
         'cd "${SLURM_SUBMIT_DIR}"',
-        activate + "  # the same checkout and venv path on every node (README)" if activate else
+        activate + "  # the same venv path on every node (README)" if activate else
         "# python and horovodrun from PATH, the same on every node",
     ]
     if srun:
@@ -429,9 +417,10 @@ def kubernetes_manifest(p: Plan, image: str = DEFAULT_IMAGE) -> str:
     header = [
         f"# hvdkeras: {p.np} processes = {len(p.hosts)} worker pod(s) x {slots} (slotsPerWorker);"
         " generated by python -m hvdkeras.train --dry_run.",
-        f"# The image ({image}) must hold this checkout at its working directory with python on PATH, Horovod",
-        "# built with MPI (`horovodrun --check-build` lists MPI) and sshd for the workers, as in the MPI",
-        "# Operator's Horovod example. A --workdir should be a volume shared by the pods.",
+        f"# The image ({image}) must have hvdkeras installed (pip) with python on PATH, Horovod built with",
+        "# MPI (python -m hvdkeras.build_horovod; `horovodrun --check-build` lists MPI), the config file at its",
+        "# working directory, and sshd for the workers, as in the MPI Operator's Horovod example.",
+        "# A --workdir should be a volume shared by the pods.",
         "# kubectl apply -f <this file>",
     ]
     return "\n".join(header) + "\n" + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)

@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from hvdkeras import log
 from hvdkeras.errors import ReportError
 from hvdkeras.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
 
@@ -65,7 +66,7 @@ def read_records(path: str, workdir: Optional[str] = None) -> List[Dict[str, Any
         raise ReportError(f"{path} does not exist; {how}")
     records, skipped = read_metrics_counting(path)
     if skipped:
-        print(f"hvdkeras: note: skipped {skipped} line(s) of {path} that are not JSON objects", file=sys.stderr)
+        log.warning(f"skipped {skipped} line(s) of {path} that are not JSON objects")
     if not last_per_epoch(records):
         raise ReportError(f"{path} holds no epoch records; {how}")
     return records

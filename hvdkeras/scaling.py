@@ -69,6 +69,12 @@ def per_rank_batch(global_batch_size: int, num_ranks: int) -> int:
     return global_batch_size // num_ranks
 
 
+def global_order_steps(num_examples: int, global_batch_size: int) -> int:
+    """``num_examples // global_batch_size``: data drawn in one global order, each rank taking its slice of every
+    global batch (the in-memory and synthetic data)."""
+    return num_examples // global_batch_size
+
+
 def steps_per_epoch(num_examples: int, global_batch_size: int, num_ranks: int) -> int:
     """``(num_examples // num_ranks) // (global_batch_size // num_ranks)``: the same on every rank of data
     sharded by rank (the in-memory data's one global order gives ``num_examples // global_batch_size``)."""

@@ -63,7 +63,10 @@ def _leave_after_preemption(status: int) -> None:
 
 def _train(cfg: config_lib.Config, workdir: str) -> None:
     """Trains on this rank with the API the config names (imports TensorFlow and Horovod)."""
-    from hvdkeras import compat  # first: TensorFlow's import, with TF_CPP_MIN_LOG_LEVEL honoured
+    from hvdkeras import tensorflow_import
+
+    tensorflow_import.load()  # first, so TensorFlow's start-up lines honour TF_CPP_MIN_LOG_LEVEL
+    from hvdkeras import compat
     from hvdkeras.callbacks.preemption import Preempted
 
     if cfg.trainer.api == "estimator":

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import horovod
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, horovod_env, optimizers, peers, scaling, schedules
+from hvdkeras import compat, distributed, horovod_env, log, optimizers, peers, scaling, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
@@ -180,9 +180,8 @@ class Trainer:
         return build_data(self.config, data_config, rank, size, self.process.threads.intra_op, agree=True)
 
     def log(self, message: str) -> None:
-        """Prints on rank 0 only."""
-        if distributed.is_chief():
-            print(f"[hvdkeras] {message}", flush=True)
+        """An information line, on rank 0 only (:mod:`hvdkeras.log`)."""
+        log.info(message)
 
     def callbacks(self, scaled_lr: float, steps_per_epoch: int, size: int,
                   initial_batch: int = 0) -> List[keras.callbacks.Callback]:
@@ -402,8 +401,8 @@ class Trainer:
         at = f" and batch {batch} of epoch {start + 1}" if batch else ""
         where = (f"resuming after epoch {start}{at} from {self.backup.backup_dir}" if start or batch
                  else "starting fresh")
-        print(f"[hvdkeras] rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
-              f" epoch {start + 1} of {epochs}", flush=True)
+        log.info(f"rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
+                 f" epoch {start + 1} of {epochs}", every_rank=True)
         self.log(f"{cfg.data.name}, {cfg.optimizer.name}, workdir {self.workdir}; " + "; ".join(self.job_lines()))
         hv = cfg.horovod
         self.log("horovod: " + ", ".join(

@@ -39,7 +39,7 @@ def run(what: str, key: str, value: str, sets, workdir: str) -> float:
             f.write("localhost:1\n127.0.0.1:1\n")
         env["HVDKERAS_HOSTS_FILE"] = hosts
         cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "2", "--gloo", "--host-discovery-script",
-               os.path.join(REPO, "tools", "discover_hosts.sh")]
+               f"{sys.executable} -m hvdkeras.discover_hosts"]
     else:
         cmd = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--gloo"]
     done = subprocess.run(cmd + [sys.executable, "-m", "hvdkeras.train"] + args, cwd=REPO, env=env,

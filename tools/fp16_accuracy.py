@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/fp16_accuracy.py [--seeds 3] [--out runs/fp16_accuracy]
 
-Runs, on the lab's two network-namespace hosts (one rank each, ``hvdkeras.bench.lab.hosts``;
+Runs, on the lab's two network-namespace hosts (one rank each, ``lab.hosts``;
 needs root), every pair of
 
 - model: ``configs/digits.yaml`` as shipped (the small CNN), and the same job with
@@ -28,8 +28,8 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from hvdkeras.bench.lab import hosts as lab_hosts  # noqa: E402
 from hvdkeras.workdir import read_metrics  # noqa: E402
+from lab import hosts as lab_hosts  # noqa: E402
 
 MODELS = {"small_cnn": [], "resnet20": ["model.name=resnet20", "model.weight_decay=1e-4"]}
 COMPRESSIONS = ("none", "fp16")

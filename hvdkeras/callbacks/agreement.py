@@ -6,7 +6,7 @@ ranks, with one small collective where the decision is taken.
 """
 from __future__ import annotations
 
-from hvdkeras import compat, distributed
+from hvdkeras import compat, distributed, log
 
 keras = compat.keras
 
@@ -24,7 +24,7 @@ class TerminateOnNaN(keras.callbacks.TerminateOnNaN):
         saw_nan = bool(self.model.stop_training) and not local
         if distributed.any_rank(saw_nan, name=distributed.cycled_name("hvdkeras.terminate_on_nan")):
             if not saw_nan:
-                print(f"Batch {batch}: another rank saw an invalid loss, terminating training")
+                log.info(f"Batch {batch}: another rank saw an invalid loss, terminating training", every_rank=True)
             self.model.stop_training = True
 
 

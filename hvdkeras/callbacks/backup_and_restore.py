@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from typing import Callable, Optional, Tuple
 
 import hvdkeras
-from hvdkeras import checkpointing, compat, distributed
+from hvdkeras import checkpointing, compat, distributed, log
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
 from hvdkeras.errors import CheckpointError
 
@@ -187,8 +186,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         except CheckpointError as exc:
             if self.on_save_error == "stop":
                 raise
-            print(f"[hvdkeras] warning: {exc}; training continues (checkpoint.on_save_error=continue)",
-                  file=sys.stderr, flush=True)
+            log.warning(f"{exc}; training continues (checkpoint.on_save_error=continue)")
             return None
 
     def _preempt(self, epoch: int, batch: int, metrics: dict) -> str:
@@ -206,11 +204,11 @@ class BackupAndRestore(keras.callbacks.Callback):
             raise CheckpointError(f"preempted at epoch {epoch + 1}, batch {batch}, but {outcome}")
         waited = self.signal_flag.seconds_since()
         if waited is not None and waited > self.grace_s:
-            print(f"[hvdkeras] warning: the preemption checkpoint took {waited:.1f}s after the signal, more than"
-                  f" checkpoint.preemption_grace_s={self.grace_s:g}", file=sys.stderr, flush=True)
+            log.warning(f"the preemption checkpoint took {waited:.1f}s after the signal, more than"
+                        f" checkpoint.preemption_grace_s={self.grace_s:g}")
         where = f"epoch {epoch + 1}, batch {batch}" if batch else f"the end of epoch {epoch}"
         line = f"preempted at {where}; checkpoint written: {outcome}"
-        print(f"hvdkeras: {line}", file=sys.stderr, flush=True)
+        log.stop(line)
         if not distributed.is_chief():
             self.wait_to_leave()  # rank 0 leaves first (see __init__)
         return line

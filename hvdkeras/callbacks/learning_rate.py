@@ -29,7 +29,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, schedules
+from hvdkeras import compat, distributed, log, schedules
 
 keras = compat.keras
 
@@ -159,8 +159,8 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
     def on_epoch_end(self, epoch, logs=None):
         if epoch < self.warmup_epochs <= epoch + 1:
             self._set(self.initial_lr)  # land exactly
-            if self.verbose and distributed.is_chief():  # once, as Horovod's does
-                print(f"Epoch {epoch + 1}: finished learning-rate warmup to {self.initial_lr:g}.")
+            if self.verbose:  # once, on rank 0, as Horovod's does
+                log.info(f"Epoch {epoch + 1}: finished learning-rate warmup to {self.initial_lr:g}.")
         super().on_epoch_end(epoch, logs)
 
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from hvdkeras import compat, distributed
+from hvdkeras import compat, distributed, log
 from hvdkeras.workdir import atomic_save
 
 keras = compat.keras
@@ -114,13 +114,12 @@ class ModelCheckpoint(keras.callbacks.Callback):
         if self.save_best_only:
             current = logs.get(self.monitor)
             if current is None:
-                if distributed.is_chief():
-                    print(f"ModelCheckpoint: can save best model only with {self.monitor} available; skipping"
-                          f" (available: {', '.join(sorted(logs))})")
+                log.info(f"ModelCheckpoint: can save best model only with {self.monitor} available; skipping"
+                         f" (available: {', '.join(sorted(logs))})")
                 return
             if not self.monitor_op(current, self.best):
-                if self.verbose and distributed.is_chief():
-                    print(f"\nEpoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
+                if self.verbose:
+                    log.info(f"Epoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
                 return
             previous, self.best = self.best, current  # the same decision on every rank: logs are global
         if not distributed.is_chief():
@@ -128,7 +127,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
         path = self._path(epoch, batch, logs)
         if self.verbose:
             why = f"{self.monitor} improved from {previous:.5f} to {current:.5f}, " if self.save_best_only else ""
-            print(f"\nEpoch {epoch + 1}: {why}saving model to {path}")
+            log.info(f"Epoch {epoch + 1}: {why}saving model to {path}")
         kwargs = {"overwrite": True} if self.options is None else {"overwrite": True, "options": self.options}
         save = self.model.save_weights if self.save_weights_only else self.model.save
         atomic_save(path, lambda tmp: save(tmp, **kwargs))

@@ -16,7 +16,7 @@ pytestmark = once_per_make_test("the side-by-side bench", 0.9, stack="keras3")
 def test_bench_runs_each_variant_and_writes_results(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
-        [sys.executable, "-m", "hvdkeras.bench", "--model", "applications.MobileNet", "--image_size", "32",
+        [sys.executable, "-m", "benchmarks", "--model", "applications.MobileNet", "--image_size", "32",
          "--batch", "4", "--steps", "2", "--rounds", "1", "--np", "2", "--variants", "hvdkeras,horovod,mwms",
          "--out", str(out), "--timeout", "300"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=900,

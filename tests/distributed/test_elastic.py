@@ -9,7 +9,17 @@ import time
 import psutil
 
 from hvdkeras import checkpointing
-from tests.harness.ranks import HOROVODRUN, REPO, epochs_logged, finish, kill_tree, read_jsonl, start, wait_for_epochs
+from tests.harness.ranks import (
+    DISCOVER_HOSTS,
+    HOROVODRUN,
+    REPO,
+    epochs_logged,
+    finish,
+    kill_tree,
+    read_jsonl,
+    start,
+    wait_for_epochs,
+)
 
 # Long enough that the new worker joins well before the end: measured alone on 2 cores (keras3), with
 # the kill after epoch 3 the new worker joined after epoch 9 (after epoch 9 of 45 with the kill after
@@ -44,7 +54,7 @@ def _elastic_job(hosts, workdir, epochs, *sets):
     """An elastic digits job on two "hosts" of this machine (no ssh): (command, environment)."""
     hosts.write_text("localhost:1\n127.0.0.1:1\n")
     cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo",
-           "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
+           "--host-discovery-script", DISCOVER_HOSTS,
            sys.executable, "-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "digits.yaml"),
            "--workdir", str(workdir), "--set", "elastic.enabled=true", "--set", "elastic.commit_every_batches=5",
            "--set", f"trainer.epochs={epochs}", "--set", "trainer.verbose=0"]

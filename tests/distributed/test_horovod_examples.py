@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from tests.harness.ranks import HOROVODRUN, MPI_ENV, REPO, horovodrun, launch
+from tests.harness.ranks import DISCOVER_HOSTS, HOROVODRUN, MPI_ENV, REPO, horovodrun, launch
 
 EXAMPLES = os.path.join(REPO, "examples", "horovod")
 
@@ -51,7 +51,7 @@ def test_tensorflow2_keras_mnist_elastic_trains_under_an_elastic_launch(tmp_path
     # One host: Horovod's elastic launcher waits for two hosts to compare their network
     # interfaces unless --network-interface names one.
     cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo", "--network-interface", "lo",
-           "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
+           "--host-discovery-script", DISCOVER_HOSTS,
            sys.executable, _example("tensorflow2_keras_mnist_elastic.py"), "--epochs", "3", "--steps-per-epoch", "8",
            "--checkpoint-dir", str(tmp_path)]
     job = launch(cmd, env=dict(os.environ, **MPI_ENV, HVDKERAS_HOSTS_FILE=str(hosts)), timeout=300)

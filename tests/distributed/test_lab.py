@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from hvdkeras.bench.lab import hosts
+from lab import hosts
 from tests.harness.ranks import REPO
 from tests.harness.stacks import once_per_make_test
 
@@ -27,7 +27,7 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
         pytest.skip(f"the lab needs network namespaces and sshd: {reason}")
     out = tmp_path / "lab"
     proc = subprocess.run(
-        [sys.executable, "-m", "hvdkeras.bench", "--hosts", "2", "--link", "200mbit", "--model",
+        [sys.executable, "-m", "benchmarks", "--hosts", "2", "--link", "200mbit", "--model",
          "applications.MobileNet", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
          "--variants", "hvdkeras,horovod,mwms", "--out", str(out), "--timeout", "300"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=1200,

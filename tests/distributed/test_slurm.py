@@ -1,4 +1,4 @@
-"""The generated sbatch script on a real two-node Slurm (hvdkeras/bench/lab/slurm.py, on the two namespace hosts).
+"""The generated sbatch script on a real two-node Slurm (lab/slurm.py, on the two namespace hosts).
 
 The script comes from ``python -m hvdkeras.train --dry_run --launcher slurm`` and is submitted as
 it is, from the checkout, with ``sbatch``; only its output file is redirected into the test's
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from hvdkeras import checkpointing
-from hvdkeras.bench.lab import slurm
+from lab import slurm
 from tests.harness.ranks import REPO, read_jsonl
 from tests.harness.stacks import once_per_make_test
 

@@ -1,6 +1,6 @@
 """Two real hosts on this machine: horovodrun launches the trainer over ssh into two network namespaces.
 
-hvdkeras/bench/lab/hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
+lab/hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
 .2 and .3 for the hosts, an sshd in each host namespace with its own hostname) and removes them
 again. Needs root; elsewhere the module is skipped with the reason.
 """
@@ -15,8 +15,9 @@ import time
 import numpy as np
 import pytest
 
-from hvdkeras.bench.lab import hosts as two_hosts
+from lab import hosts as two_hosts
 from tests.harness.ranks import (
+    DISCOVER_HOSTS,
     HOROVODRUN,
     REPO,
     SCRIPTS,
@@ -228,7 +229,7 @@ def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_pat
     env["HVDKERAS_HOSTS_FILE"] = str(host_file)
     elastic = ["--min-np", "1", "--max-np", "2", "--network-interfaces", hosts.iface,
                "--ssh-identity-file", hosts.identity_file,
-               "--host-discovery-script", os.path.join(REPO, "tools", "discover_hosts.sh"),
+               "--host-discovery-script", DISCOVER_HOSTS,
                "--gloo-timeout-seconds", str(GLOO_TIMEOUT_S)]  # host a's collective gives up sooner, as above
     proc = start(_train_on_hosts(hosts, workdir, "elastic.enabled=true", "elastic.commit_every_batches=5",
                                  f"trainer.epochs={epochs}", where=elastic), env=env)

@@ -22,6 +22,8 @@ from hvdkeras.workdir import read_metrics
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO, "tests", "distributed", "scripts")
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+# Elastic jobs' host discovery, the installed command (horovodrun runs it through the shell).
+DISCOVER_HOSTS = f"{sys.executable} -m hvdkeras.discover_hosts"
 
 
 @dataclasses.dataclass

@@ -124,7 +124,7 @@ def test_resume_falls_back_on_every_rank(hvd_single, tmp_path, capsys):
     os.remove(_data_file(store.latest().path))
     info = checkpointing.resume(store, checkpointing.trackable_for(small_bn_model()))
     assert info.position == (2, 0)
-    assert "[hvdkeras] warning: checkpoint" in capsys.readouterr().out
+    assert "[hvdkeras] warning: checkpoint" in capsys.readouterr().err  # warnings: standard error (hvdkeras.log)
 
 
 @pytest.mark.parametrize("error", [

@@ -156,7 +156,7 @@ def test_elastic_horovodrun_uses_host_discovery():
     assert comments and all(c.startswith("# ") for c in comments) and "ServerAliveInterval" in comments[1]
     assert first == "printf 'a:4\\nb:4\\n' > hosts.txt"
     assert second.startswith("HVDKERAS_HOSTS_FILE=hosts.txt horovodrun -np 8 --min-np 4 --max-np 12"
-                             " --host-discovery-script tools/discover_hosts.sh python -m hvdkeras.train")
+                             " --host-discovery-script 'python -m hvdkeras.discover_hosts' python -m hvdkeras.train")
     with pytest.raises(LaunchError, match="elastic.enabled=true runs only under horovodrun"):
         launch.render_command(p, "mpirun")
 

@@ -118,3 +118,107 @@ def test_config_launch_and_report_load_a_config_without_tensorflow_keras_or_horo
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- the table of docs/architecture.md
+
+ARCHITECTURE = os.path.join(REPO, "docs", "architecture.md")
+SECTIONS = ("No TensorFlow, no Horovod", "TensorFlow and Horovod", "Command lines")
+HEAVY = ("tensorflow", "keras", "horovod", "tensorflow_datasets", "tf_keras")
+# Programs the build's checks run under horovodrun in a process of their own; no module imports them.
+PROGRAMS = {"hvdkeras.build_horovod.smoke_check"}
+
+
+def _doc_rows():
+    """[(section, [paths of the row's first cell])] in the order the doc draws them."""
+    rows, section = [], None
+    for line in open(ARCHITECTURE).read().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif section in SECTIONS and line.startswith("| `hvdkeras"):
+            first = line.split("|")[1]
+            rows.append((section, [p for p in first.split("`")[1::2] if p.startswith("hvdkeras")]))
+    return rows
+
+
+def _row_of(module, rows):
+    """The index of the row naming ``module``'s file, or a folder holding it; None if none does."""
+    path = module.replace(".", "/")
+    found = []
+    for index, (_, paths) in enumerate(rows):
+        for p in paths:
+            if p.endswith("/") and (path + "/").startswith(p):
+                found.append(index)
+            elif p in (path + ".py", path + "/__init__.py"):
+                found.append(index)
+    return found
+
+
+def test_the_doc_names_every_module_in_exactly_one_row():
+    rows = _doc_rows()
+    assert [s for s in SECTIONS if any(r[0] == s for r in rows)] == list(SECTIONS)
+    for name in _modules():
+        if name == "hvdkeras":
+            continue  # the package's root: its version, and DistributedOptimizer imported on first use
+        found = _row_of(name, rows)
+        assert len(found) == 1, f"{name} is in {len(found)} rows of docs/architecture.md (expected 1)"
+    named = {p for _, paths in rows for p in paths}
+    missing = [p for p in named if not os.path.exists(os.path.join(REPO, p))]
+    assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
+
+
+def test_every_module_imports_only_its_row_and_the_rows_above():
+    rows, graph = _doc_rows(), _graph()
+    for name, deps in graph.items():
+        if name == "hvdkeras":
+            continue
+        (mine,) = _row_of(name, rows)
+        for dep in deps:
+            if dep == "hvdkeras":
+                continue
+            (theirs,) = _row_of(dep, rows)
+            assert theirs <= mine, (f"{name} (row {mine + 1}, {rows[mine][1]}) imports {dep} (row {theirs + 1},"
+                                    f" {rows[theirs][1]}), drawn below it in docs/architecture.md")
+
+
+def _heavy_imports(path):
+    tree = ast.parse(open(path).read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return sorted(found & set(HEAVY))
+
+
+def test_the_light_rows_import_neither_tensorflow_nor_horovod_anywhere():
+    rows, modules = _doc_rows(), _modules()
+    light = {i for i, (section, _) in enumerate(rows) if section == SECTIONS[0]}
+    for name, path in modules.items():
+        if name == "hvdkeras" or name in PROGRAMS:
+            continue
+        (row,) = _row_of(name, rows)
+        if row in light:
+            assert not _heavy_imports(path), f"{name} imports {_heavy_imports(path)}, drawn as light"
+
+
+def test_the_dry_run_of_every_shipped_config_on_every_launcher_imports_neither_tensorflow_nor_horovod(tmp_path):
+    """``python -m hvdkeras.train --dry_run`` for each config and launcher, in one fresh process."""
+    configs = sorted(f for f in os.listdir(os.path.join(REPO, "configs")) if f.endswith(".yaml"))
+    code = ("import sys\n"
+            "import hvdkeras.train\n"
+            "from hvdkeras import config, launch\n"
+            f"for name in {configs!r}:\n"
+            f"    cfg = config.load('configs/' + name, ['data.data_dir={tmp_path}'])\n"
+            "    for launcher in launch.LAUNCHERS:\n"
+            "        if cfg.elastic.enabled and launcher != 'horovodrun':\n"
+            "            continue\n"
+            "        p = launch.plan(cfg, 4, 'a:2,b:2', cores_per_host=4, train_args=['--config', name])\n"
+            "        assert launch.describe(p) and launch.render_command(p, launcher)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'horovod',"
+            " 'tensorflow_datasets')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    assert len(configs) >= 6

@@ -1,0 +1,27 @@
+"""The communication-free ceiling: the same processes, model, batch and threads as hvdkeras, no gradient exchange.
+
+Each rank trains its own copy on its own batches: Horovod is started (so its
+background thread runs, as in every real job) and each process gets hvdkeras'
+thread budget, but the optimizer is the plain one and nothing is averaged. The
+ranks never wait for each other, so their images/s add up::
+
+    horovodrun -np 2 -H localhost:2 --gloo python benchmarks/recipes/ceiling.py MODEL BATCH SIZE STEPS
+
+``RESULT`` also carries ``gradient_bytes``, the bytes one allreduce of the model's
+gradients moves in float32 (the input of the lab's link arithmetic).
+"""
+import horovod.tensorflow as hvd
+import tensorflow as tf
+from common import Clock, batch, data, make_model, report, steps
+
+from hvdkeras import horovod_env
+
+hvd.init()
+budget = horovod_env.thread_budget(horovod_env.host_cores(), hvd.local_size())
+tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
+tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+model = make_model()
+model.compile(tf.keras.optimizers.SGD(0.01, momentum=0.9), "sparse_categorical_crossentropy")
+clock = Clock()
+model.fit(data(), steps_per_epoch=steps, epochs=2, verbose=0, callbacks=[clock])
+report(hvd.rank(), clock, batch, gradient_bytes=sum(int(tf.size(v)) * 4 for v in model.trainable_variables))

@@ -1,0 +1,31 @@
+"""hvdkeras.discover_hosts: the hosts file's lines, and the command as horovodrun runs it (through the shell)."""
+import subprocess
+import sys
+
+from hvdkeras import discover_hosts
+
+
+def test_host_lines_skip_blanks_and_comments():
+    text = "# the pool\nhost1:4\n\n  host2:2  # joined later\nhost3\n   \n"
+    assert discover_hosts.host_lines(text) == ["host1:4", "host2:2", "host3"]
+
+
+def test_main_prints_the_file_named_by_the_variable(tmp_path, capsys):
+    hosts = tmp_path / "pool.txt"
+    hosts.write_text("a:4\n# b:4\n")
+    assert discover_hosts.main(environ={"HVDKERAS_HOSTS_FILE": str(hosts)}) == 0
+    assert capsys.readouterr().out == "a:4\n"
+
+
+def test_a_missing_file_means_no_hosts_yet(tmp_path, capsys):
+    assert discover_hosts.main(environ={"HVDKERAS_HOSTS_FILE": str(tmp_path / "absent")}) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_the_installed_command_runs_through_the_shell_as_horovodrun_runs_it(tmp_path):
+    (tmp_path / "hosts.txt").write_text("localhost:2\n127.0.0.1:1\n")  # the default file, in the cwd
+    command = discover_hosts.COMMAND.replace("python", sys.executable, 1)
+    out = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["localhost:2", "127.0.0.1:1"]

@@ -1,0 +1,45 @@
+"""The wheel is the product: hvdkeras and what its own commands need, and no lab, benchmark or test code."""
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.unit.helpers import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="lists the project's files with git")
+
+
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory):
+    """The file names inside a wheel built from the project's tracked files (a clean copy, as a clone has)."""
+    src = tmp_path_factory.mktemp("src")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        target = src / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f"{REPO}/{name}", target)
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-q", "-w", str(out), str(src)], check=True, capture_output=True, timeout=300)
+    (wheel,) = out.glob("hvdkeras-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        return z.namelist()
+
+
+def test_the_wheel_holds_only_the_package(wheel_names):
+    outside = [n for n in wheel_names if not n.startswith(("hvdkeras/", "hvdkeras-"))]
+    assert outside == []
+    for word in ("benchmarks/", "/bench/", "lab/", "shaper", "slurm", "namespace", "tests/", "recipes"):
+        assert not [n for n in wheel_names if word in n], word
+
+
+def test_the_wheel_holds_what_its_commands_need(wheel_names):
+    for needed in ("hvdkeras/discover_hosts.py",  # elastic launch lines name it
+                   "hvdkeras/input_bench.py",  # python -m hvdkeras.input_bench
+                   "hvdkeras/resources/digits.csv.gz"):  # the default job's data
+        assert needed in wheel_names
+    patches = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "build_horovod" / "patches").glob("*.patch"))
+    assert patches and all(f"hvdkeras/build_horovod/patches/{p}" in wheel_names for p in patches)
