@@ -253,6 +253,15 @@ class CheckpointStore:
             ) from None
 
 
+def next_position(epoch: int, batch: int, steps_per_epoch: int) -> Tuple[int, int]:
+    """Where training continues after ``batch`` batches of epoch index ``epoch``: ``(epoch, batch)``, or
+    ``(epoch + 1, 0)`` when those batches complete the epoch, also when an epoch now has fewer steps than were
+    done of it (an elastic world that grew, a checkpoint resumed at another world size)."""
+    if batch >= steps_per_epoch:
+        return epoch + 1, 0
+    return epoch, batch
+
+
 def resume(store: CheckpointStore, trackable: tf.train.Checkpoint) -> Optional[CheckpointInfo]:
     """Collective: rank 0 loads the latest checkpoint; every rank learns which one.
 

@@ -20,31 +20,20 @@ committed epoch (``fit(initial_epoch=...)``, so the epoch counter, the learning-
 schedule and ``metrics.jsonl`` carry on; Horovod's own recipe restarts ``fit``
 with ``epochs=total - epoch``, which numbers from 0 again).
 
-On a resize, ``elastic.on_resize`` decides:
-
-* ``keep_global_batch``: the global batch stays (with ``data.per_rank_batch_size``:
-  the one of the initial ranks), each rank's batch becomes ``global / ranks`` (which
-  must divide), and so the learning rate stays, since the scaling rule is a function
-  of the global batch alone (:mod:`hvdkeras.scaling`);
-* ``keep_rank_batch``: each rank keeps its initial batch, the global batch becomes
-  ``per-rank batch x ranks``, and the learning rate follows it by the linear rule:
-  ``learning_rate x new global batch / reference batch``.
-
-Either way the rate is :func:`hvdkeras.scaling.scaled_learning_rate` of the new
-world's global batch, printed with the resume line.
+The config path's driver (the world's data and learning rate on a resize,
+``elastic.on_resize``) is :class:`hvdkeras.drivers.elastic.ElasticDriver`; this module
+is Horovod's elastic API, also for scripts of one's own (:mod:`hvdkeras.keras`).
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import tensorflow as tf
 from horovod.common.elastic import ObjectState, run_fn
 from horovod.common.exceptions import HorovodInternalError
 
-from hvdkeras import checkpointing, compat, distributed, log, scaling
-from hvdkeras import config as config_lib
+from hvdkeras import compat, distributed
 
 keras = compat.keras
 
@@ -147,66 +136,3 @@ class CommitPositionCallback(keras.callbacks.Callback):
         self.state.epoch = epoch + 1
         self.state.batch = 0
         self.state.commit()
-
-
-def data_config_for(cfg: config_lib.Config, initial_size: int, size: int) -> config_lib.DataConfig:
-    """The data section for ``size`` ranks under ``elastic.on_resize`` (see the module docstring)."""
-    initial = scaling.for_world(cfg.data, initial_size)
-    if cfg.elastic.on_resize == "keep_global_batch":
-        return initial
-    per_rank = initial.global_batch_size // initial_size
-    eval_per_rank = initial.eval_global_batch_size // initial_size
-    return dataclasses.replace(initial, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
-
-
-class ElasticDriver:
-    """Trains a :class:`hvdkeras.trainer.Trainer`'s model under :func:`run`, re-forming on every resize.
-
-    It owns what changes with the world: the training position (:class:`KerasState`),
-    the data and learning rate for the current number of ranks, and the history so far.
-    Workers that join later start :meth:`fit` while the others are mid-training, so
-    every collective happens inside the elastic function, after the state sync: the
-    checkpoint is loaded on rank 0 alone and reaches the others through that sync.
-    """
-
-    def __init__(self, trainer):
-        self.trainer = trainer
-        self.config = trainer.config
-        self.initial_size = trainer.process.size
-        self.data = trainer.data
-        self.history: Dict[str, List[float]] = {}
-
-    def _restored_position(self) -> Tuple[int, int]:
-        """Rank 0 alone loads the latest intact checkpoint (the state sync shares it); ``(epoch, batch)``."""
-        backup = self.trainer.backup
-        if backup is None or not self.config.checkpoint.resume or not distributed.is_chief():
-            return 0, 0
-        latest = backup.store.latest_intact(warn=log.warning)
-        if latest is None:
-            return 0, 0
-        backup.store.restore(latest, checkpointing.trackable_for(self.trainer.model))
-        return latest.position
-
-    def fit(self) -> Dict[str, float]:
-        epoch, batch = self._restored_position()
-        state = KerasState(self.trainer.model, epoch=epoch, batch=batch)
-        run(self._train)(state)
-        return self.trainer.finish({k: float(v[-1]) for k, v in self.history.items()}, self.data)
-
-    def _train(self, state: KerasState) -> None:
-        """One attempt at the rest of the training in the current world (re-run by Horovod after a reset)."""
-        cfg, trainer = self.config, self.trainer
-        size, rank = distributed.size(), distributed.rank()
-        data_cfg = data_config_for(cfg, self.initial_size, size)
-        config_lib.validate_for_world(dataclasses.replace(cfg, data=data_cfg), size)
-        self.data = trainer.data_for_world(data_cfg, rank, size)
-        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, data_cfg.global_batch_size)
-        trainer.preflight(self.data, scaled_lr)
-        epoch, batch = state.epoch, min(state.batch, self.data.steps_per_epoch)
-        log.info(f"rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
-                 f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size} = {size} x"
-                 f" {self.data.per_rank_batch}, lr {scaled_lr:g})", every_rank=True)
-        every = cfg.elastic.commit_every_batches
-        # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
-        trainer.fit_from(self.data, epoch, batch, scaled_lr, size, self.history,
-                         extra_callbacks=lambda initial_batch: [CommitPositionCallback(state, every, initial_batch)])

@@ -66,12 +66,10 @@ import horovod.tensorflow as hvd  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
 from hvdkeras import data as data_lib  # noqa: E402
-from hvdkeras import distributed, horovod_env, log, scaling, schedules  # noqa: E402
-from hvdkeras import models as models_lib  # noqa: E402
+from hvdkeras import distributed, horovod_env, log, optimizers, scaling, schedules, tasks  # noqa: E402
 from hvdkeras.config import HorovodConfig, RuntimeConfig  # noqa: E402
 from hvdkeras.errors import ConfigError  # noqa: E402
 from hvdkeras.gradient_exchange.compression import horovod_compression  # noqa: E402
-from hvdkeras.losses import make_loss  # noqa: E402
 from hvdkeras.workdir import Workdir, append_metrics, save_config  # noqa: E402
 
 tf_estimator = _ESTIMATOR
@@ -326,17 +324,6 @@ def learning_rate_tensor(cfg, scaled_lr: float, steps_per_epoch: int, size: int)
     return lr
 
 
-def _optimizer_v1(name: str, lr, cfg):
-    if name == "sgd":
-        return v1.train.MomentumOptimizer(lr, momentum=cfg.momentum, use_nesterov=cfg.nesterov)
-    if name == "adam":
-        return v1.train.AdamOptimizer(lr)
-    if name == "rmsprop":
-        return v1.train.RMSPropOptimizer(lr, momentum=cfg.momentum)
-    raise ConfigError(f"optimizer.name={name!r} has no tf.compat.v1 optimizer for the Estimator path;"
-                      " use sgd, adam or rmsprop")
-
-
 def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     """``trainer.api: estimator``: the config's data, model and optimizer through :class:`HorovodEstimator`."""
     try:
@@ -356,18 +343,24 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     if rank == 0:
         save_config(cfg, files.config)
     shard = data_lib.Shard(rank, size)
-    probe = data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch)
+    task = tasks.for_config(cfg)  # the same data, model and loss as the Keras trainer's
+
+    def datasets():
+        return task.datasets(cfg, scaling.for_world(cfg.data, size), shard, cfg.runtime.seed,
+                             cfg.trainer.steps_per_epoch, None)
+
+    probe = datasets()
     steps_per_epoch = probe.steps_per_epoch
     scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.global_batch(cfg.data, size))
 
     def model_fn(features, labels, mode, params):
-        model = models_lib.build(probe.input_shape, probe.num_classes, cfg.model)
+        model = task.model(cfg, probe)
         training = mode == tf_estimator.ModeKeys.TRAIN
         probabilities = model(features, training=training)
         predictions = tf.argmax(probabilities, axis=-1)
         if mode == tf_estimator.ModeKeys.PREDICT:
             return tf_estimator.EstimatorSpec(mode, predictions={"class": predictions, "probabilities": probabilities})
-        loss = make_loss(probe.num_classes, cfg.trainer.label_smoothing)(labels, probabilities)
+        loss = task.loss(cfg, probe)(labels, probabilities)
         loss += tf.add_n(model.losses) if model.losses else 0.0
         eval_metric_ops = {
             "accuracy": v1.metrics.accuracy(labels, predictions),
@@ -376,7 +369,7 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
         if mode == tf_estimator.ModeKeys.EVAL:
             return tf_estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=eval_metric_ops)
         lr = learning_rate_tensor(cfg, params["learning_rate"], steps_per_epoch, size)
-        optimizer = distributed_optimizer(_optimizer_v1(cfg.optimizer.name, lr, cfg.optimizer), cfg.horovod)
+        optimizer = distributed_optimizer(optimizers.build_v1(cfg.optimizer, lr), cfg.horovod)
         update_ops = list(model.updates) + v1.get_collection(v1.GraphKeys.UPDATE_OPS)  # batch-norm statistics
         with tf.control_dependencies(update_ops):
             train_op = optimizer.minimize(loss, global_step=v1.train.get_global_step(),
@@ -389,11 +382,10 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
                            keep_checkpoint_max=max(ckpt.keep, 1), save_summary_steps=steps_per_epoch)
 
     def train_input_fn():
-        return data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch).train(
-            0, cfg.trainer.epochs)
+        return datasets().train(0, cfg.trainer.epochs)
 
     def eval_input_fn():
-        return data_lib.build(cfg.data, shard, seed=cfg.runtime.seed, steps=cfg.trainer.steps_per_epoch).validation
+        return datasets().validation
 
     def record_evaluation(results):
         if rank == 0:

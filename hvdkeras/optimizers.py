@@ -2,12 +2,15 @@
 
 The rate is :func:`hvdkeras.scaling.scaled_learning_rate` (the linear scaling rule);
 the wrapper is :func:`hvdkeras.gradient_exchange.DistributedOptimizer` with the
-options of the config's ``horovod`` section.
+options of the config's ``horovod`` section. :data:`V1` is the same names as
+``tf.compat.v1.train`` optimizers, for the Estimator path (:mod:`hvdkeras.estimator`):
+a name added here reaches both.
 """
 from __future__ import annotations
 
 from hvdkeras import compat
 from hvdkeras.config import DataConfig, HorovodConfig, OptimizerConfig
+from hvdkeras.errors import ConfigError
 from hvdkeras.gradient_exchange import DistributedOptimizer
 from hvdkeras.registry import Registry
 from hvdkeras.scaling import scaled_learning_rate
@@ -39,6 +42,34 @@ def adamw(cfg: OptimizerConfig, lr: float):
 @REGISTRY.register("rmsprop")
 def rmsprop(cfg: OptimizerConfig, lr: float):
     return keras.optimizers.RMSprop(learning_rate=lr, momentum=cfg.momentum, **_common(cfg))
+
+
+# The Estimator path's optimizers: the same names and settings, as tf.compat.v1.train optimizers (no clipping, no
+# weight decay there: the config rules refuse optimizer.clipnorm, and adamw is not offered).
+V1 = Registry("optimizer", "optimizer.name")
+
+
+@V1.register("sgd")
+def sgd_v1(cfg: OptimizerConfig, lr):
+    return compat.tf.compat.v1.train.MomentumOptimizer(lr, momentum=cfg.momentum, use_nesterov=cfg.nesterov)
+
+
+@V1.register("adam")
+def adam_v1(cfg: OptimizerConfig, lr):
+    return compat.tf.compat.v1.train.AdamOptimizer(lr)
+
+
+@V1.register("rmsprop")
+def rmsprop_v1(cfg: OptimizerConfig, lr):
+    return compat.tf.compat.v1.train.RMSPropOptimizer(lr, momentum=cfg.momentum)
+
+
+def build_v1(cfg: OptimizerConfig, lr):
+    """The ``tf.compat.v1.train`` optimizer ``optimizer.name`` names, at ``lr`` (a float or a graph tensor)."""
+    if cfg.name in REGISTRY.names() and cfg.name not in V1.names():
+        raise ConfigError(f"optimizer.name={cfg.name!r} has no tf.compat.v1 optimizer for the Estimator path;"
+                          f" use {', '.join(V1.names())}")
+    return V1.get(cfg.name)(cfg, lr)
 
 
 def distributed_optimizer(optimizer, cfg: HorovodConfig):

@@ -18,20 +18,31 @@ The same probe tells a rank when another has really exited: after a preemption t
 other ranks leave only once rank 0's process is gone (:meth:`PeerTable.wait_until_gone`,
 with rank 0's beacon held open until its process ends, :meth:`Beacon.hold_until_exit`),
 because a launcher stops the whole job when its first rank exits.
-No TensorFlow or Horovod here: the trainer wires it in.
+
+:func:`watching` puts it together for a driver: the exchange, and a failed
+collective inside its block turned into one line naming the lost ranks
+(:class:`~hvdkeras.errors.PeerLostError`) or Horovod's stall shutdown
+(:class:`~hvdkeras.errors.StallError`). No TensorFlow or Horovod here: the driver
+hands in the collective and the test for a failed one (:mod:`hvdkeras.distributed`'s).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import errno
 import os
 import socket
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence
+
+from hvdkeras.errors import HvdkerasError, PeerLostError, StallError
 
 ALIVE, EXITED, UNREACHABLE = "alive", "exited", "unreachable"
 PROBE_TIMEOUT_S = 3.0
+# After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
+# leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
+LEAVE_WAIT_S = 30.0
 
 
 def own_host() -> str:
@@ -167,3 +178,53 @@ def lost_line(findings: Sequence[Finding], timeout: float = PROBE_TIMEOUT_S, lim
     parts = [f"rank {f.peer.rank} on host {f.peer.host} ({why[f.state]})" for f in findings[:limit]]
     more = f" and {len(findings) - limit} more" if len(findings) > limit else ""
     return "lost " + ", ".join(parts) + more
+
+
+@contextlib.contextmanager
+def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
+             is_collective_failure: Callable[[BaseException], bool], backup: Any = None,
+             stall_shutdown_seconds: Optional[float] = None) -> Iterator[PeerTable]:
+    """Collective: a collective that fails inside names the lost ranks and hosts in one line.
+
+    Every rank opens a :class:`Beacon` and the ranks exchange their addresses with
+    ``gather_objects`` (an allgather of one object per rank); when a Horovod op fails
+    (``is_collective_failure``: Gloo's timeout, "Horovod has been shut down"), the other
+    ranks are probed and, if any is gone, :class:`PeerLostError` replaces Horovod's
+    error. If every rank is alive, Horovod shut down and ``stall_shutdown_seconds`` is
+    set, its stall inspector stopped the job: :class:`StallError`. Other errors pass
+    through unchanged. ``backup`` (a :class:`hvdkeras.callbacks.BackupAndRestore`)
+    names the checkpoint to resume from, and after a preemption makes the other ranks
+    leave once rank 0's process is gone, not a fixed time after it.
+    """
+    with Beacon() as beacon:
+        table = PeerTable.from_gathered(gather_objects((own_host(), beacon.port)), rank)
+        if backup is not None:
+            # ... or at once on a further SIGTERM: horovodrun sends one to the ranks still running as soon as
+            # rank 0 has left (waiting on would end in its SIGKILL, 137)
+            flag = backup.signal_flag
+
+            def leave_after_rank_0():
+                seen = flag.count
+                table.wait_until_gone(0, timeout=LEAVE_WAIT_S, stop=lambda: flag.count > seen)
+
+            backup.wait_to_leave = leave_after_rank_0
+        try:
+            yield table
+        except SystemExit:  # leaving the process (a preemption's Preempted is one)
+            beacon.hold_until_exit()  # "gone" once this process has ended, not when this block has
+            raise
+        except Exception as exc:
+            if isinstance(exc, HvdkerasError) or not is_collective_failure(exc):
+                raise
+            line = lost_line(table.lost())
+            saved = backup and (backup.last_saved or backup.restored)
+            resume = "rerun the same command to resume from the last checkpoint" + (
+                f" (checkpoint {saved.describe()})" if saved else "")
+            if line is not None:
+                raise PeerLostError(f"{line}; {resume}") from exc
+            if stall_shutdown_seconds and "shut down" in str(exc):
+                raise StallError(
+                    f"Horovod stopped the job: a rank stalled longer than horovod.stall_shutdown_seconds="
+                    f"{stall_shutdown_seconds} (Horovod's stall warning above names it under 'Missing ranks');"
+                    f" every rank was still alive; {resume}") from exc
+            raise

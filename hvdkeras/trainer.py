@@ -3,44 +3,45 @@
 :meth:`Trainer.from_config` builds the parts (Horovod process, this rank's data,
 compiled model at the scaled learning rate, checkpoint callback);
 ``Trainer(config, workdir, process=..., data=..., model=..., scaled_lr=...)`` takes
-them as they are. :meth:`Trainer.fit` is the plain driver: pre-flight check,
-resume, ``model.fit`` with :func:`hvdkeras.callbacks.default_callbacks` (the same
-list a ``model.fit`` user gets, in the order documented there), then the final
-global validation and a check that all ranks hold identical weights. With
-``elastic.enabled`` it hands over to :class:`hvdkeras.elastic.ElasticDriver`.
+them as they are. What a driver (:mod:`hvdkeras.drivers`) uses is here, once:
+the pre-flight check, :meth:`Trainer.fit_range` (``model.fit`` with
+:func:`hvdkeras.callbacks.default_callbacks`, the same list a ``model.fit`` user
+gets, in the order documented there), the final global validation and the check
+that all ranks hold identical weights. :meth:`Trainer.fit` hands the trainer to the
+driver the config asks for: plain, or elastic with ``elastic.enabled``.
 
 Files under ``workdir`` (:mod:`hvdkeras.workdir`) are written by rank 0 only.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import horovod
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, horovod_env, log, optimizers, peers, scaling, schedules
+from hvdkeras import (
+    checkpointing,
+    compat,
+    distributed,
+    drivers,
+    horovod_env,
+    log,
+    optimizers,
+    scaling,
+    schedules,
+    tasks,
+)
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
-from hvdkeras import models as models_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
-from hvdkeras.callbacks.preemption import Preempted
-from hvdkeras.elastic import ElasticDriver
-from hvdkeras.errors import ConfigError, HvdkerasError, PeerLostError, SetupError, StallError
-from hvdkeras.losses import make_loss
+from hvdkeras.errors import ConfigError, SetupError
 from hvdkeras.workdir import Workdir, save_config
 from hvdkeras.xla_gradients import use_xla_gradients
 
 keras = compat.keras
-
-# After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
-# leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
-LEAVE_WAIT_S = 30.0
-
 
 def _ranks(n: int) -> str:
     return f"{n} rank" if n == 1 else f"{n} ranks"
@@ -67,15 +68,17 @@ def auto_reasons(requested: config_lib.Config, resolved: config_lib.Config,
 
 
 def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, rank: int, size: int,
-               threads: Optional[int], agree: bool = True) -> data_lib.Datasets:
-    """This rank's data for ``size`` ranks.
+               threads: Optional[int], agree: bool = True, task: Optional[tasks.Task] = None) -> data_lib.Datasets:
+    """This rank's data for ``size`` ranks, from ``task`` (default: the config's, :func:`hvdkeras.tasks.for_config`).
 
     With ``agree`` (a collective), every rank runs the smallest number of steps any
     rank can serve, so no rank waits in an allreduce for one that ran out of data.
     """
+    task = task or tasks.for_config(config)
+    data_config = scaling.for_world(data_config, size)  # the task sees this world's global batches
+
     def build(steps):
-        return data_lib.build(data_config, data_lib.Shard(rank, size), seed=config.runtime.seed, steps=steps,
-                              threads=threads)
+        return task.datasets(config, data_config, data_lib.Shard(rank, size), config.runtime.seed, steps, threads)
 
     data = build(config.trainer.steps_per_epoch)
     if agree:
@@ -85,20 +88,23 @@ def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, ra
     return data
 
 
-def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int) -> Tuple[Any, float]:
-    """(the model compiled with the distributed optimizer at the scaled rate, that rate).
+def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int,
+                  task: Optional[tasks.Task] = None) -> Tuple[Any, float]:
+    """(``task``'s model compiled with its loss and metrics and the distributed optimizer at the scaled rate,
+    that rate); ``task`` defaults to the config's.
 
     ``runtime.mixed_precision`` is Keras' global dtype policy while the model and its optimizer
     are built, and the previous policy again afterwards: the model keeps it, the process does not.
     """
+    task = task or tasks.for_config(config)
     with compat.mixed_precision(config.runtime.mixed_precision):
-        model = models_lib.build(data.input_shape, data.num_classes, config.model)
+        model = task.model(config, data)
         optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data,
                                                 scaling.global_batch(config.data, size))
         model.compile(
             optimizer=optimizer,
-            loss=make_loss(data.num_classes, config.trainer.label_smoothing),
-            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            loss=task.loss(config, data),
+            metrics=task.metrics(config, data),
             # Horovod's ops have no XLA kernels here: Keras 3's "auto" would compile the whole step on GPU
             # hosts. runtime.jit_compile compiles the forward and backward pass only (below).
             jit_compile=False,
@@ -134,7 +140,7 @@ class Trainer:
 
     def __init__(self, config: config_lib.Config, workdir: str, *, process: distributed.ProcessInfo,
                  data: data_lib.Datasets, model, scaled_lr: float, backup: Optional[BackupAndRestore] = None,
-                 requested_config: Optional[config_lib.Config] = None):
+                 requested_config: Optional[config_lib.Config] = None, task: Optional[tasks.Task] = None):
         self.config = config
         self.requested_config = requested_config or config
         # what was chosen for the user: {key: why}, marked (auto) in the start-up lines and config.yaml
@@ -146,11 +152,13 @@ class Trainer:
         self.model = model
         self.scaled_lr = scaled_lr
         self.backup = backup
+        self.task = task or tasks.for_config(config)
 
     @classmethod
-    def from_config(cls, config: config_lib.Config, workdir: str,
-                    gpus: Optional[Sequence[Any]] = None) -> "Trainer":
-        """Initialises this process and builds every part from ``config``.
+    def from_config(cls, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None,
+                    task: Optional[tasks.Task] = None) -> "Trainer":
+        """Initialises this process and builds every part from ``config`` and ``task`` (default: the config's,
+        :func:`hvdkeras.tasks.for_config`).
 
         ``gpus`` overrides the GPUs found on the host (tests pass stand-ins). Except
         in elastic mode, where no collective may run before the state sync, the
@@ -162,14 +170,15 @@ class Trainer:
         process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod, workdir=workdir)
         config_lib.validate_for_world(config, process.size)
         resolved = resolved_for_host(config, process)
+        task = task or tasks.for_config(resolved)
         try:
             data = build_data(resolved, resolved.data, process.rank, process.size, process.threads.intra_op,
-                              agree=not resolved.elastic.enabled)
-            model, scaled_lr = compile_model(resolved, data, process.size)
+                              agree=not resolved.elastic.enabled, task=task)
+            model, scaled_lr = compile_model(resolved, data, process.size, task)
         except ConfigError as exc:
             raise config_lib.locate(config, exc) from None
         trainer = cls(resolved, workdir, process=process, data=data, model=model, scaled_lr=scaled_lr,
-                      backup=make_backup(resolved, workdir), requested_config=config)
+                      backup=make_backup(resolved, workdir), requested_config=config, task=task)
         trainer.auto = auto_reasons(config, resolved, process)
         return trainer
 
@@ -177,7 +186,8 @@ class Trainer:
 
     def data_for_world(self, data_config: config_lib.DataConfig, rank: int, size: int) -> data_lib.Datasets:
         """This rank's data for ``size`` ranks, the steps agreed by all (a collective)."""
-        return build_data(self.config, data_config, rank, size, self.process.threads.intra_op, agree=True)
+        return build_data(self.config, data_config, rank, size, self.process.threads.intra_op, agree=True,
+                          task=self.task)
 
     def log(self, message: str) -> None:
         """An information line, on rank 0 only (:mod:`hvdkeras.log`)."""
@@ -202,7 +212,7 @@ class Trainer:
             tensorboard_dir=self.files.tensorboard if cfg.trainer.tensorboard else None,
             progress=cfg.trainer.verbose > 0,
             terminate_on_nan=cfg.trainer.terminate_on_nan,
-            throughput_unit="images",
+            throughput_unit=self.task.throughput_unit,
             size=size,
         )
 
@@ -262,43 +272,40 @@ class Trainer:
         }
         distributed.preflight(fields, details={"config": flat})
 
-    def run_fit(self, data: data_lib.Datasets, dataset, steps: int, first_epoch: int, last_epoch: int,
-                callbacks) -> Dict[str, List[float]]:
-        """``model.fit`` over epochs ``[first_epoch, last_epoch)`` with validation as configured; its history."""
-        cfg = self.config
-        validate = data.validation is not None and cfg.trainer.validation_freq > 0
-        # shuffle=False: the dataset shuffles itself, by the seed and the epoch (Keras 3 warns on True, its default).
-        result = self.model.fit(dataset, steps_per_epoch=steps, epochs=last_epoch, initial_epoch=first_epoch,
-                                shuffle=False, validation_data=data.validation if validate else None,
-                                validation_freq=cfg.trainer.validation_freq if validate else 1,
-                                callbacks=callbacks, verbose=cfg.trainer.verbose if distributed.is_chief() else 0)
-        return result.history
+    def fit_range(self, data: data_lib.Datasets, epoch: int, batch: int, scaled_lr: float, size: int,
+                  extra_callbacks: Callable[[int], List[Any]] = lambda initial_batch: []) -> Dict[str, List[float]]:
+        """Trains from batch ``batch`` of epoch index ``epoch`` to ``trainer.epochs``; the history of the epochs.
 
-    def fit_from(self, data: data_lib.Datasets, epoch: int, batch: int, scaled_lr: float, size: int,
-                 history: Dict[str, List[float]],
-                 extra_callbacks: Callable[[int], List[Any]] = lambda initial_batch: []) -> None:
-        """Trains from batch ``batch`` of epoch index ``epoch`` to ``trainer.epochs``, extending ``history``.
-
-        A partial epoch (a run preempted mid-epoch) is a ``fit`` of its own over that
-        epoch's batches from ``batch`` on (the same shuffle, ``skip(batch)``), the
-        learning-rate callbacks counting from ``batch``; whole epochs follow in one
-        ``fit``. ``extra_callbacks(initial_batch)`` adds callbacks to each ``fit``.
+        The drivers' one way to train. The position is first taken through
+        :func:`hvdkeras.checkpointing.next_position`. A partial epoch (a run preempted
+        mid-epoch) is a ``fit`` of its own over that epoch's batches from ``batch`` on
+        (the same shuffle, ``skip(batch)``), the learning-rate callbacks counting from
+        ``batch``; whole epochs follow in one ``fit``, with validation as configured.
+        ``extra_callbacks(initial_batch)`` adds callbacks to each ``fit``.
         """
-        epochs, steps = self.config.trainer.epochs, data.steps_per_epoch
-        if batch >= steps:
-            epoch, batch = epoch + 1, 0
+        cfg = self.config
+        epochs, steps = cfg.trainer.epochs, data.steps_per_epoch
+        epoch, batch = checkpointing.next_position(epoch, batch, steps)
         parts = []
         if epoch < epochs and batch:
             parts.append((data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch))
             epoch += 1
         if epoch < epochs:
             parts.append((data.train(epoch, epochs), steps, epoch, epochs, 0))
+        validate = data.validation is not None and cfg.trainer.validation_freq > 0
+        history: Dict[str, List[float]] = {}
         for dataset, n, first, last, skip in parts:
             if self.backup is not None:
                 self.backup.continue_at(first, skip)  # weights are in place: restored, synced or trained
             callbacks = self.callbacks(scaled_lr, steps, size, initial_batch=skip) + list(extra_callbacks(skip))
-            for key, values in self.run_fit(data, dataset, n, first, last, callbacks).items():
+            # shuffle=False: the dataset shuffles itself, by the seed and the epoch (Keras 3 warns on True).
+            result = self.model.fit(dataset, steps_per_epoch=n, epochs=last, initial_epoch=first, shuffle=False,
+                                    validation_data=data.validation if validate else None,
+                                    validation_freq=cfg.trainer.validation_freq if validate else 1,
+                                    callbacks=callbacks, verbose=cfg.trainer.verbose if distributed.is_chief() else 0)
+            for key, values in result.history.items():
                 history.setdefault(key, []).extend(values)
+        return history
 
     def evaluate(self, data: Optional[data_lib.Datasets] = None) -> Dict[str, float]:
         """Validation metrics over every validation example of every rank (collective)."""
@@ -321,108 +328,12 @@ class Trainer:
         self.log(f"final validation ({_ranks(size)}, every example once): {shown or 'no validation data'}")
         return final
 
-    # ------------------------------------------------------------------ the plain driver
-
-    def resume_position(self) -> Tuple[int, int]:
-        """Collective: ``(epochs done, batches done in the next)``, (0, 0) for a fresh run; rank 0 loads them."""
-        if self.backup is None:
-            return 0, 0
-        if not self.config.checkpoint.resume:
-            store = self.backup.store
-            found = distributed.broadcast_object(store.latest() if distributed.is_chief() else None,
-                                                 name="hvdkeras.existing_checkpoint")
-            if found is not None:
-                raise ConfigError(
-                    f"{self.workdir} already holds checkpoints up to {found.describe()} and checkpoint.resume is"
-                    " false; set checkpoint.resume=true to continue from them, or pass a new --workdir"
-                )
-        self.backup.restore(self.model)
-        return self.backup.restored.position if self.backup.restored else (0, 0)
-
-    @contextlib.contextmanager
-    def watching_peers(self):
-        """Collective: a collective that fails inside names the lost ranks and hosts in one line.
-
-        Every rank opens a :class:`hvdkeras.peers.Beacon` and the ranks exchange their
-        addresses; when a Horovod op fails (Gloo's timeout, "Horovod has been shut down"),
-        the other ranks are probed and, if any is gone, :class:`PeerLostError` replaces
-        Horovod's error. If every rank is alive, Horovod shut down and
-        ``horovod.stall_shutdown_seconds`` is set, its stall inspector stopped the job:
-        :class:`StallError`. Other errors pass through unchanged.
-        """
-        with peers.Beacon() as beacon:
-            gathered = distributed.allgather_object((peers.own_host(), beacon.port), name="hvdkeras.peers")
-            table = peers.PeerTable.from_gathered(gathered, self.process.rank)
-            if self.backup is not None:
-                # after a preemption the other ranks leave once rank 0's process is gone, not a fixed time after
-                # it, or at once on a further SIGTERM: horovodrun sends one to the ranks still running as soon as
-                # rank 0 has left (waiting on would end in its SIGKILL, 137)
-                flag = self.backup.signal_flag
-
-                def leave_after_rank_0():
-                    seen = flag.count
-                    table.wait_until_gone(0, timeout=LEAVE_WAIT_S, stop=lambda: flag.count > seen)
-
-                self.backup.wait_to_leave = leave_after_rank_0
-            try:
-                yield table
-            except Preempted:
-                beacon.hold_until_exit()  # "gone" once this process has ended, not when this block has
-                raise
-            except Exception as exc:
-                if isinstance(exc, HvdkerasError) or not distributed.is_collective_failure(exc):
-                    raise
-                line = peers.lost_line(table.lost())
-                saved = self.backup and (self.backup.last_saved or self.backup.restored)
-                resume = "rerun the same command to resume from the last checkpoint" + (
-                    f" (checkpoint {saved.describe()})" if saved else "")
-                if line is not None:
-                    raise PeerLostError(f"{line}; {resume}") from exc
-                stall = self.config.horovod.stall_shutdown_seconds
-                if stall and "shut down" in str(exc):
-                    raise StallError(
-                        f"Horovod stopped the job: a rank stalled longer than horovod.stall_shutdown_seconds={stall}"
-                        " (Horovod's stall warning above names it under 'Missing ranks'); every rank was still"
-                        f" alive; {resume}") from exc
-                raise
+    # ------------------------------------------------------------------ driving
 
     def fit(self) -> Dict[str, float]:
-        """Trains to ``trainer.epochs`` (resuming if possible); returns the final global metrics."""
-        self.write_config()
-        if self.config.elastic.enabled:
-            return ElasticDriver(self).fit()
-        cfg, p, data = self.config, self.process, self.data
-        epochs = cfg.trainer.epochs
-        self.preflight(data)
-        start, batch = self.resume_position()
-        threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads" + (
-            " (auto)" if "runtime.intra_op_threads" in self.auto else "")
-        device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
-        at = f" and batch {batch} of epoch {start + 1}" if batch else ""
-        where = (f"resuming after epoch {start}{at} from {self.backup.backup_dir}" if start or batch
-                 else "starting fresh")
-        log.info(f"rank {p.rank}/{p.size} (local {p.local_rank}/{p.local_size}, {device}): {where};"
-                 f" epoch {start + 1} of {epochs}", every_rank=True)
-        self.log(f"{cfg.data.name}, {cfg.optimizer.name}, workdir {self.workdir}; " + "; ".join(self.job_lines()))
-        hv = cfg.horovod
-        self.log("horovod: " + ", ".join(
-            f"{key}={'Horovod default' if getattr(hv, key) is None else getattr(hv, key)}"
-            + (" (auto)" if f"horovod.{key}" in self.auto else "")
-            for key in ("compression", "cycle_time_ms", "fusion_threshold_mb", "groups")))
-        advice = horovod_env.compression_advice(hv.compression, multi_host=p.size > p.local_size)
-        if advice:
-            self.log(f"note: {advice}")
-        final: Dict[str, float] = {}
-        if start < epochs:
-            tic = time.perf_counter()
-            history: Dict[str, List[float]] = {}
-            with self.watching_peers():
-                self.fit_from(data, start, batch, self.scaled_lr, p.size, history)
-            self.log(f"trained epochs {start + 1}-{epochs} in {time.perf_counter() - tic:.1f}s")
-            final = {k: float(v[-1]) for k, v in history.items()}
-        else:
-            self.log(f"nothing to train: the checkpoint already holds all {epochs} epochs")
-        return self.finish(final)
+        """Trains to ``trainer.epochs`` (resuming if possible) with the driver the config asks for
+        (:mod:`hvdkeras.drivers`: plain, or elastic); returns the final global metrics."""
+        return drivers.for_config(self.config)(self).fit()
 
 
 def train_and_evaluate(config: config_lib.Config, workdir: str, **kwargs) -> Dict[str, float]:

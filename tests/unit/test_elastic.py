@@ -3,20 +3,21 @@ import pytest
 
 from hvdkeras import config as config_lib
 from hvdkeras import elastic, scaling
+from hvdkeras.drivers import elastic as elastic_driver
 
 
 def rate_after_resize(cfg, initial_size, size):
     """(global batch, learning rate) after a resize from ``initial_size`` to ``size`` ranks, as the driver computes."""
-    data = elastic.data_config_for(cfg, initial_size, size)
+    data = elastic_driver.data_config_for(cfg, initial_size, size)
     return data.global_batch_size, scaling.scaled_learning_rate(cfg.optimizer, cfg.data, data.global_batch_size)
 
 
 def test_elastic_resize_policies():
     cfg = config_lib.load(None, ["elastic.enabled=true", "data.global_batch_size=64"])
-    assert elastic.data_config_for(cfg, initial_size=2, size=1).global_batch_size == 64  # keep_global_batch
+    assert elastic_driver.data_config_for(cfg, initial_size=2, size=1).global_batch_size == 64  # keep_global_batch
     cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
                                  "data.global_batch_size=64", "data.eval_global_batch_size=32"])
-    resized = elastic.data_config_for(cfg, initial_size=2, size=3)
+    resized = elastic_driver.data_config_for(cfg, initial_size=2, size=3)
     assert resized.global_batch_size == 96 and resized.eval_global_batch_size == 48  # 32 and 16 per rank
 
 
@@ -45,7 +46,7 @@ def test_horovods_convention_under_both_policies():
 def test_keep_rank_batch_without_an_eval_batch_resizes_the_training_batch_for_both():
     cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
                                  "data.global_batch_size=64"])
-    resized = elastic.data_config_for(cfg, initial_size=4, size=2)
+    resized = elastic_driver.data_config_for(cfg, initial_size=4, size=2)
     assert (resized.global_batch_size, resized.eval_global_batch_size) == (32, 32)
     config_lib.validate_for_world(config_lib.Config(data=resized), 2)
 

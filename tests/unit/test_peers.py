@@ -109,3 +109,70 @@ def test_a_stop_request_ends_the_wait_for_a_peer_still_there():
         tic = time.monotonic()
         assert peers.wait_until_gone("127.0.0.1", beacon.port, timeout=30, stop=lambda: time.monotonic() - tic > 0.3)
         assert time.monotonic() - tic < 5
+
+
+# --------------------------------------------------------------------------- watching: a failed collective in one line
+
+
+class ShutDownError(Exception):
+    """Stands for Horovod's failed op (what distributed.is_collective_failure recognises)."""
+
+
+def _watching(second, **kwargs):
+    """peers.watching on rank 0 of two, rank 1 at ``second`` (host, port), failures of the kind ShutDownError."""
+    return peers.watching(0, lambda own: [own, second], lambda exc: isinstance(exc, ShutDownError), **kwargs)
+
+
+def _closed_port():
+    with peers.Beacon() as beacon:
+        return beacon.port
+
+
+def test_a_collective_failure_with_a_peer_gone_becomes_one_line_naming_it():
+    from hvdkeras.errors import PeerLostError
+
+    with pytest.raises(PeerLostError, match=r"^lost rank 1 on host 127\.0\.0\.1 \(its process has exited; the host "
+                                            r"answers\); rerun the same command to resume from the last checkpoint$"):
+        with _watching(("127.0.0.1", _closed_port())):
+            raise ShutDownError("Horovod has been shut down. This was caused by ...")
+
+
+def test_a_stall_shutdown_with_every_rank_alive_names_the_setting():
+    from hvdkeras.errors import StallError
+
+    with peers.Beacon() as alive:
+        with pytest.raises(StallError, match=r"horovod.stall_shutdown_seconds=10 .*every rank was still alive"):
+            with _watching(("127.0.0.1", alive.port), stall_shutdown_seconds=10):
+                raise ShutDownError("Horovod has been shut down. This was caused by ...")
+        # Without that setting, Horovod's own error stays as it was.
+        with pytest.raises(ShutDownError):
+            with _watching(("127.0.0.1", alive.port)):
+                raise ShutDownError("Horovod has been shut down.")
+
+
+def test_other_errors_pass_through_without_probing(monkeypatch):
+    monkeypatch.setattr(peers.PeerTable, "lost", lambda self, timeout=0: pytest.fail("probed"))
+    with pytest.raises(KeyError):
+        with _watching(("127.0.0.1", _closed_port())):
+            raise KeyError("a bug of our own")
+
+
+def test_the_checkpoint_to_resume_from_is_named_and_a_preempted_rank_waits_for_rank_0():
+    from hvdkeras.errors import PeerLostError
+
+    class Saved:
+        def describe(self):
+            return "epoch 3"
+
+    class Backup:
+        signal_flag = type("Flag", (), {"count": 0})()
+        last_saved, restored, wait_to_leave = Saved(), None, None
+
+    backup = Backup()
+    with pytest.raises(PeerLostError, match=r"; rerun the same command to resume from the last checkpoint"
+                                            r" \(checkpoint epoch 3\)$"):
+        with _watching(("127.0.0.1", _closed_port()), backup=backup):
+            raise ShutDownError("Horovod has been shut down.")
+    started = time.monotonic()
+    backup.wait_to_leave()  # rank 0 (here the closed port's) is gone: no wait
+    assert time.monotonic() - started < 5
