@@ -1,7 +1,7 @@
 """Command line: ``python -m hvdkeras.train --config FILE [--set a.b=value ...] [--workdir DIR]``.
 
 ``--dry_run`` resolves the job and prints its launch command instead of training;
-its own flags (``--np``, ``--hosts``, ``--launcher``, ...) are in :mod:`hvdkeras.dry_run`.
+its own flags (``--np``, ``--hosts``, ``--launcher``, ...) are in :mod:`hvdkeras.launch.cli`.
 
 Run it under a launcher for more than one process, e.g.
 ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train --config configs/digits.yaml``.
@@ -20,9 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: k
 from absl import app, flags  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
-from hvdkeras import dry_run  # noqa: E402
 from hvdkeras.errors import HvdkerasError, SetupError  # noqa: E402
 from hvdkeras.horovod_env import launcher_rank  # noqa: E402
+from hvdkeras.launch import cli as dry_run  # noqa: E402
 from hvdkeras.workdir import check_writable  # noqa: E402
 
 FLAGS = flags.FLAGS

@@ -1,4 +1,4 @@
-"""python -m hvdkeras.train --dry_run (hvdkeras.dry_run): the plan and the launch command, nothing started."""
+"""python -m hvdkeras.train --dry_run (hvdkeras.launch.cli): the plan and the launch command, nothing started."""
 import os
 import subprocess
 import sys

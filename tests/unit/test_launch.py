@@ -1,4 +1,4 @@
-"""Launch recipes and the dry run (hvdkeras/launch.py): the numbers match the trainer's, the files parse."""
+"""Launch recipes and the dry run (hvdkeras/launch/): the numbers match the trainer's, the files parse."""
 import dataclasses
 import os
 import shlex

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="lists the p
 
 
 @pytest.fixture(scope="module")
-def wheel_names(tmp_path_factory):
-    """The file names inside a wheel built from the project's tracked files (a clean copy, as a clone has)."""
+def wheel(tmp_path_factory):
+    """A wheel built from the project's tracked files (a clean copy, as a clone has)."""
     src = tmp_path_factory.mktemp("src")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
@@ -24,7 +24,12 @@ def wheel_names(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                     "-q", "-w", str(out), str(src)], check=True, capture_output=True, timeout=300)
-    (wheel,) = out.glob("hvdkeras-*.whl")
+    (built,) = out.glob("hvdkeras-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def wheel_names(wheel):
     with zipfile.ZipFile(wheel) as z:
         return z.namelist()
 
@@ -32,14 +37,24 @@ def wheel_names(tmp_path_factory):
 def test_the_wheel_holds_only_the_package(wheel_names):
     outside = [n for n in wheel_names if not n.startswith(("hvdkeras/", "hvdkeras-"))]
     assert outside == []
-    for word in ("benchmarks/", "/bench/", "lab/", "shaper", "slurm", "namespace", "tests/", "recipes"):
+    for word in ("benchmarks/", "/bench/", "lab/", "shaper", "namespace", "tests/", "recipes"):
         assert not [n for n in wheel_names if word in n], word
+
+
+def test_no_file_of_the_wheel_builds_hosts_shapes_links_or_runs_a_slurm_cluster(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(".py"):
+                text = z.read(name).decode()
+                for lab_only in ("netns", "qdisc", "slurmctld", "munged"):
+                    assert lab_only not in text, (name, lab_only)
 
 
 def test_the_wheel_holds_what_its_commands_need(wheel_names):
     for needed in ("hvdkeras/discover_hosts.py",  # elastic launch lines name it
                    "hvdkeras/input_bench.py",  # python -m hvdkeras.input_bench
-                   "hvdkeras/resources/digits.csv.gz"):  # the default job's data
+                   "hvdkeras/resources/digits.csv.gz",  # the default job's data
+                   "hvdkeras/launch/slurm.sbatch", "hvdkeras/launch/slurm_requeue.sh"):  # the Slurm script
         assert needed in wheel_names
     patches = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "build_horovod" / "patches").glob("*.patch"))
     assert patches and all(f"hvdkeras/build_horovod/patches/{p}" in wheel_names for p in patches)

@@ -1,0 +1,5 @@
+"""``python -m hvdkeras.launch --mpirun-flags [--gpus]``: prints the mpirun flags (for the Makefile)."""
+from hvdkeras.launch.mpirun import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

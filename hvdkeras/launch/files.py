@@ -1,0 +1,49 @@
+"""What ``python -m hvdkeras.train --dry_run`` prints and writes: the summary, then the command or file."""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+from hvdkeras import config as config_lib
+from hvdkeras.errors import LaunchError
+from hvdkeras.launch.common import DEFAULT_IMAGE, check_launcher
+from hvdkeras.launch.describe import describe
+from hvdkeras.launch.plan import plan
+from hvdkeras.launch.render import launch_file, render_command
+
+
+def dry_run(config_path: str, overrides: Sequence[str] = (), workdir: Optional[str] = None,
+            default_workdir: Optional[str] = None, np: Optional[int] = None, hosts: Optional[str] = None,
+            launcher: str = "horovodrun", image: str = DEFAULT_IMAGE, gpus_per_host: int = 0,
+            cores_per_host: Optional[int] = None, output: Optional[str] = None) -> str:
+    """What ``python -m hvdkeras.train --dry_run`` prints: the summary, then the command or file.
+
+    ``workdir`` is the ``--workdir`` given (repeated in the command); ``default_workdir``
+    the one the trainer would use without it. With ``output`` the launch file is also
+    written there. Nothing else is written.
+    """
+    check_launcher(launcher)
+    cfg = config_lib.load(config_path, overrides)
+    train_args = ["--config", config_path]
+    for text in overrides:
+        train_args += ["--set", text]
+    if workdir:
+        train_args += ["--workdir", workdir]
+    p = plan(cfg, np, hosts, gpus_per_host=gpus_per_host, cores_per_host=cores_per_host, train_args=train_args,
+             workdir=workdir or default_workdir)
+    command = render_command(p, launcher, image)
+    header = f"hvdkeras dry run: {config_path} (nothing started: no hvd.init, no training, no files)"
+    text = f"{header}\n{describe(p, launcher)}\n\n"
+    kind = {"horovodrun": "command", "mpirun": "command", "slurm": "sbatch script", "slurm-srun": "sbatch script",
+            "kubernetes": "MPIJob manifest"}[launcher]
+    text += f"--- {kind} ---\n{command}" + ("" if command.endswith("\n") else "\n")
+    if output:
+        try:
+            with open(output, "w") as f:
+                f.write(launch_file(p, launcher, image))
+            if launcher in ("horovodrun", "mpirun"):
+                os.chmod(output, 0o755)
+        except OSError as exc:
+            raise LaunchError(f"cannot write --dry_run_output {output}: {exc.strerror or exc}") from None
+        text += f"--- written to {output} ---\n"
+    return text

@@ -1,0 +1,114 @@
+"""The plan: what a job would run with, resolved without starting it (see :mod:`hvdkeras.launch`)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+from hvdkeras import config as config_lib
+from hvdkeras import data_sizes, horovod_env, scaling
+from hvdkeras.errors import ConfigError, LaunchError
+from hvdkeras.launch.hosts import Host, world
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything a job would run with, resolved without starting it."""
+
+    config: config_lib.Config
+    train_args: Tuple[str, ...]  # the arguments of python -m hvdkeras.train on every rank
+    np: int  # world size
+    hosts: Tuple[Host, ...]
+    gpus_per_host: int  # 0: CPU hosts
+    cores_per_host: int
+    # Batches (examples per optimizer step).
+    global_batch: int
+    per_rank_batch: int
+    eval_global_batch: int
+    eval_per_rank_batch: int
+    # Learning rate.
+    base_lr: float  # optimizer.learning_rate, the rate of the reference batch
+    scaled_lr: float  # what the optimizer gets
+    warmup_start_lr: float  # the rate of the first warmup batch
+    warmup_epochs: float
+    # Steps (None: unknown, see steps_note).
+    epochs: int
+    steps_per_epoch: Optional[int]
+    steps_note: str  # where steps_per_epoch comes from, or why it is unknown
+    warmup_steps: Optional[int]
+    total_steps: Optional[int]
+    # Horovod and threads.
+    horovod: config_lib.HorovodConfig  # resolved for the hosts (automatic knobs filled in)
+    horovod_env: Dict[str, str]
+    threads: Tuple[Tuple[int, object], ...]  # (ranks on a host, horovod_env.ThreadBudget), one per distinct count
+
+    @property
+    def uniform_slots(self) -> Optional[int]:
+        """Processes per host when every host runs the same number, else None."""
+        counts = {h.slots for h in self.hosts}
+        return counts.pop() if len(counts) == 1 else None
+
+
+def warmup_steps(warmup_epochs: float, steps_per_epoch: int) -> int:
+    """Batches run below the scaled rate: ``ceil(warmup_epochs * steps_per_epoch)``.
+
+    The warmup callback sets the rate of batch ``b`` of epoch ``e`` at the fractional
+    epoch ``e + b / steps_per_epoch`` and reaches the scaled rate at ``warmup_epochs``.
+    """
+    return math.ceil(warmup_epochs * steps_per_epoch)
+
+
+def total_steps(epochs: int, steps_per_epoch: int) -> int:
+    """Optimizer steps of the whole run on every rank: ``epochs * steps_per_epoch``."""
+    return epochs * steps_per_epoch
+
+
+def _steps_per_epoch(cfg: config_lib.Config, np_: int) -> Tuple[Optional[int], str]:
+    """(steps per epoch or None, where it comes from or why it is unknown); sizes only (:mod:`hvdkeras.data_sizes`)."""
+    steps, note = data_sizes.steps_per_epoch(cfg, np_)
+    if steps == 0:
+        examples, source = data_sizes.train_examples(scaling.for_world(cfg.data, np_))
+        raise ConfigError(f"data.global_batch_size={scaling.global_batch(cfg.data, np_)} is larger than the"
+                          f" {examples} training examples of {source}; use a smaller global batch")
+    return steps, note
+
+
+def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None, str, Sequence[Host]] = None, *,
+         gpus_per_host: int = 0, cores_per_host: Optional[int] = None, train_args: Sequence[str] = (),
+         workdir: Optional[str] = None) -> Plan:
+    """Resolves ``config`` for ``np`` processes on ``hosts`` (``"a:4,b:4"``) without starting anything.
+
+    ``cores_per_host`` defaults to this machine's cores; ``workdir`` places relative
+    timeline and autotune-log paths as the trainer would. Raises :class:`ConfigError`
+    (or :class:`LaunchError`) with one line for anything the trainer would refuse.
+    """
+    np_, hosts_ = world(np, hosts)
+    if gpus_per_host < 0:
+        raise LaunchError(f"--gpus_per_host must be >= 0 (0: CPU hosts); received: {gpus_per_host}")
+    if gpus_per_host:  # one GPU per process: the trainer's own check, for the first local rank without one
+        fullest = max(h.slots for h in hosts_)
+        horovod_env.select_local_gpu(list(range(gpus_per_host)), min(fullest, gpus_per_host + 1) - 1)
+    cores = cores_per_host if cores_per_host is not None else horovod_env.host_cores()
+    if cores < 1:
+        raise LaunchError(f"--cores_per_host must be >= 1; received: {cores}")
+    cfg = config
+    config_lib.validate_for_world(cfg, np_)
+    d, o, s = cfg.data, cfg.optimizer, cfg.schedule
+    global_batch, eval_global = scaling.global_batch(d, np_), scaling.eval_global_batch(d, np_)
+    scaled = scaling.scaled_learning_rate(o, d, global_batch)
+    steps, note = _steps_per_epoch(cfg, np_)
+    resolved = horovod_env.resolve_horovod(cfg.horovod, multi_host=len(hosts_) > 1)
+    threads = tuple((n, horovod_env.thread_budget(cores, n, cfg.runtime.intra_op_threads, cfg.runtime.inter_op_threads))
+                    for n in sorted({h.slots for h in hosts_}, reverse=True))
+    return Plan(
+        config=cfg, train_args=tuple(train_args), np=np_, hosts=hosts_, gpus_per_host=gpus_per_host,
+        cores_per_host=cores,
+        global_batch=global_batch, per_rank_batch=scaling.per_rank_batch(global_batch, np_),
+        eval_global_batch=eval_global, eval_per_rank_batch=scaling.per_rank_batch(eval_global, np_),
+        base_lr=o.learning_rate, scaled_lr=scaled,
+        warmup_start_lr=scaling.warmup_start_lr(o, scaled),
+        warmup_epochs=s.warmup_epochs, epochs=cfg.trainer.epochs, steps_per_epoch=steps, steps_note=note,
+        warmup_steps=warmup_steps(s.warmup_epochs, steps) if steps else None,
+        total_steps=total_steps(cfg.trainer.epochs, steps) if steps else None,
+        horovod=resolved, horovod_env=horovod_env.horovod_environment(resolved, workdir), threads=threads,
+    )
