@@ -189,10 +189,6 @@ class Trainer:
         return build_data(self.config, data_config, rank, size, self.process.threads.intra_op, agree=True,
                           task=self.task)
 
-    def log(self, message: str) -> None:
-        """An information line, on rank 0 only (:mod:`hvdkeras.log`)."""
-        log.info(message)
-
     def callbacks(self, scaled_lr: float, steps_per_epoch: int, size: int,
                   initial_batch: int = 0) -> List[keras.callbacks.Callback]:
         """:func:`hvdkeras.callbacks.default_callbacks` for this config; ``initial_batch``: the first
@@ -325,7 +321,7 @@ class Trainer:
             if bad:
                 raise RuntimeError(f"model weights differ from rank 0's on {bad} of {size} ranks after training")
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
-        self.log(f"final validation ({_ranks(size)}, every example once): {shown or 'no validation data'}")
+        log.info(f"final validation ({_ranks(size)}, every example once): {shown or 'no validation data'}")
         return final
 
     # ------------------------------------------------------------------ driving
