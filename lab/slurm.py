@@ -108,6 +108,9 @@ def slurm_conf(folder: str, nodes: List[Tuple[str, str]], cpus: int, controller:
         "JobAcctGatherType=jobacct_gather/none",
         "MinJobAge=3600",  # finished jobs stay visible to scontrol (no accounting database here)
         "KillWait=10",  # between a job's SIGTERM (scancel, time limit) and its SIGKILL
+        # Pending jobs are looked at every second, not every 60 s (main loop) or 30 s (backfill): a requeued
+        # job becomes eligible when its begin time passes, an event no scheduling pass is triggered by.
+        "SchedulerParameters=sched_interval=1,bf_interval=1",
         f"StateSaveLocation={os.path.join(folder, 'state')}",
         f"SlurmdSpoolDir={os.path.join(folder, 'spool', '%n')}",
         f"SlurmctldPidFile={os.path.join(folder, 'run', 'slurmctld.pid')}",

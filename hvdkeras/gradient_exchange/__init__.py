@@ -69,6 +69,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
         backward_passes_per_step=backward_passes_per_step, average_aggregated_gradients=average_aggregated_gradients,
         groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+    compat.trace_horovod_without_autograph()
     return _exchange.distribute(optimizer, options)
 
 

@@ -29,6 +29,18 @@ def test_the_wrapped_optimizer_keeps_its_class_and_rate(hvd_single):
     assert compat.get_learning_rate(optimizer) == pytest.approx(0.3)
 
 
+def test_a_traced_step_calls_horovods_code_without_autograph_converting_it(hvd_single):
+    from tensorflow.python.autograph.core import config as autograph_config
+    from tensorflow.python.autograph.impl import conversion
+
+    gradient_exchange.DistributedOptimizer(compat.keras.optimizers.SGD(0.1))
+    gradient_exchange.DistributedOptimizer(compat.keras.optimizers.SGD(0.1))
+    assert conversion.is_allowlisted(hvd.allreduce) and conversion.is_allowlisted(hvd.grouped_allreduce)
+    assert not conversion.is_allowlisted(_horovod_ops_of_a_compiled_step)  # only Horovod's modules
+    horovod_rules = [rule for rule in autograph_config.CONVERSION_RULES if rule.matches("horovod.tensorflow")]
+    assert len(horovod_rules) == 1  # added once, however many optimizers
+
+
 def _horovod_ops_of_a_compiled_step(optimizer) -> list:
     """The Horovod ops of one traced train step (nested functions and cond branches included)."""
     keras = compat.keras
