@@ -3,6 +3,9 @@ import os
 import re
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from tests.harness.ranks import (
     REPO,
@@ -91,24 +94,14 @@ def _stop_rank_one_for(workdir, seconds, *sets):
     return proc.returncode, out
 
 
-@stall
-def test_a_rank_frozen_for_12s_delays_training_without_an_error(tmp_path):
-    # SIGSTOP freezes Horovod's background thread too: under Gloo the coordinator then waits in its
-    # own negotiation (up to HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s), where no stall check runs, so the
-    # frozen rank simply holds everyone; no warning is possible (docs/reliability.md).
-    code, out = _stop_rank_one_for(tmp_path / "w", 12, "trainer.epochs=4", "horovod.stall_warning_seconds=5")
-    assert code == 0, out[-3000:]
-    assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1, 2, 3, 4]
-
-
-def _slow_sets(tmp_path, *sets):
-    sets = ("trainer.verbose=0", "trainer.epochs=3", "horovod.stall_warning_seconds=5") + sets
-    return ["--config", DIGITS, "--workdir", str(tmp_path / "w"), *[a for s in sets for a in ("--set", s)]]
-
-
-def _slow_rank(tmp_path, seconds, *sets):
-    return horovodrun([os.path.join(SCRIPTS, "slow_rank.py"), str(seconds), *_slow_sets(tmp_path, *sets)],
-                      timeout=240, check=False)
+def _slow_rank(folder, seconds, *args_and_sets):
+    """:class:`OutputWatch` of ``slow_rank.py SECONDS [args...]`` on the digits job in ``folder/w`` for 3 epochs,
+    Horovod's stall check every 5 s unless ``args_and_sets`` (``section.key=value`` items) say otherwise."""
+    args = [a for a in args_and_sets if "=" not in a]
+    sets = ("trainer.verbose=0", "trainer.epochs=3", "horovod.stall_warning_seconds=5",
+            *[a for a in args_and_sets if "=" in a])
+    return OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), str(seconds), *args, "--config", DIGITS,
+                                    "--workdir", str(folder / "w"), *[a for s in sets for a in ("--set", s)]]))
 
 
 def _missing_rank_lines(output, mark=""):
@@ -117,36 +110,79 @@ def _missing_rank_lines(output, mark=""):
 
 
 STALL_WARNING = "waiting for remainder of ranks for more than 5 seconds"
+PAUSES = "rank 1 pauses"
 
 
-@stall
-def test_a_slow_rank_gets_horovods_stall_warning_naming_it_and_training_continues(tmp_path):
+def _frozen(folder):
+    # SIGSTOP freezes Horovod's background thread too: under Gloo the coordinator then waits in its
+    # own negotiation (up to HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s), where no stall check runs, so the
+    # frozen rank simply holds everyone; no warning is possible (docs/reliability.md).
+    return _stop_rank_one_for(folder / "w", 12, "trainer.epochs=4", "horovod.stall_warning_seconds=5")
+
+
+def _warned(folder):
     # Needs build patch 0004: without it Horovod 0.28.1's stall inspector is silent under Gloo. It looks every
     # 5 s (the warning time); the gradients are in Horovod's response cache after step one, and a cached tensor
     # waiting over 5 s is first moved out of the cache at one check and only named at a later one (lag counted
     # from the move), so the warning comes 10 to 20 s into the pause. Rank 1 pauses until the warning is seen.
-    release = tmp_path / "release"
-    job = OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), "60", str(release), *_slow_sets(tmp_path)]))
-    job.wait_for("rank 1 pauses", 180, "rank 1's pause")
+    release = folder / "release"
+    job = _slow_rank(folder, 60, str(release))
+    job.wait_for(PAUSES, 180, "rank 1's pause")
     job.wait_for(STALL_WARNING, 45, "Horovod's stall warning while rank 1 pauses")
     release.touch()
     out = job.finish(timeout=120)
-    assert job.proc.returncode == 0, out[-3000:]
-    assert _missing_rank_lines(out), out[-3000:]
-    assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1, 2, 3]
+    return job.proc.returncode, out
+
+
+def _shut_down(folder):
+    # checked every 2 s, shut down once a tensor has waited 5 s; rank 1 would pause for 60 s
+    job = _slow_rank(folder, 60, "horovod.stall_warning_seconds=2", "horovod.stall_shutdown_seconds=5")
+    job.wait_for(PAUSES, 180, "rank 1's pause")
+    paused = time.time()
+    out = job.finish(timeout=120)
+    return job.proc.returncode, out, time.time() - paused
+
+
+STALLS = {"frozen": _frozen, "warned": _warned, "shut_down": _shut_down}
+
+
+@pytest.fixture(scope="module")
+def stalls(tmp_path_factory):
+    """The three stall jobs of ``STALLS``, run together on threads: {name: future of its result}, each in a folder
+    of its own (``<name>/w`` its workdir). Each spends most of its time with a rank paused and the CPU idle (12 s
+    frozen; 10 to 20 s until the warning; 5 s and more until the shutdown), and each waits on its own job's
+    events, so together they take about as long as the longest; a test's ``.result()`` raises its job's failure."""
+    with ThreadPoolExecutor(len(STALLS)) as pool:
+        yield {name: (pool.submit(run, folder), folder)
+               for name, run in STALLS.items() for folder in [tmp_path_factory.mktemp(name)]}
 
 
 @stall
-def test_a_rank_slow_beyond_stall_shutdown_seconds_stops_the_job_with_one_line(tmp_path):
-    tic = time.time()
-    # checked every 2 s, shut down once a tensor has waited 5 s
-    job = _slow_rank(tmp_path, 60, "horovod.stall_warning_seconds=2", "horovod.stall_shutdown_seconds=5")
-    took = time.time() - tic
-    assert job.returncode != 0
-    assert _missing_rank_lines(job.output, "!"), job.output[-3000:]
-    said = [line for line in job.output.splitlines() if "hvdkeras: error: Horovod stopped the job" in line]
-    assert len(said) == 1, job.output[-3000:]
+def test_a_rank_frozen_for_12s_delays_training_without_an_error(stalls):
+    future, folder = stalls["frozen"]
+    code, out = future.result()
+    assert code == 0, out[-3000:]
+    assert [r["epoch"] for r in read_jsonl(folder / "w" / "metrics.jsonl")] == [1, 2, 3, 4]
+
+
+@stall
+def test_a_slow_rank_gets_horovods_stall_warning_naming_it_and_training_continues(stalls):
+    future, folder = stalls["warned"]
+    code, out = future.result()
+    assert code == 0, out[-3000:]
+    assert _missing_rank_lines(out), out[-3000:]
+    assert [r["epoch"] for r in read_jsonl(folder / "w" / "metrics.jsonl")] == [1, 2, 3]
+
+
+@stall
+def test_a_rank_slow_beyond_stall_shutdown_seconds_stops_the_job_with_one_line(stalls):
+    future, folder = stalls["shut_down"]
+    code, out, took = future.result()
+    assert code != 0
+    assert _missing_rank_lines(out, "!"), out[-3000:]
+    said = [line for line in out.splitlines() if "hvdkeras: error: Horovod stopped the job" in line]
+    assert len(said) == 1, out[-3000:]
     assert "horovod.stall_shutdown_seconds=5" in said[0]
     assert "resume from the last checkpoint (checkpoint epoch 1)" in said[0]
-    assert took < 60, f"the job took {took:.0f}s: it waited for the slow rank instead of stopping"
-    assert [r["epoch"] for r in read_jsonl(tmp_path / "w" / "metrics.jsonl")] == [1]
+    assert took < 45, f"the job took {took:.0f}s after rank 1's pause: it waited for the slow rank instead of stopping"
+    assert [r["epoch"] for r in read_jsonl(folder / "w" / "metrics.jsonl")] == [1]
