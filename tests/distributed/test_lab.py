@@ -17,8 +17,9 @@ from lab import hosts
 from tests.harness.ranks import REPO
 from tests.harness.stacks import once_per_make_test
 
-# The lab's path (namespaces, shaper, ssh, the rows' jobs) does not depend on the stack.
-pytestmark = once_per_make_test("the lab's round on the emulated hosts", 1.5)
+# The lab's path (namespaces, shaper, ssh, the rows' jobs) does not depend on the stack; keras3 runs it, keras2
+# the bench's round of the same rows (test_bench.py).
+pytestmark = once_per_make_test("the lab's round on the emulated hosts", 1.0, stack="keras3")
 
 
 def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
