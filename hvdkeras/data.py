@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -312,19 +312,21 @@ def epoch_seed(seed: int, shard: Shard, epoch) -> tf.Tensor:
     return (tf.constant(seed, tf.int64) * 1_000_003 + shard.index) * 100_003 + tf.cast(epoch, tf.int64)
 
 
-def tfds_train_epochs(records: tf.data.Dataset, pipeline: "preprocessing.Pipeline", batch: int, steps: int,
-                      seed: int, shard: Shard, start_epoch: int, end_epoch: int, cfg: DataConfig) -> tf.data.Dataset:
-    """Epochs ``[start_epoch, end_epoch)`` of ``steps`` batches, reshuffled and augmented per epoch."""
+def sharded_train_epochs(records: tf.data.Dataset, pipeline: Optional["preprocessing.Pipeline"], batch: int,
+                         steps: int, seed: int, shard: Shard, start_epoch: int, end_epoch: int,
+                         cfg: DataConfig) -> tf.data.Dataset:
+    """Epochs ``[start_epoch, end_epoch)`` of ``steps`` batches of this rank's ``records``, reshuffled per epoch;
+    TFDS examples are decoded and augmented by ``pipeline``, your own ``(features, label)`` pairs taken as they are."""
     buffer = max(1, cfg.shuffle_buffer)
 
     def one_epoch(epoch):
         s = epoch_seed(seed, shard, epoch)
         ds = records.shuffle(buffer, seed=s, reshuffle_each_iteration=False).take(steps * batch)
+        if pipeline is not None:
+            def transform(index, example):
+                return pipeline.train(example["image"], tf.stack([s, index])), example["label"]
 
-        def transform(index, example):
-            return pipeline.train(example["image"], tf.stack([s, index])), example["label"]
-
-        ds = ds.enumerate().map(transform, num_parallel_calls=_parallel(cfg), deterministic=cfg.deterministic)
+            ds = ds.enumerate().map(transform, num_parallel_calls=_parallel(cfg), deterministic=cfg.deterministic)
         return ds.batch(batch, drop_remainder=True)
 
     ds = tf.data.Dataset.range(start_epoch, end_epoch).flat_map(one_epoch)
@@ -359,8 +361,8 @@ def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     steps = steps or available
 
     def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
-        return finish(tfds_train_epochs(train_records, pipeline, batch, steps, seed, shard, start_epoch, end_epoch,
-                                        cfg), cfg, threads)
+        return finish(sharded_train_epochs(train_records, pipeline, batch, steps, seed, shard, start_epoch,
+                                           end_epoch, cfg), cfg, threads)
 
     validation, n_val = None, 0
     if cfg.eval_split:
@@ -373,6 +375,87 @@ def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     return Datasets(make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=validation,
                     validation_examples=n_val, input_shape=pipeline.output_shape(stored),
                     num_classes=features["label"].num_classes)
+
+
+# --------------------------------------------------------------------------- your own data
+
+
+def _returned(name: str, rule: str, what: str) -> ConfigError:
+    """``data.name must <rule>; received: '<name> returned <what>'``."""
+    return ConfigError.for_key("data.name", rule, f"{name} returned {what}")
+
+
+def _size(ds: tf.data.Dataset, which: str, name: str) -> int:
+    """The number of examples of ``ds``, your ``which`` dataset; a ConfigError if tf.data cannot tell."""
+    count = int(ds.cardinality())
+    if count == tf.data.INFINITE_CARDINALITY:
+        raise _returned(name, f"return a finite {which} dataset: one pass over the examples, which hvdkeras"
+                        " shuffles and repeats per epoch (leave out .repeat())", f"an infinite {which} dataset")
+    if count < 0:
+        raise _returned(name, f"return a {which} dataset of known size (tf.data cannot tell it without reading it,"
+                        " e.g. after filter() or from a generator): add"
+                        " .apply(tf.data.experimental.assert_cardinality(n))", f"a {which} dataset of unknown size")
+    return count
+
+
+def _check_pairs(ds: Any, which: str, name: str) -> None:
+    if not isinstance(ds, tf.data.Dataset):
+        raise _returned(name, f"return a tf.data.Dataset as {which}", f"a {type(ds).__name__} as {which}")
+    spec = ds.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        raise _returned(name, f"return a {which} dataset of (features, label) pairs, unbatched",
+                        f"{which} elements {spec}")
+
+
+def from_function(function: Callable, cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
+                  threads: Optional[int] = None) -> Datasets:
+    """Your own data: ``function(**data.args)`` returns ``(train, validation)``, unbatched ``tf.data.Dataset``s of
+    ``(features, label)`` pairs of known, finite size (``validation`` may be None).
+
+    Rank ``r`` of ``N`` takes examples ``r, r + N, ...`` of each (``Dataset.shard``); each epoch
+    it shuffles its part with a buffer of ``data.shuffle_buffer`` seeded by ``(seed, rank,
+    epoch)`` and takes ``steps`` batches of the per-rank batch, as TensorFlow Datasets
+    data (the smallest part decides the steps: :func:`hvdkeras.scaling.steps_per_epoch`).
+    Validation reads each rank's part completely, and the metrics sum over ranks, so
+    every validation example counts once.
+    """
+    returned = function(**cfg.args)
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise _returned(cfg.name, "return (train, validation): two tf.data.Datasets of (features, label) pairs,"
+                        " validation None for none", f"a {type(returned).__name__}")
+    train, validation = returned
+    _check_pairs(train, "train", cfg.name)
+    total = _size(train, "train", cfg.name)
+    batch = per_rank_batch(cfg.global_batch_size, shard.count)
+    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
+    available = steps_per_epoch(total, cfg.global_batch_size, shard.count)
+    if available == 0:
+        raise ConfigError(f"data.global_batch_size={cfg.global_batch_size} is larger than the {total} training"
+                          f" examples of {cfg.name} on {shard.count} ranks; use a smaller global batch")
+    steps = steps or available
+    if steps * batch > total // shard.count:
+        raise ConfigError(f"an epoch of {steps} steps x {batch} examples per rank needs {steps * batch} examples on"
+                          f" each of {shard.count} ranks, but {cfg.name} holds {total} in all; lower"
+                          " trainer.steps_per_epoch or the global batch")
+    records = train.shard(shard.count, shard.index)
+
+    def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
+        return finish(sharded_train_epochs(records, None, batch, steps, seed, shard, start_epoch, end_epoch, cfg),
+                      cfg, threads)
+
+    val, n_val = None, 0
+    if validation is not None:
+        _check_pairs(validation, "validation", cfg.name)
+        total_val = _size(validation, "validation", cfg.name)
+        if total_val < shard.count:
+            raise ConfigError(f"{cfg.name} returned {total_val} validation examples, fewer than the {shard.count}"
+                              " ranks; return more, or None for no validation")
+        n_val = len(shard_indices(total_val, shard))
+        val = finish(validation.shard(shard.count, shard.index).batch(eval_batch), cfg, threads)
+    features = train.element_spec[0]
+    shape = tuple(features.shape) if isinstance(features, tf.TensorSpec) else ()
+    return Datasets(make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=val,
+                    validation_examples=n_val, input_shape=shape, num_classes=cfg.num_classes)
 
 
 def build(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int] = None,

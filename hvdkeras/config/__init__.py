@@ -29,13 +29,15 @@ from hvdkeras.config.schema import (
     RuntimeConfig,
     ScheduleConfig,
     TrainerConfig,
+    is_import_path,
 )
 from hvdkeras.errors import ConfigError
 
 __all__ = [
     "CheckpointConfig", "Config", "ConfigError", "DataConfig", "ElasticConfig", "HEADER", "HorovodConfig",
-    "ModelConfig", "OptimizerConfig", "RuntimeConfig", "ScheduleConfig", "TrainerConfig", "from_dict", "load",
-    "locate", "parse_override", "read_yaml", "source_of", "to_dict", "to_yaml", "validate", "validate_for_world",
+    "ModelConfig", "OptimizerConfig", "RuntimeConfig", "ScheduleConfig", "TrainerConfig", "from_dict",
+    "is_import_path", "load", "locate", "parse_override", "read_yaml", "source_of", "to_dict", "to_yaml", "validate",
+    "validate_for_world",
 ]
 
 

@@ -34,6 +34,8 @@ def _type_name(tp: Any) -> str:
         return f"{_type_name(inner[0])} or null"
     if origin in (tuple, list, Tuple, List):
         return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return "a mapping of names to values"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -52,6 +54,12 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise bad()
         return tuple(_coerce(v, args[0], f"{key}[{i}]", source) for i, v in enumerate(value))
+    if origin is dict:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise bad()
+        return dict(value)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -176,7 +184,8 @@ def load_unchecked(path: Optional[str] = None, overrides: Sequence[str] = ()) ->
         for part in reversed(parts):
             update = {part: update}
         _merge(tree, update, sources, f"--set {text}")
-    return _with_convention(dataclasses.replace(_build(Config, tree, sources), sources=dict(sources)))
+    folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
+    return _with_convention(dataclasses.replace(_build(Config, tree, sources), sources=dict(sources), folder=folder))
 
 
 def _with_convention(cfg: Config) -> Config:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hvdkeras.config.schema import Config
+from hvdkeras.config.schema import Config, TrainerConfig, is_import_path
 from hvdkeras.errors import ConfigError
+
+DEFAULT_LOSS = TrainerConfig.loss
 
 
 def source_of(cfg: Config, key: str, default: str = "the defaults") -> str:
@@ -66,6 +68,13 @@ def _estimator_rules(cfg: Config, need) -> None:
         default = value_of(defaults, key)
         need(value_of(cfg, key) == default, key,
              f"stay at its default ({default}) with trainer.api=estimator, which does not honour it ({why})")
+    for key in ("data.name", "model.name"):
+        need(not is_import_path(value_of(cfg, key)), key, "be a built-in name with trainer.api=estimator (your own"
+             " package.module:function pieces are for trainer.api=keras)")
+    for key in ("trainer.loss", "trainer.metrics"):
+        default = value_of(defaults, key)
+        need(value_of(cfg, key) == default, key, f"stay at its default ({default}) with trainer.api=estimator,"
+             " whose model function has its own loss and accuracy")
 
 
 def validate(cfg: Config) -> None:
@@ -103,6 +112,12 @@ def validate(cfg: Config) -> None:
     need(data.private_threadpool_size is None or data.private_threadpool_size > 0, "data.private_threadpool_size",
          "be > 0 or null (the rank's thread budget)")
 
+    need(not data.args or is_import_path(data.name), "data.args",
+         f"be empty with the built-in data.name={data.name!r} (data.args are the keyword arguments of your own"
+         " data.name: package.module:function)")
+    need(not model.args or is_import_path(model.name), "model.args",
+         f"be empty with the built-in model.name={model.name!r} (model.args are the keyword arguments of your own"
+         " model.name: package.module:function; a built-in model takes model.dropout and model.weight_decay)")
     need(model.weight_decay >= 0, "model.weight_decay", "be >= 0")
     need(0.0 <= model.dropout < 1.0, "model.dropout", "be in [0, 1)")
 
@@ -120,6 +135,9 @@ def validate(cfg: Config) -> None:
     need(not trainer.tensorboard or trainer.api == "keras", "trainer.tensorboard",
          "be false with trainer.api=estimator (the estimator writes its own summaries into <workdir>/estimator)")
     need(0.0 <= trainer.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
+    need(trainer.label_smoothing == 0 or trainer.loss == DEFAULT_LOSS, "trainer.label_smoothing",
+         f"be 0 with trainer.loss={trainer.loss!r} (label smoothing belongs to the default loss, {DEFAULT_LOSS})")
+    need(len(trainer.metrics) == len(set(trainer.metrics)), "trainer.metrics", "name each metric once")
 
     need(sched.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
     need(sched.warmup_epochs == 0 or opt.lr_scaling != "none", "schedule.warmup_epochs",

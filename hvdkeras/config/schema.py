@@ -15,12 +15,25 @@ def _choices(*values: Any) -> Dict[str, Any]:
     return {"choices": values}
 
 
+def is_import_path(name: Any) -> bool:
+    """Whether a name (``model.name``, ``data.name``, ``trainer.loss``, a metric) is your own
+    ``package.module:function`` rather than a built-in or Keras name. A TensorFlow Datasets name with a version
+    (``cifar10:3.0.2``) is not: what follows its colon starts with a digit."""
+    if not isinstance(name, str) or ":" not in name:
+        return False
+    attribute = name.partition(":")[2]
+    return bool(attribute) and not attribute[0].isdigit() and not attribute.startswith("*")
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     """Input pipeline. See :mod:`hvdkeras.data` for the sharding rule."""
 
-    # A built-in dataset (digits, synthetic) or any TensorFlow Datasets name (e.g. imagenet2012, cifar10).
+    # A built-in dataset (digits, synthetic), any TensorFlow Datasets name (e.g. imagenet2012, cifar10), or your
+    # own "package.module:function" returning (train, validation) tf.data.Datasets of (features, label) pairs.
     name: str = "digits"
+    # Keyword arguments for data.name's function (your own data only).
+    args: Dict[str, Any] = dataclasses.field(default_factory=dict)
     # Examples per optimizer step summed over all ranks, the same on any number of ranks. Each rank's
     # batch is global_batch_size / number of ranks, so it must divide evenly.
     global_batch_size: Optional[int] = 64
@@ -31,7 +44,8 @@ class DataConfig:
     eval_global_batch_size: Optional[int] = None
     # Fraction of the embedded digits held out for validation (fixed split).
     validation_fraction: float = 0.2
-    # Synthetic data only: image shape, classes and examples per epoch.
+    # Synthetic data only: image shape, classes and examples per epoch (num_classes also for a built-in model on
+    # your own data).
     image_shape: Tuple[int, ...] = (224, 224, 3)
     num_classes: int = 1000
     train_examples: int = 1280
@@ -55,9 +69,14 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Model by registry name (see :mod:`hvdkeras.models`)."""
+    """Model by registry name (see :mod:`hvdkeras.models`), or your own function by import path."""
 
+    # A built-in model (small_cnn, mlp, resnet20, resnet56, resnet50, applications.<Name>), or your own
+    # "package.module:function" returning an uncompiled Keras model.
     name: str = "small_cnn"
+    # Keyword arguments for model.name's function (your own model only).
+    args: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Built-in models only (your function takes its own settings from model.args).
     dropout: float = 0.25
     # L2 on convolution and dense kernels only (not batch-norm, not biases): adds
     # weight_decay / 2 * ||w||^2 to the loss, i.e. weight_decay * w to each kernel's gradient.
@@ -112,6 +131,12 @@ class TrainerConfig:
     validation_freq: int = 1
     # Progress output on rank 0: 0 silent, 1 progress bar, 2 one line per epoch.
     verbose: int = dataclasses.field(default=2, metadata=_choices(0, 1, 2))
+    # Keras names ("mse", "mae", ...) or your own "package.module:function" (a Keras loss or metric function, or
+    # a Loss or Metric class, made with no arguments). The defaults are image classification's: sparse
+    # categorical cross-entropy on integer labels and softmax outputs (label_smoothing applies to it alone) and
+    # accuracy. Metrics are exact over all ranks whatever they are.
+    loss: str = "sparse_categorical_crossentropy"
+    metrics: Tuple[str, ...] = ("accuracy",)
     label_smoothing: float = 0.0
     # Stop every rank at the same batch when any rank's loss is NaN or infinite (one tiny allreduce per batch).
     terminate_on_nan: bool = True
@@ -230,6 +255,9 @@ class Config:
     # messages. Not a config key; a field so that dataclasses.replace keeps it.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False,
                                                    metadata={"internal": True})
+    # The config file's folder, where your own modules ("package.module:function" names) are also looked for.
+    # Not a config key either.
+    folder: Optional[str] = dataclasses.field(default=None, compare=False, repr=False, metadata={"internal": True})
 
 
 def fields(cls: type) -> Tuple[dataclasses.Field, ...]:

@@ -145,3 +145,40 @@ def test_the_shipped_digits_are_scikit_learns_file_and_read_as_load_digits_gives
     # load_digits()'s first image and its class counts
     assert pixels[0].reshape(8, 8)[1].tolist() == [0, 0, 13, 15, 10, 15, 5, 0]
     assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+
+
+def _own(n_train=100, n_val=11):
+    import tensorflow as tf
+
+    x = np.arange(n_train, dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
+    val = np.arange(1000, 1000 + n_val, dtype=np.float32)[:, None]
+    return lambda: (tf.data.Dataset.from_tensor_slices((x, np.arange(n_train))),
+                    tf.data.Dataset.from_tensor_slices((val, np.arange(n_val))))
+
+
+def test_your_own_data_is_sharded_shuffled_per_epoch_and_validated_once_over_ranks():
+    cfg = config_lib.load(None, ["data.name=own:data", "data.global_batch_size=8", "data.shuffle_buffer=100"]).data
+    parts = [data.from_function(_own(), data.for_world(cfg, 2),
+                                data.Shard(r, 2), seed=3, steps=None) for r in range(2)]
+    assert [p.steps_per_epoch for p in parts] == [(100 // 2) // 4] * 2  # the smaller part decides, as for TFDS
+    assert parts[0].input_shape == (3,) and parts[0].per_rank_batch == 4
+    seen = []
+    for rank, part in enumerate(parts):
+        epochs = epochs_of(part.train(0, 2), part.steps_per_epoch)
+        labels = [np.concatenate([y for _, y in epoch]) for epoch in epochs]
+        assert all(int(v) % 2 == rank for v in np.concatenate(labels))  # rank r: examples r, r + 2, ...
+        assert list(labels[0]) != list(labels[1])  # reshuffled per epoch
+        again = epochs_of(part.train(1, 2), part.steps_per_epoch)[0]  # a resumed epoch is the same epoch
+        assert list(np.concatenate([y for _, y in again])) == list(labels[1])
+        seen.append(labels[0])
+    assert not set(seen[0]) & set(seen[1])
+    val = [np.concatenate([y for _, y in part.validation]) for part in parts]
+    assert sorted(np.concatenate(val)) == list(range(11))  # every validation example once, 6 + 5
+    assert [p.validation_examples for p in parts] == [6, 5]
+
+
+def test_your_own_data_that_is_too_small_for_the_global_batch_is_one_line():
+    cfg = config_lib.load(None, ["data.name=own:data", "data.global_batch_size=64"]).data
+    with pytest.raises(ConfigError, match=r"^data.global_batch_size=64 is larger than the 40 training examples of"
+                                          r" own:data on 2 ranks; use a smaller global batch$"):
+        data.from_function(_own(n_train=40), data.for_world(cfg, 2), data.Shard(0, 2), seed=1, steps=None)

@@ -39,3 +39,17 @@ def test_dry_run_mpirun_output_file_is_an_executable_script(tmp_path):
     assert script.startswith("#!/bin/bash\nset -euo pipefail\nmpirun -np 2 -H localhost:2 -bind-to none")
     assert os.access(out, os.X_OK) and f"--- written to {out} ---" in proc.stdout
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
+
+
+def test_a_dry_run_never_imports_your_own_pieces(tmp_path):
+    (tmp_path / "own_pieces.py").write_text("raise SystemExit('own_pieces was imported')\n")
+    (tmp_path / "c.yaml").write_text(
+        'data: {name: "own_pieces:data", args: {rows: 10}}\nmodel: {name: "own_pieces:model"}\n'
+        'trainer: {loss: "own_pieces:loss", metrics: ["own_pieces:metric"]}\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvdkeras.train", "--config", str(tmp_path / "c.yaml"), "--dry_run", "--np", "2"],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("steps per epoch   unknown here, counted at start (your own data.name='own_pieces:data', not imported"
+            " here; or set trainer.steps_per_epoch)") in proc.stdout, proc.stdout

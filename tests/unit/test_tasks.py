@@ -1,5 +1,9 @@
 """hvdkeras.tasks: the trainer is handed a task; image classification is the config path's, and a task unlike it
 (regression on vectors, its own loss, metrics and unit) trains through the same trainer, drivers and files."""
+import os
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -7,7 +11,7 @@ from hvdkeras import compat, tasks
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras.workdir import read_metrics
-from tests.unit.helpers import config_file
+from tests.unit.helpers import REPO, config_file
 
 keras = compat.keras
 
@@ -37,7 +41,7 @@ class Regression(tasks.Task):
 def test_image_classification_is_the_config_paths_task():
     cfg = config_lib.load(config_file("digits.yaml"), [])
     task = tasks.for_config(cfg)
-    assert isinstance(task, tasks.ImageClassification) and task.throughput_unit == "images"
+    assert isinstance(task, tasks.ConfigTask) and task.throughput_unit == "images"
     data = task.datasets(cfg, cfg.data, data_lib.Shard(0, 1), 42, None, None)
     assert (data.input_shape, data.num_classes) == ((8, 8, 1), 10)
     assert task.model(cfg, data).output_shape == (None, 10)
@@ -65,3 +69,107 @@ def test_a_task_of_ones_own_trains_through_the_trainer(hvd_single, tmp_path, res
     # the rerun resumes from the task's own checkpoint: nothing left to train
     again = Trainer.from_config(cfg, workdir, task=Regression()).fit()
     assert again["val_mae"] == pytest.approx(final["val_mae"], rel=1e-5)
+
+
+# ------------------------------------------------------------------ your own pieces by import path
+
+TABULAR = os.path.join(REPO, "examples", "own_model_and_data", "tabular.yaml")
+
+
+@pytest.fixture
+def clean_imports(monkeypatch):
+    """sys.path and the user modules as they were: the config's folder is appended when a piece is imported."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in ("tabular_task", "own_regression"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_your_own_data_model_and_metric_train_and_resume(hvd_single, tmp_path, restore_environment, clean_imports):
+    from hvdkeras.trainer import Trainer
+
+    workdir = str(tmp_path / "run")
+    sets = ["trainer.verbose=0", "checkpoint.keep=0"]
+    trainer = Trainer.from_config(config_lib.load(TABULAR, sets + ["trainer.epochs=2"]), workdir)
+    assert trainer.task.throughput_unit == "examples"
+    assert trainer.data.input_shape == (6,) and trainer.data.steps_per_epoch == 1200 // 64
+    assert trainer.model.output_shape == (None, 3)
+    first = trainer.fit()
+    assert set(first) >= {"loss", "accuracy", "top2", "val_loss", "val_accuracy", "val_top2"}
+    final = Trainer.from_config(config_lib.load(TABULAR, sets + ["trainer.epochs=4"]), workdir).fit()
+    records = read_metrics(f"{workdir}/metrics.jsonl")
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4]  # resumed after epoch 2: none missing, none repeated
+    assert all(r["examples_per_sec"] > 0 for r in records) and "images_per_sec" not in records[0]
+    assert final["val_accuracy"] > 0.8 and final["val_top2"] >= final["val_accuracy"]  # three separable clusters
+
+
+def _own_regression(tmp_path, body):
+    (tmp_path / "own_regression.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+
+        def data(n=96):
+            x = np.random.RandomState(0).normal(size=(n, 5)).astype(np.float32)
+            y = (x @ np.arange(1, 6, dtype=np.float32)).astype(np.float32)
+            return tf.data.Dataset.from_tensor_slices((x[:64], y[:64])), tf.data.Dataset.from_tensor_slices((x[64:], y[64:]))
+
+        def model():
+            return tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(1), tf.keras.layers.Reshape(())])
+    """) + textwrap.dedent(body))
+    return str(tmp_path / "c.yaml")
+
+
+def test_keras_names_for_the_loss_and_metrics_of_a_regression(hvd_single, tmp_path, restore_environment,
+                                                               clean_imports):
+    from hvdkeras.trainer import Trainer
+
+    path = _own_regression(tmp_path, "")
+    (tmp_path / "c.yaml").write_text(textwrap.dedent("""
+        data: {name: "own_regression:data", global_batch_size: 16}
+        model: {name: "own_regression:model"}
+        optimizer: {name: adam, learning_rate: 0.05, lr_scaling: none}
+        trainer: {epochs: 3, loss: mse, metrics: [mae], verbose: 0}
+        checkpoint: {enabled: false}
+    """))
+    final = Trainer.from_config(config_lib.load(path, []), str(tmp_path / "run")).fit()
+    assert set(final) >= {"loss", "mae", "val_loss", "val_mae"}
+    records = read_metrics(str(tmp_path / "run" / "metrics.jsonl"))
+    assert records[-1]["loss"] < records[0]["loss"]
+
+
+@pytest.mark.parametrize("body, sets, expected", [
+    ("def bad_model():\n    return 'a model'\n", ["model.name=own_regression:bad_model"],
+     "model.name in --set model.name=own_regression:bad_model must return an uncompiled Keras model (keras.Model);"
+     " received: 'own_regression:bad_model returned a str'"),
+    ("def one():\n    return data()[0]\n", ["data.name=own_regression:one"],
+     "data.name in --set data.name=own_regression:one must return (train, validation): two tf.data.Datasets of"
+     " (features, label) pairs, validation None for none; received: 'own_regression:one returned a _TensorSliceDataset'"),
+    ("def endless():\n    train, val = data()\n    return train.repeat(), val\n", ["data.name=own_regression:endless"],
+     "data.name in --set data.name=own_regression:endless must return a finite train dataset: one pass over the"
+     " examples, which hvdkeras shuffles and repeats per epoch (leave out .repeat()); received:"
+     " 'own_regression:endless returned an infinite train dataset'"),
+    ("def filtered():\n    train, val = data()\n    return train.filter(lambda x, y: y > 0), val\n",
+     ["data.name=own_regression:filtered"],
+     "data.name in --set data.name=own_regression:filtered must return a train dataset of known size (tf.data"
+     " cannot tell it without reading it, e.g. after filter() or from a generator): add"
+     " .apply(tf.data.experimental.assert_cardinality(n)); received: 'own_regression:filtered returned a train"
+     " dataset of unknown size'"),
+    ("def features_only():\n    train, val = data()\n    return train.map(lambda x, y: x), val\n",
+     ["data.name=own_regression:features_only"], "data.name in --set data.name=own_regression:features_only must"
+     " return a train dataset of (features, label) pairs, unbatched; received: 'own_regression:features_only"
+     " returned train elements TensorSpec(shape=(5,), dtype=tf.float32, name=None)'"),
+    ("", ["trainer.loss=mean_cubed_error"], "trainer.loss in --set trainer.loss=mean_cubed_error must be a Keras loss"
+     " name (keras.losses.get knows it) or your own package.module:function; received: 'mean_cubed_error'"),
+])
+def test_your_own_pieces_fail_in_one_line_naming_the_key(hvd_single, tmp_path, restore_environment, clean_imports,
+                                                         body, sets, expected):
+    from hvdkeras.trainer import Trainer
+
+    path = _own_regression(tmp_path, body)
+    (tmp_path / "c.yaml").write_text(textwrap.dedent("""
+        data: {name: "own_regression:data", global_batch_size: 16}
+        model: {name: "own_regression:model"}
+        trainer: {epochs: 1, loss: mse, metrics: [mae], verbose: 0}
+    """))
+    with pytest.raises(config_lib.ConfigError) as err:
+        Trainer.from_config(config_lib.load(path, sets), str(tmp_path / "run"))
+    assert str(err.value) == expected

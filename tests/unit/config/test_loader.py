@@ -147,3 +147,21 @@ def test_every_shipped_config_loads():
             tree = yaml.safe_load(f)
         assert isinstance(tree, dict)
         config_lib.load(path)
+
+
+def test_args_are_a_mapping_merged_key_by_key_and_written_back(tmp_path):
+    path = write_yaml(tmp_path, """
+        model:
+          name: "own:model"
+          args: {units: 8, sizes: [1, 2]}
+    """)
+    cfg = config_lib.load(path, ["model.args.units=16", "data.name=own:data", "data.args.rows=10"])
+    assert cfg.model.args == {"units": 16, "sizes": [1, 2]} and cfg.data.args == {"rows": 10}
+    assert cfg.sources["model.args.units"] == "--set model.args.units=16"
+    assert cfg.sources["model.args.sizes"] == path
+    assert cfg.folder == str(tmp_path)  # where your own modules are also looked for
+    again = config_lib.from_dict(yaml.safe_load(config_lib.to_yaml(cfg)), "config.yaml")
+    assert again == cfg and config_lib.load(None, []).model.args == {}
+    with pytest.raises(ConfigError, match=r"^model.args in --set model.args=5 must be a mapping of names to values;"
+                                          r" received: 5 \(int\)$"):
+        config_lib.load(None, ["model.args=5"])

@@ -130,3 +130,30 @@ def test_a_key_the_estimator_path_does_not_honour_is_refused_for_it(override):
     assert line.startswith(f"{key} in --set {override} must stay at its default") and "\n" not in line
     assert "with trainer.api=estimator, which does not honour it" in line
     config_lib.load(os.path.join(REPO, "configs", "estimator_digits.yaml"))  # the shipped one sets none of them
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["model.args.units=8"], "model.args in --set model.args.units=8 must be empty with the built-in"
+                             " model.name='small_cnn' (model.args are the keyword arguments of your own model.name:"
+                             " package.module:function; a built-in model takes model.dropout and model.weight_decay);"
+                             " received: {'units': 8}"),
+    (["data.args.rows=8"], "data.args in --set data.args.rows=8 must be empty with the built-in data.name='digits'"
+                           " (data.args are the keyword arguments of your own data.name: package.module:function);"
+                           " received: {'rows': 8}"),
+    (["trainer.loss=mse", "trainer.label_smoothing=0.1"],
+     "trainer.label_smoothing in --set trainer.label_smoothing=0.1 must be 0 with trainer.loss='mse' (label smoothing"
+     " belongs to the default loss, sparse_categorical_crossentropy); received: 0.1"),
+    (["trainer.metrics=[mae, mae]"], "trainer.metrics in --set trainer.metrics=[mae, mae] must name each metric"
+                                     " once; received: ['mae', 'mae']"),
+    (["trainer.api=estimator", "model.name=own:model"],
+     "model.name in --set model.name=own:model must be a built-in name with trainer.api=estimator (your own"
+     " package.module:function pieces are for trainer.api=keras); received: 'own:model'"),
+])
+def test_your_own_pieces_rules(sets, message):
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(None, sets)
+    assert str(err.value) == message
+
+
+def test_a_tfds_name_with_a_version_is_not_an_import_path():
+    assert config_lib.load(None, ["data.name=cifar10:3.0.2"]).data.name == "cifar10:3.0.2"
