@@ -34,6 +34,19 @@ def launcher_rank() -> Optional[int]:
     return None
 
 
+def launcher_job() -> Optional[str]:
+    """What tells this job from another, the same on each of its processes (an elastic worker added later
+    included), from the launcher's environment; None when not started by a known launcher."""
+    addr, port = os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR"), os.environ.get("HOROVOD_GLOO_RENDEZVOUS_PORT")
+    if addr and port:
+        return f"horovodrun {addr}:{port}"
+    for var, kind in (("PMIX_NAMESPACE", "mpirun"), ("OMPI_MCA_orte_hnp_uri", "mpirun"), ("SLURM_JOB_ID", "slurm")):
+        if os.environ.get(var):
+            step = os.environ.get("SLURM_STEP_ID", "") if kind == "slurm" else ""
+            return f"{kind} {os.environ[var]}" + (f".{step}" if step else "")
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class ThreadBudget:
     intra_op: int

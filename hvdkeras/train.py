@@ -20,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: k
 from absl import app, flags  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
+from hvdkeras import workdir_guard  # noqa: E402
 from hvdkeras.errors import HvdkerasError, SetupError  # noqa: E402
 from hvdkeras.horovod_env import launcher_rank  # noqa: E402
 from hvdkeras.launch import cli as dry_run  # noqa: E402
@@ -30,6 +31,10 @@ flags.DEFINE_string("config", None, "YAML config file (see configs/).")
 flags.DEFINE_multi_string("set", [], "Override one config field: section.key=value (value parsed as YAML). Repeatable.")
 flags.DEFINE_string("workdir", None, "Where config.yaml, metrics.jsonl and checkpoints/ go "
                     "(default: runs/<config file name>).")
+flags.DEFINE_bool("fresh", False, "Start over in --workdir: its config.yaml, metrics.jsonl and checkpoints move to "
+                  "<workdir>/previous/<time>/ (nothing is deleted).")
+flags.DEFINE_enum("resume", "auto", ["auto", "force"], "auto: resume from --workdir's checkpoints unless the config "
+                  "changes the training they hold (then stop with the changed keys); force: resume anyway.")
 flags.DEFINE_bool("dry_run", False, "Print world size, batches, scaled lr, steps, Horovod and thread settings and "
                   "the launch command or file for --launcher; start nothing.")
 
@@ -86,6 +91,28 @@ def _train(cfg: config_lib.Config, workdir: str) -> None:
         raise
 
 
+_CLAIM = None  # rank 0's lock on the workdir, held until the process ends
+
+
+def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
+    """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.workdir_guard), and holds
+    no other training's checkpoints (or --fresh moves them aside, or --resume=force takes them as they are)."""
+    global _CLAIM
+    check_writable(workdir)
+    _CLAIM = workdir_guard.claim(workdir)
+    if FLAGS.fresh:
+        moved = workdir_guard.start_over(workdir)
+        if moved:
+            print(f"[hvdkeras] --fresh: the previous run in {workdir} moved to {moved}", flush=True)
+    elif FLAGS.resume == "force":
+        changed = workdir_guard.changed_training(workdir, cfg)
+        if changed:
+            print(f"[hvdkeras] --resume=force: resuming from checkpoints trained with {'; '.join(changed)}",
+                  file=sys.stderr, flush=True)
+    else:
+        workdir_guard.check_same_training(workdir, cfg)
+
+
 def main(argv):
     if len(argv) > 1:
         _fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
@@ -101,8 +128,10 @@ def main(argv):
             dry_run.main(FLAGS.config, FLAGS.set, FLAGS.workdir, workdir)
         else:
             cfg = config_lib.load(FLAGS.config, FLAGS.set)
+            if FLAGS.fresh and FLAGS.resume == "force":
+                _fail("--fresh starts over and --resume=force resumes: pass one of them")
             if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
-                check_writable(workdir)
+                _own_workdir(cfg, workdir)
             _train(cfg, workdir)
     except HvdkerasError as exc:
         _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

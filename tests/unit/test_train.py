@@ -55,3 +55,51 @@ def test_anything_but_a_users_error_keeps_its_traceback(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" in proc.stderr and "ImportError: No module named horovod_broken_lib" in proc.stderr
     assert "hvdkeras: error:" not in proc.stderr
+
+
+def test_a_second_job_on_a_workdir_in_use_stops_before_training_naming_the_holder(tmp_path):
+    from tests.unit.test_workdir_guard import HOLD
+
+    workdir = tmp_path / "w"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(workdir)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 2
+    assert error_lines(proc) == [f"hvdkeras: error: --workdir {workdir} is in use by another job"
+                                 f" ({(workdir / '.hvdkeras.lock').read_text().strip()}): wait for it to end, stop"
+                                 " it, or pass another --workdir"]
+    assert sorted(os.listdir(workdir)) == [".hvdkeras.lock"]  # nothing trained, nothing written
+
+
+def test_a_changed_config_is_refused_fresh_starts_over_and_force_resumes(tmp_path):
+    workdir = tmp_path / "w"
+    quick = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=2", "--set", "trainer.verbose=0"]
+    first = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]  # the lock is gone
+
+    changed = ["--set", "optimizer.learning_rate=0.2"]
+    refused = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, *changed)
+    assert refused.returncode == 2
+    assert error_lines(refused) == [
+        f"hvdkeras: error: --workdir {workdir} holds checkpoints trained with another config"
+        " (optimizer.learning_rate: 0.05 -> 0.2): rerun with the config it was started with"
+        f" ({workdir}/config.yaml), pass --fresh to start over (the old run moves to {workdir}/previous/), or"
+        " --resume=force to continue from its weights anyway"]
+
+    forced = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, *changed,
+                       "--set", "trainer.epochs=2", "--resume=force")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    assert "--resume=force: resuming from checkpoints trained with optimizer.learning_rate: 0.05 -> 0.2" in forced.stderr
+    assert "resuming after epoch 1" in forced.stdout
+
+    fresh = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, "--fresh")
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    previous = os.listdir(workdir / "previous")
+    assert len(previous) == 1 and f"the previous run in {workdir} moved to {workdir}/previous/" in fresh.stdout
+    assert sorted(os.listdir(workdir / "previous" / previous[0] / "checkpoints")) == ["epoch-0001", "epoch-0002"]
+    assert "starting fresh" in fresh.stdout
