@@ -110,7 +110,8 @@ def _own_regression(tmp_path, body):
         def data(n=96):
             x = np.random.RandomState(0).normal(size=(n, 5)).astype(np.float32)
             y = (x @ np.arange(1, 6, dtype=np.float32)).astype(np.float32)
-            return tf.data.Dataset.from_tensor_slices((x[:64], y[:64])), tf.data.Dataset.from_tensor_slices((x[64:], y[64:]))
+            pairs = tf.data.Dataset.from_tensor_slices
+            return pairs((x[:64], y[:64])), pairs((x[64:], y[64:]))
 
         def model():
             return tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(1), tf.keras.layers.Reshape(())])
@@ -142,7 +143,8 @@ def test_keras_names_for_the_loss_and_metrics_of_a_regression(hvd_single, tmp_pa
      " received: 'own_regression:bad_model returned a str'"),
     ("def one():\n    return data()[0]\n", ["data.name=own_regression:one"],
      "data.name in --set data.name=own_regression:one must return (train, validation): two tf.data.Datasets of"
-     " (features, label) pairs, validation None for none; received: 'own_regression:one returned a _TensorSliceDataset'"),
+     " (features, label) pairs, validation None for none; received:"
+     " 'own_regression:one returned a _TensorSliceDataset'"),
     ("def endless():\n    train, val = data()\n    return train.repeat(), val\n", ["data.name=own_regression:endless"],
      "data.name in --set data.name=own_regression:endless must return a finite train dataset: one pass over the"
      " examples, which hvdkeras shuffles and repeats per epoch (leave out .repeat()); received:"

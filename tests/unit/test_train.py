@@ -94,7 +94,8 @@ def test_a_changed_config_is_refused_fresh_starts_over_and_force_resumes(tmp_pat
     forced = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, *changed,
                        "--set", "trainer.epochs=2", "--resume=force")
     assert forced.returncode == 0, forced.stderr[-2000:]
-    assert "--resume=force: resuming from checkpoints trained with optimizer.learning_rate: 0.05 -> 0.2" in forced.stderr
+    forced_line = "--resume=force: resuming from checkpoints trained with optimizer.learning_rate: 0.05 -> 0.2"
+    assert forced_line in forced.stderr
     assert "resuming after epoch 1" in forced.stdout
 
     fresh = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, "--fresh")
