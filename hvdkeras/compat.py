@@ -275,3 +275,15 @@ def trace_horovod_without_autograph() -> None:
                         for rule in rules):
         return
     autograph_config.CONVERSION_RULES = (autograph_config.DoNotConvert("horovod"),) + rules
+
+
+def export_saved_model(model, path: str) -> None:
+    """``model.export(path)``: a SavedModel with a serving signature, quietly. Keras 3 prints the signature
+    unless told ``verbose=False``; Keras 2's takes no such argument and prints it to stdout."""
+    if KERAS_3:
+        model.export(path, verbose=False)
+        return
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        model.export(path)

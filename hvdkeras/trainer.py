@@ -35,6 +35,7 @@ from hvdkeras import (
 )
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
+from hvdkeras import export as export_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
 from hvdkeras.errors import ConfigError, SetupError
@@ -322,6 +323,9 @@ class Trainer:
                 raise RuntimeError(f"model weights differ from rank 0's on {bad} of {size} ranks after training")
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
         log.info(f"final validation ({_ranks(size)}, every example once): {shown or 'no validation data'}")
+        if self.config.trainer.export and distributed.is_chief():
+            written = export_lib.export(self.model, self.workdir)
+            log.info(f"exported {written['keras']} and {written['saved_model']}")
         return final
 
     # ------------------------------------------------------------------ driving

@@ -149,15 +149,20 @@ def changed_training(path: str, cfg: Config) -> List[str]:
     return changed
 
 
-def check_same_training(path: str, cfg: Config) -> None:
+def check_same_training(path: str, cfg: Config, training: bool = True) -> None:
     """Refuses (one line) a config whose training keys differ from the one the workdir's checkpoints were
-    trained with."""
+    trained with; the line names the ways out of a training run, or of an evaluation when not ``training``."""
     changed = changed_training(path, cfg)
-    if changed:
-        raise ConfigError(
-            f"--workdir {path} holds checkpoints trained with another config ({'; '.join(changed)}): rerun with the"
-            f" config it was started with ({Workdir(path).config}), pass --fresh to start over (the old run moves to"
-            f" {os.path.join(path, PREVIOUS_DIR)}/), or --resume=force to continue from its weights anyway")
+    if not changed:
+        return
+    if training:
+        way_out = (f"rerun with the config it was started with ({Workdir(path).config}), pass --fresh to start over"
+                   f" (the old run moves to {os.path.join(path, PREVIOUS_DIR)}/), or --resume=force to continue"
+                   " from its weights anyway")
+    else:
+        way_out = f"evaluate with the config it was trained with ({Workdir(path).config})"
+    raise ConfigError(f"--workdir {path} holds checkpoints trained with another config ({'; '.join(changed)}):"
+                      f" {way_out}")
 
 
 def start_over(path: str) -> Optional[str]:

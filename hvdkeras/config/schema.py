@@ -145,6 +145,8 @@ class TrainerConfig:
     # Rank 0 writes TensorBoard event files to <workdir>/tensorboard: per epoch the global losses and
     # metrics, lr and images_per_sec (keras API only; the estimator writes its own into <workdir>/estimator).
     tensorboard: bool = False
+    # At the end, rank 0 writes <workdir>/export/model.keras and <workdir>/export/saved_model (keras API only).
+    export: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,7 +70,7 @@ def mock_runs(tmp_path_factory):
     TensorFlow import and one Horovod start for the four): {config: (results by rank, workdir)}."""
     base = tmp_path_factory.mktemp("mock")
     jobs = [[os.path.join(REPO, "configs", config), str(base / config), [
-        "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", *overrides]]
+        "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", "trainer.export=false", *overrides]]
         for config, (overrides, _) in MOCK_JOBS.items()]
     found = results(horovodrun([DATA_CHECK, "mock", json.dumps(jobs)], timeout=600))
     by_config = {}

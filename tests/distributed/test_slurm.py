@@ -127,7 +127,7 @@ def test_the_generated_script_trains_the_default_job_on_two_nodes(cluster, tmp_p
     final = [line for line in text.splitlines() if "final validation" in line]
     assert len(final) == 1 and final[0].startswith("[0]<stdout>:") and "(2 ranks" in final[0]  # weights agreed
     assert float(final[0].split("val_accuracy=")[1].split(",")[0]) >= 0.90
-    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]  # rank 0's files only
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]  # rank 0 alone
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3]
 
 
@@ -153,7 +153,7 @@ def test_the_srun_form_trains_on_two_nodes_with_horovods_mpi_controller(cluster,
     final = [line for line in text.splitlines() if "final validation" in line]
     assert len(final) == 1 and "(2 ranks" in final[0]  # weights agreed, rank 0 reports
     assert float(final[0].split("val_accuracy=")[1].split(",")[0]) >= 0.90
-    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]
 
 
 def test_the_time_limit_signal_checkpoints_at_a_batch_and_the_job_requeues_itself_to_resume_there(cluster, tmp_path):

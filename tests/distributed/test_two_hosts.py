@@ -107,7 +107,7 @@ def test_only_rank_0_wrote_checkpoints(run):
     written = [[p for p in rep["written"] if p == root or p.startswith(root + os.sep)] for rep in reps]
     assert written[1] == []
     assert any("/checkpoints/" in p and p.endswith("ckpt") for p in written[0])
-    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002"]
 
 

@@ -40,7 +40,9 @@ def test_only_rank_0_writes_into_the_workdir(digits_run):
     assert any(p.endswith("config.yaml") for p in rank0)
     assert any(p.endswith("metrics.jsonl") for p in rank0)
     assert any("/checkpoints/" in p and p.endswith("ckpt") for p in rank0)
-    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]
+    assert any(p.endswith("/export/model.keras") for p in rank0) and any(p.endswith("/export/saved_model")
+                                                                       for p in rank0)
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0013", "epoch-0014", "epoch-0015"]
 
 

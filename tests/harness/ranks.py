@@ -67,10 +67,16 @@ def launch_command(np, launcher="gloo"):
     raise ValueError(f"launcher must be one of {LAUNCHERS}; received: {launcher!r}")
 
 
-def train_args(workdir, *sets, config=os.path.join(REPO, "configs", "digits.yaml")):
+def train_args(workdir, *sets, config=os.path.join(REPO, "configs", "digits.yaml"), export=False):
     """``python -m hvdkeras.train``'s arguments for ``config`` (the digits job) in ``workdir``, without
-    progress bars, with each ``section.key=value`` of ``sets`` as a ``--set``: for :func:`horovodrun`."""
+    progress bars, with each ``section.key=value`` of ``sets`` as a ``--set``: for :func:`horovodrun`.
+
+    Without ``export``, the job writes no ``export/`` at the end (``trainer.export=false``): the export
+    costs about 0.5 s per job here, and its own tests (``tests/unit/test_export.py``, the default job's
+    run in ``test_two_ranks.py``, ``test_own_pieces_two_ranks.py``) write and load it."""
     args = ["-m", "hvdkeras.train", "--config", config, "--workdir", str(workdir), "--set", "trainer.verbose=0"]
+    if not export:
+        args += ["--set", "trainer.export=false"]
     for s in sets:
         args += ["--set", s]
     return args

@@ -80,7 +80,7 @@ def test_a_changed_config_is_refused_fresh_starts_over_and_force_resumes(tmp_pat
     quick = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=2", "--set", "trainer.verbose=0"]
     first = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "metrics.jsonl"]  # the lock is gone
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]  # no lock
 
     changed = ["--set", "optimizer.learning_rate=0.2"]
     refused = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, *changed)
