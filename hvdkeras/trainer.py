@@ -207,6 +207,7 @@ class Trainer:
             backup=self.backup,
             metrics_file=self.files.metrics,
             tensorboard_dir=self.files.tensorboard if cfg.trainer.tensorboard else None,
+            profile_dir=self.files.tensorboard, profile_batches=cfg.runtime.profile_batches or None,
             progress=cfg.trainer.verbose > 0,
             terminate_on_nan=cfg.trainer.terminate_on_nan,
             throughput_unit=self.task.throughput_unit,

@@ -15,6 +15,7 @@ from hvdkeras.callbacks.metric_average import MetricAverageCallback
 from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
 from hvdkeras.callbacks.model_checkpoint import ModelCheckpoint
 from hvdkeras.callbacks.model_statistics import AverageModelStatisticsCallback
+from hvdkeras.callbacks.profiler import ProfileBatches
 from hvdkeras.callbacks.throughput import ThroughputLogger
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "LearningRateWarmupCallback",
     "MetricAverageCallback",
     "ModelCheckpoint",
+    "ProfileBatches",
     "ProgbarLogger",
     "ReduceLROnPlateau",
     "TensorBoard",

@@ -1,7 +1,7 @@
 """The recommended callback list for a plain ``model.fit``, in the order that makes it correct."""
 from __future__ import annotations
 
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Union
 
 from hvdkeras import compat, distributed
 from hvdkeras.callbacks.agreement import TerminateOnNaN
@@ -12,6 +12,7 @@ from hvdkeras.callbacks.learning_rate import LearningRateScheduleCallback, Learn
 from hvdkeras.callbacks.metric_average import MetricAverageCallback
 from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
 from hvdkeras.callbacks.model_statistics import AverageModelStatisticsCallback
+from hvdkeras.callbacks.profiler import ProfileBatches
 from hvdkeras.callbacks.throughput import ThroughputLogger
 
 keras = compat.keras
@@ -34,6 +35,8 @@ def default_callbacks(
     root_rank: int = distributed.ROOT_RANK,
     size: Optional[int] = None,
     warmup_start_lr: Optional[float] = None,
+    profile_dir: Optional[str] = None,
+    profile_batches: Optional[Sequence[int]] = None,
 ) -> List[keras.callbacks.Callback]:
     """Returns, in order (each only if asked for):
 
@@ -47,7 +50,7 @@ def default_callbacks(
        multiplier (number, function of the epoch, or Keras ``LearningRateSchedule``).
     6. ``ThroughputLogger``: examples per second in the logs.
     7. Rank 0 only: ``ProgbarLogger``, ``TensorBoard(tensorboard_dir)``,
-       ``JsonlMetricsLogger(metrics_file)``.
+       ``ProfileBatches(profile_dir, profile_batches)``, ``JsonlMetricsLogger(metrics_file)``.
     8. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
 
     This docstring is the one description of the order; the trainer uses this list.
@@ -82,6 +85,8 @@ def default_callbacks(
         callbacks.append(ProgbarLogger(**compat.progbar_steps_kwargs()))
     if tensorboard_dir:
         callbacks.append(TensorBoard(log_dir=tensorboard_dir))
+    if profile_batches:
+        callbacks.append(ProfileBatches(profile_dir or tensorboard_dir or "profile", profile_batches))
     if metrics_file:
         callbacks.append(JsonlMetricsLogger(metrics_file))
     if backup is not None:

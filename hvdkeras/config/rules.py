@@ -179,6 +179,11 @@ def validate(cfg: Config) -> None:
     need(not elastic.enabled or hvd.fusion_threshold_mb is None, "horovod.fusion_threshold_mb",
          "be null with elastic.enabled (Horovod 0.28.1 segfaults re-forming an elastic job with it set)")
 
+    need(not runtime.profile_batches or (len(runtime.profile_batches) == 2
+                                         and 1 <= runtime.profile_batches[0] <= runtime.profile_batches[1]),
+         "runtime.profile_batches", "be [] (no profile) or [start, stop] with 1 <= start <= stop")
+    need(not runtime.profile_batches or trainer.api == "keras", "runtime.profile_batches",
+         "be [] with trainer.api=estimator (its hooks are its own: tf.estimator.ProfilerHook)")
     need(runtime.intra_op_threads is None or runtime.intra_op_threads > 0, "runtime.intra_op_threads",
          "be > 0 or null (auto)")
     need(runtime.inter_op_threads is None or runtime.inter_op_threads > 0, "runtime.inter_op_threads",

@@ -225,6 +225,9 @@ class RuntimeConfig:
                                              metadata=_choices("none", "mixed_float16", "mixed_bfloat16"))
     # XLA-compile the forward and backward pass (the gradient allreduce stays outside XLA).
     jit_compile: bool = False
+    # [start, stop]: rank 0 writes a TensorFlow profiler trace of training batches start..stop (counted from 1
+    # over the run's fit, across epochs) into <workdir>/tensorboard/plugins/profile; []: none.
+    profile_batches: Tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
