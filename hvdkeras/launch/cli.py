@@ -16,7 +16,7 @@ from hvdkeras import launch
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("np", None, "--dry_run: number of processes (default: the slots of --hosts, else 1).")
 flags.DEFINE_string("hosts", None, "--dry_run: hosts and processes per host, e.g. a:4,b:4 (default: localhost:np).")
-flags.DEFINE_string("launcher", "horovodrun", "--dry_run: horovodrun, mpirun, slurm or kubernetes.")
+flags.DEFINE_string("launcher", "horovodrun", f"--dry_run: {', '.join(launch.LAUNCHERS)}.")
 flags.DEFINE_string("image", launch.DEFAULT_IMAGE, "--dry_run --launcher kubernetes: the container image.")
 flags.DEFINE_integer("gpus_per_host", 0, "--dry_run: GPUs per host (0: CPU hosts).")
 flags.DEFINE_integer("cores_per_host", None, "--dry_run: CPU cores per host (default: this machine's).")
