@@ -154,10 +154,32 @@ def parse_override(text: str) -> Tuple[List[str], Any]:
     return parts, value
 
 
+# The configs that ship inside the package (hvdkeras/configs/; configs/ in a checkout links there).
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+def shipped_names() -> List[str]:
+    """The shipped configs' names (``digits``, ``resnet``...)."""
+    if not os.path.isdir(SHIPPED):
+        return []
+    return sorted(n[:-len(".yaml")] for n in os.listdir(SHIPPED) if n.endswith(".yaml"))
+
+
+def config_path(path: str) -> str:
+    """``path`` itself, or for a shipped config's name (``digits``, ``digits.yaml``) that is not a file here, the
+    shipped file: ``python -m hvdkeras.train --config digits`` works from an installed wheel."""
+    if os.path.exists(path) or os.sep in path:
+        return path
+    name = path[:-len(".yaml")] if path.endswith(".yaml") else path
+    shipped = os.path.join(SHIPPED, f"{name}.yaml")
+    return shipped if name in shipped_names() else path
+
+
 def read_yaml(path: str) -> Dict[str, Any]:
     """The mapping in the YAML file at ``path`` (empty for an empty file)."""
     if not os.path.exists(path):
-        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file with --config (see configs/)")
+        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file with --config, or the name"
+                          f" of a shipped config: {', '.join(shipped_names())}")
     try:
         with open(path) as f:
             tree = yaml.safe_load(f)
@@ -176,6 +198,7 @@ def load_unchecked(path: Optional[str] = None, overrides: Sequence[str] = ()) ->
     """Defaults, then the YAML file at ``path``, then each override; keys and types checked, rules not."""
     tree: Dict[str, Any] = {}
     sources: Dict[str, str] = {}
+    path = config_path(path) if path is not None else None
     if path is not None:
         _merge(tree, read_yaml(path), sources, path)
     for text in overrides:

@@ -1,4 +1,5 @@
 """The wheel is the product: hvdkeras and what its own commands need, and no lab, benchmark or test code."""
+import os
 import pathlib
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ def wheel(tmp_path_factory):
     for name in filter(None, tracked.decode().split("\0")):
         target = src / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f"{REPO}/{name}", target)
+        shutil.copy2(f"{REPO}/{name}", target, follow_symlinks=False)  # configs/ links to hvdkeras/configs
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                     "-q", "-w", str(out), str(src)], check=True, capture_output=True, timeout=300)
@@ -58,3 +59,11 @@ def test_the_wheel_holds_what_its_commands_need(wheel_names):
         assert needed in wheel_names
     patches = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "build_horovod" / "patches").glob("*.patch"))
     assert patches and all(f"hvdkeras/build_horovod/patches/{p}" in wheel_names for p in patches)
+    configs = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "configs").glob("*.yaml"))
+    assert "digits.yaml" in configs and all(f"hvdkeras/configs/{c}" in wheel_names for c in configs)  # --config digits
+
+
+def test_the_wheel_carries_the_one_version(wheel_names, wheel):
+    import hvdkeras
+
+    assert os.path.basename(wheel).startswith(f"hvdkeras-{hvdkeras.__version__}-")
