@@ -27,8 +27,9 @@ COMMANDS = _commands()
 
 
 def _train_flags():
-    from hvdkeras import train  # noqa: F401  (defines its absl flags)
     from absl import flags
+
+    from hvdkeras import train  # noqa: F401  (defines its absl flags)
 
     return set(flags.FLAGS)
 
