@@ -34,6 +34,7 @@ where and which command prepares it (nothing is downloaded at run time).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from typing import Any, Callable, Optional, Tuple
@@ -307,29 +308,39 @@ def split_size(builder, split: str) -> int:
         return count
 
 
-def epoch_seed(seed: int, shard: Shard, epoch) -> tf.Tensor:
-    """The int64 seed of rank ``shard.index``'s epoch ``epoch`` (epoch may be a tensor)."""
-    return (tf.constant(seed, tf.int64) * 1_000_003 + shard.index) * 100_003 + tf.cast(epoch, tf.int64)
+def epoch_seed(seed: int, shard: Shard, epoch: int) -> int:
+    """The seed of rank ``shard.index``'s epoch ``epoch``: ``(seed * 1000003 + rank) * 100003 + epoch``, wrapped to
+    int64 as TensorFlow's int64 arithmetic would."""
+    value = (seed * 1_000_003 + shard.index) * 100_003 + epoch
+    return (value + 2 ** 63) % 2 ** 64 - 2 ** 63
 
 
 def sharded_train_epochs(records: tf.data.Dataset, pipeline: Optional["preprocessing.Pipeline"], batch: int,
                          steps: int, seed: int, shard: Shard, start_epoch: int, end_epoch: int,
                          cfg: DataConfig) -> tf.data.Dataset:
     """Epochs ``[start_epoch, end_epoch)`` of ``steps`` batches of this rank's ``records``, reshuffled per epoch;
-    TFDS examples are decoded and augmented by ``pipeline``, your own ``(features, label)`` pairs taken as they are."""
+    TFDS examples are decoded and augmented by ``pipeline``, your own ``(features, label)`` pairs taken as they are.
+
+    Each epoch is its own dataset, shuffled with a Python integer seed, and the epochs are
+    concatenated: ``shuffle`` given a tensor seed fails while TensorFlow's global seed is 0
+    (``tf.random.set_seed(0)``, ``runtime.seed: 0``; its seed check compares the tensor as a bool).
+    """
     buffer = max(1, cfg.shuffle_buffer)
 
-    def one_epoch(epoch):
+    def one_epoch(epoch: int) -> tf.data.Dataset:
         s = epoch_seed(seed, shard, epoch)
         ds = records.shuffle(buffer, seed=s, reshuffle_each_iteration=False).take(steps * batch)
         if pipeline is not None:
+            example_seed = tf.constant(s, tf.int64)
+
             def transform(index, example):
-                return pipeline.train(example["image"], tf.stack([s, index])), example["label"]
+                return pipeline.train(example["image"], tf.stack([example_seed, index])), example["label"]
 
             ds = ds.enumerate().map(transform, num_parallel_calls=_parallel(cfg), deterministic=cfg.deterministic)
         return ds.batch(batch, drop_remainder=True)
 
-    ds = tf.data.Dataset.range(start_epoch, end_epoch).flat_map(one_epoch)
+    epochs = [one_epoch(epoch) for epoch in range(start_epoch, end_epoch)] or [one_epoch(start_epoch).take(0)]
+    ds = functools.reduce(lambda a, b: a.concatenate(b), epochs[1:], epochs[0])
     return ds.apply(tf.data.experimental.assert_cardinality((end_epoch - start_epoch) * steps))
 
 
