@@ -98,8 +98,12 @@ def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path, digit
 def test_checkpoint_that_does_not_fit_fails_every_rank_cleanly(tmp_path, digits_two_epochs):
     workdir = digits_two_epochs(tmp_path / "work")  # the digits CNN's checkpoints
     before = sorted(os.listdir(workdir / "checkpoints"))
-    job = horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir),
-                      "--set", "trainer.epochs=2", "--set", "model.name=mlp"], timeout=180, check=False)
+    other_model = ["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(workdir), "--set", "trainer.epochs=2",
+                   "--set", "model.name=mlp"]
+    refused = horovodrun(other_model, timeout=180, check=False)  # the config says so before anything loads
+    assert refused.returncode != 0
+    assert "hvdkeras: error: --workdir" in refused.output and "(model.name: 'small_cnn' -> 'mlp')" in refused.output
+    job = horovodrun(other_model + ["--resume=force"], timeout=180, check=False)  # then the checkpoint itself
     assert job.returncode != 0
     errors = [line for line in job.output.splitlines() if "hvdkeras: error:" in line]
     assert errors and "does not fit this model" in errors[0] and "--workdir" in errors[0]
