@@ -16,6 +16,7 @@ from tests.harness.ranks import (
     rank_pid,
     read_jsonl,
     start_ranks,
+    train_args,
     wait_for_epochs,
 )
 from tests.harness.stacks import once_per_make_test
@@ -54,6 +55,25 @@ def test_killed_rank_ends_the_job_quickly_and_the_rerun_resumes(tmp_path):
     assert resumed >= done - 1  # at most the epoch that was running is lost
     epochs = [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")]
     assert epochs == list(range(1, done + 3))  # none missing, none repeated
+
+
+@peers
+def test_a_second_job_on_a_workdir_in_use_stops_at_once_naming_the_first_which_goes_on(tmp_path):
+    # Two digits jobs started on one workdir, the second once the first has trained an epoch (the case:
+    # both ran to the end and wrote the same checkpoints). The lock is plain Python around the trainer.
+    workdir = tmp_path / "work"
+    first = start_ranks(train_args(workdir, "trainer.epochs=6", "checkpoint.keep=0"))
+    wait_for_epochs(first, workdir, 1)
+    holder = rank_pid(0, str(workdir))
+    second = horovodrun(train_args(workdir, "trainer.epochs=6", "checkpoint.keep=0"), timeout=120, check=False)
+    assert second.returncode != 0
+    errors = [line for line in second.output.splitlines() if "hvdkeras: error:" in line]
+    assert errors and f"--workdir {workdir} is in use by another job (job horovodrun " in errors[0], second.output
+    assert f", pid {holder}, started " in errors[0] and errors[0].endswith("or pass another --workdir")
+    out = finish(first, timeout=120)
+    assert first.returncode == 0, out[-3000:]
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]  # one writer
+    assert not (workdir / ".hvdkeras.lock").exists()  # released with the job
 
 
 @peers
