@@ -16,8 +16,8 @@ import pytest
 from tests.harness.ranks import REPO
 from tests.harness.stacks import current_stack, once_per_make_test
 
-# pip, the build cache and two ranks do not depend on the stack's Keras: keras3 runs it (about 1.5 minutes).
-pytestmark = once_per_make_test("the install from the wheel into a fresh virtualenv", 1.5, stack="keras3")
+# pip, the build cache and two ranks do not depend on the stack's Keras: keras2 runs it (about 1 minute).
+pytestmark = once_per_make_test("the install from the wheel into a fresh virtualenv", 1.0, stack="keras2")
 
 
 def _run(cmd, timeout, **kwargs):
