@@ -35,7 +35,9 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
                      else " (data.per_rank_batch_size: grows with the ranks)")
                   + f"; eval: global {p.eval_global_batch} = {p.np} x {p.eval_per_rank_batch}"),
         ("learning rate", f"{scaling.formula(cfg.optimizer, cfg.data, p.np)}"
-                          f" (optimizer.lr_scaling: {cfg.optimizer.lr_scaling}); {cfg.optimizer.name}"),
+                          + (f" (optimizer.lr_scaling: {cfg.optimizer.lr_scaling})"
+                             if cfg.optimizer.lr_scaling != "none" else "")  # the formula names none itself
+                          + f"; {cfg.optimizer.name}"),
     ]
     if p.warmup_epochs > 0:
         steps = f"{p.warmup_steps} steps" if p.warmup_steps is not None else "unknown steps"
