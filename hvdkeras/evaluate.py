@@ -21,16 +21,18 @@ from typing import Dict, List, Optional, Tuple
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from hvdkeras import config as config_lib  # noqa: E402
-from hvdkeras import workdir_guard  # noqa: E402
+from hvdkeras import (
+    log,  # noqa: E402
+    workdir_guard,  # noqa: E402
+)
 from hvdkeras.errors import CheckpointError, HvdkerasError  # noqa: E402
-from hvdkeras.horovod_env import launcher_rank  # noqa: E402
 from hvdkeras.workdir import Workdir  # noqa: E402
 
 
 def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float], str]:
     """Collective: (the validation metrics of ``workdir``'s latest intact checkpoint over every rank's part,
     that checkpoint's folder). Imports TensorFlow and Horovod."""
-    from hvdkeras import distributed, log
+    from hvdkeras import distributed
     from hvdkeras.trainer import Trainer
 
     trainer = Trainer.from_config(config, workdir)
@@ -76,12 +78,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         tensorflow_import.load()
         evaluate(cfg, args.workdir)
     except HvdkerasError as exc:
-        if launcher_rank() not in (None, 0):
-            import time
-
-            time.sleep(3)  # as the training command line: rank 0's line comes first, usually alone
-        print(f"hvdkeras: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr,
-              flush=True)
+        log.command_error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return 2
     return 0
 

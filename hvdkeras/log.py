@@ -99,3 +99,18 @@ def warning(message: str) -> None:
 def stop(line: str) -> None:
     """The line a rank stops training with (``hvdkeras: <line>``, as the command line's errors), every rank."""
     _logger().warning(line, extra={"hvdkeras_stop": True})
+
+
+def command_error(message: str) -> None:
+    """A command line's one line for an error the user can fix: ``hvdkeras: error: <message>`` on stderr.
+
+    Most start-up errors (a bad config) happen on every rank alike. Rank 0 prints at
+    once; the other ranks wait a moment first, so the launcher, which stops the job
+    when rank 0 exits, usually shows the line once. An error only one rank has is
+    still printed, by that rank, after the pause.
+    """
+    if horovod_env.launcher_rank() not in (None, 0):
+        import time
+
+        time.sleep(3)
+    print(f"hvdkeras: error: {message}", file=sys.stderr, flush=True)

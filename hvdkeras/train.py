@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep its C++ chatter out
 
 from absl import app, flags  # noqa: E402
 
 from hvdkeras import config as config_lib  # noqa: E402
-from hvdkeras import workdir_guard  # noqa: E402
+from hvdkeras import (
+    log,  # noqa: E402
+    workdir_guard,  # noqa: E402
+)
 from hvdkeras.errors import HvdkerasError, SetupError  # noqa: E402
 from hvdkeras.horovod_env import launcher_rank  # noqa: E402
 from hvdkeras.launch import cli as dry_run  # noqa: E402
@@ -40,16 +42,8 @@ flags.DEFINE_bool("dry_run", False, "Print world size, batches, scaled lr, steps
 
 
 def _fail(message: str) -> None:
-    """One line on stderr, then exit status 2.
-
-    Most start-up errors (a bad config) happen on every rank alike. Rank 0 prints at
-    once; the other ranks wait a moment first, so the launcher, which stops the job
-    when rank 0 exits, usually shows the line once. An error only one rank has is
-    still printed, by that rank, after the pause.
-    """
-    if launcher_rank() not in (None, 0):
-        time.sleep(3)
-    print(f"hvdkeras: error: {message}", file=sys.stderr, flush=True)
+    """One line on stderr (:func:`hvdkeras.log.command_error`), then exit status 2."""
+    log.command_error(message)
     sys.exit(2)
 
 
