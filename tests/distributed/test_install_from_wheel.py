@@ -6,7 +6,6 @@ install filled: the same TensorFlow, flags and patches); then, from a folder out
 nothing of it can be imported, ``horovodrun`` trains the shipped digits config by name on two ranks.
 """
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 
 from tests.harness.ranks import REPO
 from tests.harness.stacks import current_stack, once_per_make_test
+from tests.harness.wheel import build_wheel
 
 # pip, the build cache and two ranks do not depend on the stack's Keras: keras2 runs it (about 1 minute).
 pytestmark = once_per_make_test("the install from the wheel into a fresh virtualenv", 1.0, stack="keras2")
@@ -27,23 +27,10 @@ def _run(cmd, timeout, **kwargs):
     return proc
 
 
-def _wheel(tmp_path) -> pathlib.Path:
-    src = tmp_path / "src"
-    tracked = _run(["git", "ls-files", "-z"], 60, cwd=REPO).stdout
-    for name in filter(None, tracked.split("\0")):
-        target = src / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(os.path.join(REPO, name), target, follow_symlinks=False)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-          str(src)], 300)
-    (built,) = tmp_path.glob("hvdkeras-*.whl")
-    return built
-
-
 def test_the_wheel_in_a_fresh_virtualenv_builds_horovod_and_trains_the_digits_job_on_two_ranks(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("lists the project's files with git")
-    wheel = _wheel(tmp_path)
+    wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], 120)
     python, bin_dir = str(venv / "bin" / "python"), venv / "bin"

@@ -2,12 +2,11 @@
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 import zipfile
 
 import pytest
 
+from tests.harness.wheel import build_wheel
 from tests.unit.helpers import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="lists the project's files with git")
@@ -16,17 +15,7 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="lists the p
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     """A wheel built from the project's tracked files (a clean copy, as a clone has)."""
-    src = tmp_path_factory.mktemp("src")
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout
-    for name in filter(None, tracked.decode().split("\0")):
-        target = src / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f"{REPO}/{name}", target, follow_symlinks=False)  # configs/ links to hvdkeras/configs
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-q", "-w", str(out), str(src)], check=True, capture_output=True, timeout=300)
-    (built,) = out.glob("hvdkeras-*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")
