@@ -151,10 +151,7 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
                 "trainer.epochs=2", "trainer.verbose=0", "data.eval_examples=0", f"model.name={args.model}",
                 "checkpoint.enabled=false", "trainer.check_weights_agree=false",
                 # the recipes' problem: plain cross-entropy, no weight decay (synthetic_resnet50.yaml has both)
-                "model.weight_decay=0", "trainer.label_smoothing=0",
-                # one synthetic batch repeated leaves tf.data's autotuning nothing to tune, and its thread
-                # held each job 13-15 s at fit's end, after the measured epoch (docs/performance.md)
-                "data.autotune=false"] + sets
+                "model.weight_decay=0", "trainer.label_smoothing=0"] + sets
         cmd = horovodrun + [sys.executable, "-m", "hvdkeras.train", "--config",
                             os.path.join(REPO, "configs", "synthetic_resnet50.yaml"), "--workdir", run_dir]
         for s in sets:

@@ -60,9 +60,12 @@ class DataConfig:
     shuffle_buffer: int = 10000  # examples, per rank
     # tf.data: parallel map calls (-1: autotune), prefetch depth in batches (-1: autotune, 0: none),
     # autotuning, deterministic order, private thread pool size (null: the rank's intra-op threads).
+    # Autotuning is off by default: its thread holds an iterator's end (fit's, each validation pass's) until its
+    # next optimization, up to 60 s, in TensorFlow 2.15-2.21; without it -1 means the thread pool's size (at most
+    # 16) and a prefetch buffer that grows while training waits, the same input rate here (docs/performance.md).
     parallel_calls: int = -1
     prefetch: int = -1
-    autotune: bool = True
+    autotune: bool = False
     deterministic: bool = True
     private_threadpool_size: Optional[int] = None
 

@@ -1,6 +1,7 @@
 """hvdkeras.trainer: the parts a Trainer is composed of, its callback list, and a short single-process run."""
 import os
 import re
+import time
 import warnings
 
 import pytest
@@ -178,3 +179,28 @@ def test_trainer_writes_lr_and_images_per_sec_to_tensorboard(hvd_single, tmp_pat
     assert "#   learning rate 0.025 = 0.05 x global batch 16 / optimizer.base_batch_size 32" in text
     assert "#   steps per epoch 3: trainer.steps_per_epoch" in text
     config_lib.from_dict(saved, source="config.yaml")
+
+
+def _train_end_recorder():
+    """A Keras callback noting when training ended (``.ended``, after the last epoch's validation)."""
+    from hvdkeras.compat import keras
+
+    class TrainEnd(keras.callbacks.Callback):
+        ended = None
+
+        def on_train_end(self, logs=None):
+            self.ended = time.monotonic()
+
+    return TrainEnd()
+
+
+def test_fit_returns_at_once_after_its_last_epoch(hvd_single, tmp_path, restore_environment):
+    """A hang check, not a timing: ``fit`` returns within seconds of its last epoch (it returns in
+    milliseconds). The trainer's ``fit`` once ended with a 13-15 s idle pause: tf.data's autotuner holding
+    the training iterator's end (``data.autotune=true``; test_data.py's iterator test has the cause)."""
+    os.makedirs(tmp_path / "run")
+    trainer = trainer_lib.Trainer.from_config(tiny_config(), str(tmp_path / "run"))
+    end = _train_end_recorder()
+    trainer.fit_range(trainer.data, 0, 0, trainer.scaled_lr, 1, extra_callbacks=lambda initial_batch: [end])
+    returned = time.monotonic() - end.ended
+    assert returned < 5.0, f"fit returned {returned:.1f} s after its last epoch ended"
