@@ -6,11 +6,13 @@ import json
 import os
 
 import benchmarks
-from benchmarks.runner import VARIANTS, hvdkeras_sets, run_rounds
+from benchmarks import pairs
+from benchmarks.runner import BENCH_VARIANTS, VARIANTS, hvdkeras_sets, run_rounds
 from benchmarks.summary import draw, print_table, summarize
 
-# The lab's rows: (a) hvdkeras, (b) Horovod's recipe with its defaults, (c) MWMS, (d) the ceiling.
-LAB_VARIANTS = ("hvdkeras", "horovod", "mwms", "ceiling")
+# The lab's rows, at equal settings pair by pair (benchmarks.pairs): hvdkeras and Horovod's recipe each with
+# fp32 and with fp16 gradients, MultiWorkerMirroredStrategy (fp32), and the communication-free ceiling.
+LAB_VARIANTS = ("hvdkeras-fp32", "horovod", "hvdkeras-fp16", "horovod-fp16", "mwms", "ceiling")
 
 
 def main(argv=None):
@@ -22,7 +24,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10, help="measured steps (a warm-up epoch of as many runs first)")
     parser.add_argument("--np", default="2", help="comma-separated process counts, e.g. 1,2")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=None,
+                        help=f"comma-separated rows (default: {','.join(BENCH_VARIANTS)}; with --hosts:"
+                             f" {','.join(LAB_VARIANTS)}); any of {', '.join(VARIANTS)} or hvdkeras+<key>=<value>")
     parser.add_argument("--out", default="runs/bench")
     parser.add_argument("--timeout", type=float, default=1200)
     parser.add_argument("--hosts", type=int, default=0,
@@ -34,13 +38,14 @@ def main(argv=None):
     if args.hosts:
         return lab_main(parser, args)
     nps = [int(n) for n in args.np.split(",")]
-    variants = args.variants.split(",")
+    chosen = args.variants is not None
+    variants = args.variants.split(",") if chosen else list(BENCH_VARIANTS)
     unknown = sorted(v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None)
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     if not args.model.startswith("applications."):  # the recipes build keras.applications models
         recipes = [v for v in variants if not v.startswith("hvdkeras")]
-        if recipes and args.variants != ",".join(VARIANTS):
+        if recipes and chosen:
             parser.error(f"variants {recipes} build keras.applications models only; use --model applications.<Name> "
                          f"or --variants with hvdkeras rows only. Received: --model {args.model}")
         if recipes:
@@ -51,9 +56,14 @@ def main(argv=None):
     table = summarize(runs, nps)
     title = f"{args.model} {args.image_size}px, batch {args.batch}/process"
     text = print_table(table, nps)
+    compared = {str(n): pairs.compare({v: by_np[n] for v, by_np in runs.items()}) for n in nps}
+    lines = [line for n in nps for line in pairs.compare_text(compared[str(n)], f"np={n}")]
+    if lines:
+        print("paired ratios, round by round: median [interval for it, coverage], spread", *lines, sep="\n")
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump({"model": args.model, "batch_per_process": args.batch, "image_size": args.image_size,
-                   "steps": args.steps, "rounds": args.rounds, "table": table, "text": text}, f, indent=1)
+                   "steps": args.steps, "rounds": args.rounds, "table": table, "pairs": compared,
+                   "text": "\n".join([text, *lines])}, f, indent=1)
     for path in draw(table, nps, args.out, title):
         print(f"wrote {path}")
     print(f"wrote {os.path.join(args.out, 'bench.json')}")
@@ -64,7 +74,7 @@ def lab_main(parser, args):
     from benchmarks.link_summary import write_all
     from benchmarks.link_sweep import parse_link, run_sweep
 
-    variants = args.variants.split(",") if args.variants != ",".join(VARIANTS) else list(LAB_VARIANTS)
+    variants = args.variants.split(",") if args.variants is not None else list(LAB_VARIANTS)
     bad = [v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None]
     if bad:
         parser.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)} or hvdkeras+<key>=<value>")

@@ -1,10 +1,11 @@
-"""The link sweep as a table (medians with their spread, efficiency, the step's split), its text and its charts."""
+"""The link sweep as a table (medians with their spread, efficiency, the step's split), the paired ratios of
+rows at equal settings (:mod:`benchmarks.pairs`), their text and the charts."""
 from __future__ import annotations
 
 import os
 import statistics
 
-from benchmarks import efficiency
+from benchmarks import efficiency, pairs
 
 CEILING = "ceiling"
 
@@ -33,19 +34,20 @@ def summarize_sweep(sweep: dict, global_batch: int) -> dict:
                 row["step_s"], row["compute_s"], row["exposed_comm_s"] = (split.step_s, split.compute_s,
                                                                          split.exposed_comm_s)
             table[variant][rate] = row
-    for variant, rows in table.items():
-        for rate, row in rows.items():
-            base = table.get("hvdkeras", {}).get(rate)
-            if base and variant != "hvdkeras":
-                row["hvdkeras_over_this"] = base["images_per_sec"]["median"] / row["images_per_sec"]["median"]
     return table
 
 
-def table_text(table: dict, rates: list[str]) -> str:
+def compare_sweep(sweep: dict) -> dict:
+    """``{rate: [pair comparison, ...]}``: :func:`benchmarks.pairs.compare` of the rows at each rate."""
+    runs = sweep["runs"]
+    return {rate: pairs.compare({v: by_rate[rate] for v, by_rate in runs.items()}) for rate in sweep["rates"]}
+
+
+def table_text(table: dict, rates: list[str], compared: dict | None = None) -> str:
     """One line per rate and variant: images/s (spread), efficiency (spread), step = compute + exposed comm,
-    the ratio hvdkeras / row, and the CPU cores each rank used in the measured epoch (median)."""
+    and the CPU cores each rank used in the measured epoch (median); then the paired ratios per rate."""
     lines = [f"{'link':>10} {'variant':30} {'images/s':>8} {'(min-max)':>13} {'efficiency':>10} {'(min-max)':>11}"
-             f" {'step s':>7} {'compute':>7} {'exposed':>7} {'hvdkeras/x':>10} {'cpu/rank':>8}"]
+             f" {'step s':>7} {'compute':>7} {'exposed':>7} {'cpu/rank':>8}"]
     for rate in rates:
         for variant, rows in table.items():
             r = rows[rate]
@@ -53,10 +55,13 @@ def table_text(table: dict, rates: list[str]) -> str:
             eff_text = (f"{eff['median']:10.3f} {eff['min']:5.2f}-{eff['max']:<5.2f}" if eff else f"{'':10} {'':11}")
             split = (f" {r['step_s']:7.3f} {r['compute_s']:7.3f} {r['exposed_comm_s']:7.3f}" if "step_s" in r
                      else f" {'':7} {'':7} {'':7}")
-            ratio = f" {r['hvdkeras_over_this']:10.3f}" if "hvdkeras_over_this" in r else f" {'':10}"
             cpu = f" {r['cpu_cores_per_rank']['median']:8.2f}" if "cpu_cores_per_rank" in r else ""
             lines.append(f"{rate:>10} {variant:30} {ips['median']:8.2f} {ips['min']:6.2f}-{ips['max']:<6.2f}"
-                         f" {eff_text}{split}{ratio}{cpu}")
+                         f" {eff_text}{split}{cpu}")
+    if compared and any(compared.values()):
+        lines.append("paired ratios, round by round: median [interval for it, coverage], spread")
+        for rate in rates:
+            lines.extend(pairs.compare_text(compared.get(rate, []), rate))
     return "\n".join(lines)
 
 
@@ -155,14 +160,17 @@ def write_all(sweep: dict, args, out: str, log=print) -> dict:
     import json
 
     table = summarize_sweep(sweep, args.batch * args.hosts)
-    text = table_text(table, sweep["rates"])
+    compared = compare_sweep(sweep)
+    text = table_text(table, sweep["rates"], compared)
     log(text)
     title = f"{args.model} {args.image_size}px, batch {args.batch}/host, {args.hosts} emulated hosts"
     projection = projection_table(sweep["calibration"])
-    check = lab_check(table, sweep["calibration"], sweep["rates_bps"], sweep["rates"])
+    # the projection counts fp32 bytes: hvdkeras's fp32 row where it ran
+    fp32 = next((v for v in ("hvdkeras-fp32", "hvdkeras") if v in table), "hvdkeras")
+    check = lab_check(table, sweep["calibration"], sweep["rates_bps"], sweep["rates"], variant=fp32)
     result = {"model": args.model, "batch_per_process": args.batch, "image_size": args.image_size,
               "steps": args.steps, "rounds": args.rounds, "calibration": sweep["calibration"],
-              "rates": sweep["rates"], "rates_bps": sweep["rates_bps"], "table": table, "text": text,
+              "rates": sweep["rates"], "rates_bps": sweep["rates_bps"], "table": table, "pairs": compared, "text": text,
               "projection": projection, "projection_check": check, "runs": sweep["runs"]}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "lab.json"), "w") as f:

@@ -23,10 +23,17 @@ from hvdkeras import horovod_env
 from hvdkeras.config import HorovodConfig
 from hvdkeras.workdir import read_metrics
 
-VARIANTS = ["hvdkeras", "hvdkeras-lean", "horovod", "horovod-tuned", "mwms", "ceiling"]
+# Every row by name; `make bench`'s default rows (one host, where hvdkeras's `auto` compression is none: its
+# defaults and Horovod's recipe exchange fp32 gradients alike); the lab's are benchmarks.__main__.LAB_VARIANTS.
+VARIANTS = ["hvdkeras", "hvdkeras-fp32", "hvdkeras-fp16", "hvdkeras-lean", "horovod", "horovod-fp16",
+            "horovod-tuned", "mwms", "ceiling"]
+BENCH_VARIANTS = ["hvdkeras", "hvdkeras-lean", "horovod", "horovod-tuned", "mwms", "ceiling"]
 # Named hvdkeras variants: the config overrides each adds to the synthetic benchmark config.
 HVDKERAS_SETS = {"hvdkeras": [], "hvdkeras-lean": ["trainer.terminate_on_nan=false"],
-                 "hvdkeras-grouped": ["horovod.groups=1"], "hvdkeras-fp16": ["horovod.compression=fp16"]}
+                 "hvdkeras-grouped": ["horovod.groups=1"], "hvdkeras-fp32": ["horovod.compression=none"],
+                 "hvdkeras-fp16": ["horovod.compression=fp16"]}
+# Horovod's recipe rows: the recipe's own flags (its examples' --fp16-allreduce).
+HOROVOD_FLAGS = {"horovod": [], "horovod-tuned": [], "horovod-fp16": ["--fp16-allreduce"]}
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RECIPES = os.path.join(HERE, "recipes")
@@ -167,13 +174,14 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
                 "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
                 "cpu_cores_per_rank": statistics.mean(r["cpu_cores"] for r in results),
                 "gradient_bytes": results[0]["gradient_bytes"]}
-    if variant.startswith("horovod"):
+    if variant in HOROVOD_FLAGS:
         if variant == "horovod-tuned":
             cores = horovod_env.host_cores()
             budget = horovod_env.thread_budget(cores, np_)
             tuned = horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig()))
             env.update(tuned, TF_NUM_INTRAOP_THREADS=str(budget.intra_op), TF_NUM_INTEROP_THREADS=str(budget.inter_op))
-        results = _results(_run(horovodrun + [sys.executable, horovod_recipe()] + model_args, env, args.timeout))
+        results = _results(_run(horovodrun + [sys.executable, horovod_recipe()] + model_args + HOROVOD_FLAGS[variant],
+                                env, args.timeout))
     elif variant == "mwms":  # one process per worker, TF_CONFIG wiring them together
         recipe = mwms_recipe()
         procs = []
@@ -208,7 +216,7 @@ def run_rounds(variants: Sequence[str], nps: Sequence[int], args) -> dict[str, d
     for round_ in range(args.rounds):
         for np_ in nps:
             for variant in variants:
-                result = run_variant(variant, args, np_, workdir)
+                result = dict(run_variant(variant, args, np_, workdir), round=round_)
                 runs[variant][np_].append(result)
                 print(f"round {round_ + 1}/{args.rounds} np={np_} {variant:14} {result['images_per_sec']:8.2f}"
                       f" images/s ({time.time() - tic:.0f}s)", flush=True)

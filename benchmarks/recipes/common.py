@@ -1,7 +1,9 @@
 """What every recipe shares: its arguments, the model, the synthetic data, the epoch clock and the result line.
 
-Arguments: ``MODEL BATCH IMAGE_SIZE STEPS``, with ``MODEL`` ``applications.<Name>`` of
-``tf.keras.applications`` (or just ``<Name>``) and ``BATCH`` the images per process and step.
+Arguments: ``MODEL BATCH IMAGE_SIZE STEPS [--fp16-allreduce]``, with ``MODEL`` ``applications.<Name>`` of
+``tf.keras.applications`` (or just ``<Name>``), ``BATCH`` the images per process and step, and
+``--fp16-allreduce`` (Horovod's recipes only) the flag of Horovod's own examples: gradients cross the
+wire in fp16 (``hvd.Compression.fp16``).
 """
 import json
 import resource
@@ -11,6 +13,7 @@ import time
 import tensorflow as tf
 
 model_name, batch, size, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fp16_allreduce = "--fp16-allreduce" in sys.argv[5:]
 
 
 def make_model():

@@ -1,20 +1,23 @@
-"""Horovod's Keras recipe where its Keras layer does not run (Keras 3): on Horovod's TensorFlow ops.
+r"""Horovod's Keras recipe where its Keras layer does not run (Keras 3): on Horovod's TensorFlow ops.
 
 ``hvdkeras.DistributedOptimizer`` averages the gradients, and Horovod's two callbacks
 are written out as they behave in its Keras layer (broadcast after the first batch,
 per-metric allreduce at epoch ends)::
 
-    horovodrun -np 2 -H localhost:2 --gloo python benchmarks/recipes/horovod_ops.py MODEL BATCH SIZE STEPS
+    horovodrun -np 2 -H localhost:2 --gloo python benchmarks/recipes/horovod_ops.py \
+        MODEL BATCH SIZE STEPS [--fp16-allreduce]
 """
 import horovod.tensorflow as hvd
 import tensorflow as tf
-from common import Clock, batch, data, make_model, report, steps
+from common import Clock, batch, data, fp16_allreduce, make_model, report, steps
 
 from hvdkeras import DistributedOptimizer
 
 hvd.init()
 model = make_model()
-opt = DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size(), momentum=0.9))
+compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
+opt = DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size(), momentum=0.9),
+                           compression=compression)
 model.compile(opt, "sparse_categorical_crossentropy")
 
 

@@ -30,13 +30,15 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--hosts", "2", "--link", "200mbit", "--model",
          "applications.MobileNet", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
-         "--variants", "hvdkeras,horovod,mwms", "--out", str(out), "--timeout", "300"],
+         "--variants", "hvdkeras-fp32,horovod-fp16,mwms", "--out", str(out), "--timeout", "300"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=1200,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "lab.json").read_text())
     assert result["rates"] == ["200mbit"]
-    assert set(result["table"]) == {"hvdkeras", "horovod", "mwms", "ceiling"}
+    assert set(result["table"]) == {"hvdkeras-fp32", "horovod-fp16", "mwms", "ceiling"}
+    (pair,) = result["pairs"]["200mbit"]  # the equal-settings pair among these rows, in its one round
+    assert pair["pair"] == "hvdkeras-fp32 / mwms" and pair["equal_settings"] and len(pair["rounds"]) == 1
     for variant, rows in result["table"].items():
         row = rows["200mbit"]
         assert row["images_per_sec"]["median"] > 0

@@ -45,10 +45,16 @@ def test_cpu_per_rank_and_stolen_cores_are_kept_with_their_spread():
     assert "cpu_cores_per_rank" not in summary.summarize_sweep(sweep, global_batch=32)["hvdkeras"]["500mbit"]
 
 
-def test_ratios_to_hvdkeras_per_rate():
-    table = summary.summarize_sweep(_sweep(), global_batch=32)
-    assert table["mwms"]["500mbit"]["hvdkeras_over_this"] == pytest.approx(25 / 20)
-    assert "hvdkeras_over_this" not in table["hvdkeras"]["500mbit"]
+def test_rows_at_equal_settings_are_compared_round_by_round_per_rate():
+    sweep = _sweep()
+    sweep["runs"]["hvdkeras-fp32"] = sweep["runs"].pop("hvdkeras")
+    compared = summary.compare_sweep(sweep)
+    (pair,) = compared["500mbit"]
+    assert pair["pair"] == "hvdkeras-fp32 / mwms" and pair["equal_settings"]
+    assert pair["rounds"] == pytest.approx([30 / 20, 20 / 20])  # each round against the same round
+    assert pair["median"] == pytest.approx(1.25)
+    text = summary.table_text(summary.summarize_sweep(sweep, global_batch=32), sweep["rates"], compared)
+    assert "hvdkeras-fp32 / mwms" in text and "equal: fp32 gradients" in text
 
 
 def test_text_json_and_charts_are_written(tmp_path):
@@ -61,5 +67,7 @@ def test_text_json_and_charts_are_written(tmp_path):
     assert saved["table"]["hvdkeras"]["500mbit"]["efficiency"]["median"] == pytest.approx(0.775)
     assert {r["workers"] for r in saved["projection"]} == {8, 16, 32, 64, 128, 256}
     assert saved["projection_check"][0]["rate"] == "500mbit" and result["projection_check"]
+    assert saved["pairs"]["500mbit"][0]["pair"] == "hvdkeras / mwms"  # the defaults: fp32 as MWMS
+    assert saved["pairs"]["500mbit"][0]["equal_settings"]
     assert (tmp_path / "lab_efficiency.png").stat().st_size > 1000
     assert (tmp_path / "projection.png").stat().st_size > 1000

@@ -1,0 +1,32 @@
+"""benchmarks.runner: the command each row runs."""
+import types
+
+from benchmarks import runner
+
+
+def _recorded(monkeypatch):
+    commands = []
+
+    def run(cmd, env, timeout):
+        commands.append(cmd)
+        return 'RESULT {"rank": 0, "images_per_sec": 10.0, "peak_rss_mb": 1.0, "cpu_cores": 1.0}'
+
+    monkeypatch.setattr(runner, "_run", run)
+    return commands
+
+
+def test_horovods_fp16_row_passes_its_examples_flag_and_the_fp32_rows_do_not(monkeypatch, tmp_path):
+    commands = _recorded(monkeypatch)
+    args = types.SimpleNamespace(model="applications.MobileNet", batch=4, image_size=32, steps=2, timeout=60)
+    for variant in ("horovod", "horovod-fp16"):
+        runner.run_variant(variant, args, 2, str(tmp_path))
+    fp32, fp16 = commands
+    assert fp32[-4:] == ["applications.MobileNet", "4", "32", "2"]
+    assert fp16[-5:] == ["applications.MobileNet", "4", "32", "2", "--fp16-allreduce"]
+
+
+def test_hvdkeras_rows_set_the_compression_they_are_named_for():
+    assert runner.hvdkeras_sets("hvdkeras-fp32") == ["horovod.compression=none"]
+    assert runner.hvdkeras_sets("hvdkeras-fp16") == ["horovod.compression=fp16"]
+    assert runner.hvdkeras_sets("hvdkeras") == []
+    assert runner.hvdkeras_sets("horovod-fp16") is None
