@@ -100,9 +100,11 @@ check-tf:
 bench: $(STAMP)
 	$(PY) -m benchmarks --np $(NP) --rounds 3 --out runs/bench
 
-# The lab (as root): two emulated hosts, their links shaped to each rate in turn; the default sweep
-# (hvdkeras, Horovod's recipe, MWMS and the communication-free ceiling at two rates, 3 rounds: 21 jobs
-# of 35-70 s each here) took 18.5 minutes on this 2-core host (docs/performance.md).
-LINK ?= unlimited,gpu
+# The lab (as root): two emulated hosts, their links shaped to each rate in turn. The default rows are
+# hvdkeras and Horovod's recipe each in fp32 and fp16, MWMS and the communication-free ceiling (6 jobs a
+# round at one rate, 35-70 s each here): 5 rounds at the GPU-equivalent rate are 30 jobs, within the
+# lab's 25 minutes; LINK=unlimited,gpu adds 5 jobs a round (docs/performance.md).
+LINK ?= gpu
+ROUNDS ?= 5
 lab: $(STAMP)
-	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds 3 --steps 8 --out runs/lab
+	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds $(ROUNDS) --steps 8 --out runs/lab
