@@ -59,7 +59,7 @@ def main(argv=None):
     compared = {str(n): pairs.compare({v: by_np[n] for v, by_np in runs.items()}) for n in nps}
     lines = [line for n in nps for line in pairs.compare_text(compared[str(n)], f"np={n}")]
     if lines:
-        print("paired ratios, round by round: median [interval for it, coverage], spread", *lines, sep="\n")
+        print(pairs.HEADER, *lines, sep="\n")
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump({"model": args.model, "batch_per_process": args.batch, "image_size": args.image_size,
                    "steps": args.steps, "rounds": args.rounds, "table": table, "pairs": compared,

@@ -59,7 +59,7 @@ def table_text(table: dict, rates: list[str], compared: dict | None = None) -> s
             lines.append(f"{rate:>10} {variant:30} {ips['median']:8.2f} {ips['min']:6.2f}-{ips['max']:<6.2f}"
                          f" {eff_text}{split}{cpu}")
     if compared and any(compared.values()):
-        lines.append("paired ratios, round by round: median [interval for it, coverage], spread")
+        lines.append(pairs.HEADER)
         for rate in rates:
             lines.extend(pairs.compare_text(compared.get(rate, []), rate))
     return "\n".join(lines)

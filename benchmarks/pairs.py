@@ -94,6 +94,9 @@ def compare(runs: Mapping[str, Sequence[Mapping]]) -> list[dict]:
     return out
 
 
+HEADER = "paired ratios, round by round: median [interval for it, coverage], spread"
+
+
 def compare_text(compared: Sequence[Mapping], label: str = "") -> list[str]:
     """One line per pair: the median ratio, its interval and coverage, the spread and the settings."""
     return [f"{label:>10} {c['pair']:30} {c['median']:6.3f} [{c['low']:.3f}-{c['high']:.3f},"
