@@ -23,8 +23,8 @@ from hvdkeras import horovod_env
 from hvdkeras.config import HorovodConfig
 from hvdkeras.workdir import read_metrics
 
-# Every row by name; `make bench`'s default rows (one host, where hvdkeras's `auto` compression is none: its
-# defaults and Horovod's recipe exchange fp32 gradients alike); the lab's are benchmarks.__main__.LAB_VARIANTS.
+# Every row by name; `make bench`'s default rows (hvdkeras's defaults, `horovod.compression: none`, and Horovod's
+# recipe exchange fp32 gradients alike); the lab's are benchmarks.__main__.LAB_VARIANTS.
 VARIANTS = ["hvdkeras", "hvdkeras-fp32", "hvdkeras-fp16", "hvdkeras-lean", "horovod", "horovod-fp16",
             "horovod-tuned", "mwms", "ceiling"]
 BENCH_VARIANTS = ["hvdkeras", "hvdkeras-lean", "horovod", "horovod-tuned", "mwms", "ceiling"]
