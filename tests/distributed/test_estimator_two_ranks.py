@@ -46,12 +46,12 @@ def test_compiled_keras_model_as_estimator(tmp_path):
 
 def test_estimator_config_path_on_digits(tmp_path):
     job = horovodrun(["-m", "hvdkeras.train", "--config", os.path.join(REPO, "configs", "estimator_digits.yaml"),
-                      "--workdir", str(tmp_path / "w"), "--set", "trainer.epochs=3"], timeout=400)
+                      "--workdir", str(tmp_path / "w"), "--set", "trainer.epochs=2"], timeout=400)
     final = [line for line in job.output.splitlines() if "final validation" in line]
     assert len(final) == 1 and final[0].startswith("[0]<stdout>:")
     records = read_jsonl(tmp_path / "w" / "metrics.jsonl")
-    assert [r["epoch"] for r in records] == [1, 2, 3]
-    assert records[-1]["global_step"] == 3 * 22 and records[-1]["accuracy"] > 0.8
+    assert [r["epoch"] for r in records] == [1, 2]
+    assert records[-1]["global_step"] == 2 * 22 and records[-1]["accuracy"] > 0.8
     assert sorted(os.listdir(tmp_path / "w")) == ["config.yaml", "estimator", "metrics.jsonl"]
 
 

@@ -17,7 +17,7 @@ REASON = mpi_skip_reason()
 # What differs under MPI is the launcher and Horovod's MPI controller, not the stack: the trainer's own
 # paths run on both stacks under Gloo.
 pytestmark = [pytest.mark.skipif(REASON is not None, reason=f"MPI tests skipped: {REASON}"),
-              once_per_make_test("the MPI launcher tests", 0.6, stack="keras2")]
+              once_per_make_test("the MPI launcher tests", 0.6, stack="keras3")]
 
 
 @pytest.fixture(scope="module")

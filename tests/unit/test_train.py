@@ -75,15 +75,25 @@ def test_a_second_job_on_a_workdir_in_use_stops_before_training_naming_the_holde
     assert sorted(os.listdir(workdir)) == [".hvdkeras.lock"]  # nothing trained, nothing written
 
 
-def test_a_changed_config_is_refused_fresh_starts_over_and_force_resumes(tmp_path):
-    workdir = tmp_path / "w"
-    quick = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=2", "--set", "trainer.verbose=0"]
-    first = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick)
+QUICK = ("--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=2", "--set", "trainer.verbose=0")
+CHANGED = ("--set", "optimizer.learning_rate=0.2")
+
+
+def _first_run(workdir):
+    """One short run of the digits job in ``workdir``: the checkpoints a changed config then meets."""
+    first = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *QUICK)
     assert first.returncode == 0, first.stderr[-2000:]
+    return first
+
+
+# Two tests, each with its own first run, rather than one: the unit tests run on two workers, and the two
+# halves (about 8 s each: a run costs a TensorFlow import and a short fit) then run side by side.
+def test_a_changed_config_is_refused_in_one_line_and_force_resumes(tmp_path):
+    workdir = tmp_path / "w"
+    _first_run(workdir)
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]  # no lock
 
-    changed = ["--set", "optimizer.learning_rate=0.2"]
-    refused = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, *changed)
+    refused = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *QUICK, *CHANGED)
     assert refused.returncode == 2
     assert error_lines(refused) == [
         f"hvdkeras: error: --workdir {workdir} holds checkpoints trained with another config"
@@ -91,16 +101,24 @@ def test_a_changed_config_is_refused_fresh_starts_over_and_force_resumes(tmp_pat
         f" ({workdir}/config.yaml), pass --fresh to start over (the old run moves to {workdir}/previous/), or"
         " --resume=force to continue from its weights anyway"]
 
-    forced = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, *changed,
+    forced = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *QUICK, *CHANGED,
                        "--set", "trainer.epochs=2", "--resume=force")
     assert forced.returncode == 0, forced.stderr[-2000:]
     forced_line = "--resume=force: resuming from checkpoints trained with optimizer.learning_rate: 0.05 -> 0.2"
     assert forced_line in forced.stderr
     assert "resuming after epoch 1" in forced.stdout
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002"]
 
-    fresh = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *quick, "--fresh")
+
+def test_fresh_moves_the_previous_run_aside_and_starts_over(tmp_path):
+    workdir = tmp_path / "w"
+    _first_run(workdir)
+    fresh = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *QUICK, *CHANGED, "--fresh")
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     previous = os.listdir(workdir / "previous")
     assert len(previous) == 1 and f"the previous run in {workdir} moved to {workdir}/previous/" in fresh.stdout
-    assert sorted(os.listdir(workdir / "previous" / previous[0] / "checkpoints")) == ["epoch-0001", "epoch-0002"]
+    moved = workdir / "previous" / previous[0]
+    assert sorted(os.listdir(moved / "checkpoints")) == ["epoch-0001"]
+    assert "learning_rate: 0.05" in (moved / "config.yaml").read_text()  # the old run's config went with it
     assert "starting fresh" in fresh.stdout
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001"]  # the new run's own
