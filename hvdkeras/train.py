@@ -132,7 +132,27 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    try:
+        app.run(main)
+    finally:
+        _quick_teardown()
+
+
+def _quick_teardown() -> None:
+    """Spares the ending process the interpreter's last garbage collection (``gc.freeze``).
+
+    With TensorFlow loaded, that collection walks TensorFlow's object graph for about 0.7 s
+    (this machine: 0.69 s from the last line to the exit of a process that only imported
+    TensorFlow, 0.05 s with the freeze), on every rank at the end of every run. Everything
+    the run writes is written and closed before this (checkpoints, the export, metrics.jsonl, the
+    Keras callbacks' writers at ``on_train_end``); the teardown itself still runs (``atexit``,
+    Horovod's shutdown, the flush of stdout and stderr, each module's objects released by
+    reference count). Only objects in reference cycles are left to the operating system, as
+    on any process exit. The command line owns the process; the library never does this.
+    """
+    import gc
+
+    gc.freeze()
 
 
 if __name__ == "__main__":

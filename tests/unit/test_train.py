@@ -1,4 +1,5 @@
 """python -m hvdkeras.train: every error a user can fix is one line on stderr, exit status 2, nothing written."""
+import json
 import os
 import subprocess
 import sys
@@ -122,3 +123,20 @@ def test_fresh_moves_the_previous_run_aside_and_starts_over(tmp_path):
     assert "learning_rate: 0.05" in (moved / "config.yaml").read_text()  # the old run's config went with it
     assert "starting fresh" in fresh.stdout
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001"]  # the new run's own
+
+
+def test_everything_the_run_writes_is_whole_after_its_process_ends(tmp_path):
+    """The command line ends its process without the last garbage collection (``train._quick_teardown``):
+    what the run wrote (TensorBoard's events, metrics.jsonl, the export) is whole when the process is gone."""
+    from tests.unit.helpers import tensorboard_scalars
+
+    workdir = tmp_path / "w"
+    proc = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), "--set", "trainer.epochs=2",
+                     "--set", "trainer.steps_per_epoch=2", "--set", "trainer.verbose=0",
+                     "--set", "trainer.tensorboard=true")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for split in ("train", "validation"):
+        scalars = tensorboard_scalars(workdir / "tensorboard" / split)
+        assert sorted(scalars["epoch_loss"]) == [0, 1], (split, sorted(scalars))
+    assert [json.loads(line)["epoch"] for line in (workdir / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert sorted(os.listdir(workdir / "export")) == ["model.keras", "saved_model"]
