@@ -7,7 +7,7 @@ starting either.
 Thread budget, so ranks on one host do not oversubscribe its cores::
 
     intra_op = max(1, cores // ranks_on_host)
-    inter_op = max(1, intra_op // 4)
+    inter_op = max(2, intra_op // 4)
 
 each overridable in the ``runtime`` section. GPU pinning: the process with local rank
 ``r`` uses ``gpus[r]`` of its host (:func:`select_local_gpu`).
@@ -63,9 +63,18 @@ def host_cores() -> int:
 
 def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None,
                   inter_op: Optional[int] = None) -> ThreadBudget:
-    """``intra_op = max(1, cores // ranks_on_host)``; ``inter_op = max(1, intra_op // 4)``."""
+    """``intra_op = max(1, cores // ranks_on_host)``; ``inter_op = max(2, intra_op // 4)``.
+
+    At least two inter-op threads: with one, the op that hands a ready gradient to Horovod waits in
+    that thread's queue behind the backward pass's compute ops, so the exchange starts late and
+    overlaps little. Measured in the lab (MobileNetV2 224, batch 16, one core per host, fp32
+    gradients at the GPU-equivalent 230 Mbit/s, three rounds): one inter-op thread 22.6-30.2
+    images/s, exposed communication 0.14 s a step (median); two 32.3-34.4 images/s, 0.05 s, at 0.96
+    of the communication-free ceiling. On one host (two ranks on two cores) the two are level. The
+    second thread mostly waits: it adds no compute of its own.
+    """
     intra = intra_op if intra_op is not None else max(1, cores // max(1, ranks_on_host))
-    inter = inter_op if inter_op is not None else max(1, intra // 4)
+    inter = inter_op if inter_op is not None else max(2, intra // 4)
     return ThreadBudget(intra_op=intra, inter_op=inter)
 
 
@@ -118,7 +127,7 @@ def auto_reasons(requested_horovod: HorovodConfig, requested_runtime: RuntimeCon
     if requested_runtime.intra_op_threads is None:
         why["runtime.intra_op_threads"] = f"cores // ranks on this host = {cores} // {ranks_on_host}"
     if requested_runtime.inter_op_threads is None:
-        why["runtime.inter_op_threads"] = f"intra-op {threads.intra_op} // 4, at least 1"
+        why["runtime.inter_op_threads"] = f"intra-op {threads.intra_op} // 4, at least 2"
     return why
 
 

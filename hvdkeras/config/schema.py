@@ -219,7 +219,7 @@ class RuntimeConfig:
     seed: int = 42
     # None: cores_on_host // ranks_on_host (at least 1).
     intra_op_threads: Optional[int] = None
-    # None: max(1, intra_op_threads // 4).
+    # None: max(2, intra_op_threads // 4) (at least two: see horovod_env.thread_budget).
     inter_op_threads: Optional[int] = None
     gpu_memory_growth: bool = True
     # Keras mixed precision policy: float32 variables, float16/bfloat16 compute. mixed_float16 adds

@@ -84,7 +84,7 @@ def test_the_dry_run_prints_the_formula_marks_auto_values_and_recommends_fp16_ac
     assert "learning rate     0.1 = 0.05 x global batch 64 / optimizer.base_batch_size 32" in text
     assert "compression=none," in text and "cycle_time_ms=null," in text
     assert "note" in text and "horovod.compression=fp16 halves the gradient bytes" in text
-    assert "threads per rank  intra-op 2, inter-op 1 (auto)" in text and "steps per epoch   22 (auto)" in text
+    assert "threads per rank  intra-op 2, inter-op 2 (auto)" in text and "steps per epoch   22 (auto)" in text
     one_host = launch.describe(launch.plan(load("digits.yaml"), 2, cores_per_host=8))
     assert "halves the gradient bytes" not in one_host
     fp16 = launch.describe(launch.plan(load("digits.yaml", "horovod.compression=auto"), 8, "a:4,b:4",
