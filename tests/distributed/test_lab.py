@@ -24,25 +24,28 @@ from tests.harness.stacks import once_per_make_test
 pytestmark = once_per_make_test("the lab's round on the emulated hosts", 1.0, stack="keras3")
 
 
+RATE = "2gbit"
+
+
 def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
     ok, reason = hosts.can_run()
     if not ok:
         pytest.skip(f"the lab needs network namespaces and sshd: {reason}")
     out = tmp_path / "lab"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--hosts", "2", "--link", "2gbit", "--model",
+        [sys.executable, "-m", "benchmarks", "--hosts", "2", "--link", RATE, "--model",
          "applications.MobileNet", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
          "--variants", "hvdkeras-fp32,horovod-fp16,mwms", "--out", str(out), "--timeout", "300"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=1200,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "lab.json").read_text())
-    assert result["rates"] == ["2gbit"]
+    assert result["rates"] == [RATE]
     assert set(result["table"]) == {"hvdkeras-fp32", "horovod-fp16", "mwms", "ceiling"}
-    (pair,) = result["pairs"]["2gbit"]  # the equal-settings pair among these rows, in its one round
+    (pair,) = result["pairs"][RATE]  # the equal-settings pair among these rows, in its one round
     assert pair["pair"] == "hvdkeras-fp32 / mwms" and pair["equal_settings"] and len(pair["rounds"]) == 1
     for variant, rows in result["table"].items():
-        row = rows["2gbit"]
+        row = rows[RATE]
         assert row["images_per_sec"]["median"] > 0
         assert 0 < row["efficiency"]["median"] <= 1.5, (variant, row)  # against the ceiling of the same round
         assert row["step_s"] >= row["compute_s"] - 1e-9

@@ -1,5 +1,4 @@
 """python -m hvdkeras.train: every error a user can fix is one line on stderr, exit status 2, nothing written."""
-import json
 import os
 import subprocess
 import sys
@@ -84,7 +83,6 @@ def _first_run(workdir):
     """One short run of the digits job in ``workdir``: the checkpoints a changed config then meets."""
     first = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *QUICK)
     assert first.returncode == 0, first.stderr[-2000:]
-    return first
 
 
 # Two tests, each with its own first run, rather than one: the unit tests run on two workers, and the two
@@ -128,6 +126,7 @@ def test_fresh_moves_the_previous_run_aside_and_starts_over(tmp_path):
 def test_everything_the_run_writes_is_whole_after_its_process_ends(tmp_path):
     """The command line ends its process without the last garbage collection (``train._quick_teardown``):
     what the run wrote (TensorBoard's events, metrics.jsonl, the export) is whole when the process is gone."""
+    from hvdkeras.workdir import read_metrics
     from tests.unit.helpers import tensorboard_scalars
 
     workdir = tmp_path / "w"
@@ -138,5 +137,5 @@ def test_everything_the_run_writes_is_whole_after_its_process_ends(tmp_path):
     for split in ("train", "validation"):
         scalars = tensorboard_scalars(workdir / "tensorboard" / split)
         assert sorted(scalars["epoch_loss"]) == [0, 1], (split, sorted(scalars))
-    assert [json.loads(line)["epoch"] for line in (workdir / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert [r["epoch"] for r in read_metrics(str(workdir / "metrics.jsonl"))] == [1, 2]
     assert sorted(os.listdir(workdir / "export")) == ["model.keras", "saved_model"]
