@@ -169,7 +169,7 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
                 "cpu_cores_per_rank": last["cpu_cores_per_rank"]}
     if variant == "ceiling":
         results = _results(_run(horovodrun + [sys.executable, os.path.join(RECIPES, "ceiling.py")] + model_args,
-                                env, args.timeout))
+                                dict(env, BENCH_CPU_BINDING="1"), args.timeout))
         return {"images_per_sec": sum(r["images_per_sec"] for r in results),
                 "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
                 "cpu_cores_per_rank": statistics.mean(r["cpu_cores"] for r in results),
@@ -179,7 +179,8 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
             cores = horovod_env.host_cores()
             budget = horovod_env.thread_budget(cores, np_)
             tuned = horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig()))
-            env.update(tuned, TF_NUM_INTRAOP_THREADS=str(budget.intra_op), TF_NUM_INTEROP_THREADS=str(budget.inter_op))
+            env.update(tuned, TF_NUM_INTRAOP_THREADS=str(budget.intra_op), TF_NUM_INTEROP_THREADS=str(budget.inter_op),
+                       BENCH_CPU_BINDING="1")
         results = _results(_run(horovodrun + [sys.executable, horovod_recipe()] + model_args + HOROVOD_FLAGS[variant],
                                 env, args.timeout))
     elif variant == "mwms":  # one process per worker, TF_CONFIG wiring them together

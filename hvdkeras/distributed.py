@@ -12,7 +12,9 @@ Process setup done by :func:`init`, in this order:
    GPU list, with memory growth on. The list is passed in (``gpus=``), so the rule
    is exercised on CPU-only machines with stand-in devices.
 3. Thread budget on the host's cores (:func:`hvdkeras.horovod_env.thread_budget`),
-   so ranks on one host do not oversubscribe them.
+   so ranks on one host do not oversubscribe them, and on CPU hosts each rank bound to its
+   own block of those cores (:func:`hvdkeras.horovod_env.cpu_binding`; every thread of the
+   process, Horovod's included, and every thread started later).
 4. Seeds: Python, NumPy and TensorFlow seeded with ``runtime.seed + rank`` (initial
    weights still agree because they are broadcast from rank 0).
 """
@@ -29,21 +31,25 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from hvdkeras import compat, log
+from hvdkeras import compat, horovod_env, log
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.errors import PreflightError
 from hvdkeras.horovod_env import (
+    CpuBinding,
     ThreadBudget,
+    allowed_cpus,
     apply_environment,
+    cpu_binding,
     horovod_environment,
-    host_cores,
     resolve_horovod,
     select_local_gpu,
+    shared_cpus,
     thread_budget,
 )
 
 __all__ = ["ROOT_RANK", "ProcessInfo", "init", "rank", "size", "local_rank", "local_size", "is_chief",
-           "pin_local_gpu", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum", "allreduce_max",
+           "pin_local_gpu", "bind_cpus", "host_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
+           "allreduce_max",
            "broadcast_array", "any_rank", "root_decides", "allgather_object", "agree_min", "preflight",
            "broadcast_object", "broadcast_variables", "fingerprint", "ranks_disagreeing"]
 
@@ -106,6 +112,41 @@ def set_thread_budget(budget: ThreadBudget) -> bool:
         return False
 
 
+def bind_cpus(cpus: Sequence[int]) -> None:
+    """Runs every thread of this process, and every thread it starts later, on ``cpus`` only.
+
+    The kernel's affinity is per thread: the calling thread's is inherited by the threads it starts,
+    and the threads already running (Horovod's background thread, Gloo's, TensorFlow's pools if
+    started) are set one by one.
+    """
+    wanted = set(cpus)
+    os.sched_setaffinity(0, wanted)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), wanted)
+        except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile
+            pass
+
+
+# The cores this process was given before hvdkeras bound it, and the setting: an elastic job binds again
+# from them after its ranks change (:func:`reinit`).
+_launch_cpus: Optional[tuple] = None
+_binding_setting: Optional[str] = None  # None: not bound by init (a GPU host, or no init yet)
+
+
+def host_cores() -> int:
+    """The cores this process was given at launch, before :func:`init` bound it to its block (the thread
+    budget's input: :func:`hvdkeras.horovod_env.host_cores` before binding)."""
+    return len(_launch_cpus) if _launch_cpus is not None else horovod_env.host_cores()
+
+
+def _bind_local_rank() -> CpuBinding:
+    binding = cpu_binding(_binding_setting, _launch_cpus, shared_cpus(), hvd.local_rank(), hvd.local_size())
+    if binding.cpus or set(allowed_cpus()) != set(_launch_cpus):  # bound, or bound before and no more
+        bind_cpus(binding.cpus or _launch_cpus)
+    return binding
+
+
 def set_seeds(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
@@ -121,6 +162,7 @@ class ProcessInfo:
     threads: ThreadBudget
     gpu: Optional[str]
     threads_applied: bool
+    cpus: CpuBinding = CpuBinding((), "not decided")
 
     @property
     def is_chief(self) -> bool:
@@ -150,13 +192,18 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
             log.warning(note)
     hvd.init()
     reset_cycled_names()  # a job's collective names start afresh, as every rank's do
+    global _launch_cpus, _binding_setting
+    if _launch_cpus is None:
+        _launch_cpus = allowed_cpus()
     gpu = pin_local_gpu(gpus, hvd.local_rank(), memory_growth=runtime.gpu_memory_growth)
     budget = thread_budget(host_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
     applied = set_thread_budget(budget) if gpu is None else False
+    _binding_setting = runtime.cpu_binding if gpu is None else None
+    binding = _bind_local_rank() if gpu is None else CpuBinding((), "a GPU host: the rank is pinned to its GPU")
     set_seeds(runtime.seed + hvd.rank())
     return ProcessInfo(
         rank=hvd.rank(), size=hvd.size(), local_rank=hvd.local_rank(), local_size=hvd.local_size(),
-        threads=budget, gpu=getattr(gpu, "name", None), threads_applied=applied,
+        threads=budget, gpu=getattr(gpu, "name", None), threads_applied=applied, cpus=binding,
     )
 
 
@@ -165,6 +212,8 @@ def reinit() -> None:
     hvd.shutdown()
     hvd.init()
     reset_cycled_names()
+    if _binding_setting is not None:  # the ranks on this host may have changed: each binds to its new block
+        _bind_local_rank()
 
 
 # --------------------------------------------------------------------------- collectives

@@ -4,8 +4,13 @@ Arguments: ``MODEL BATCH IMAGE_SIZE STEPS [--fp16-allreduce]``, with ``MODEL`` `
 ``tf.keras.applications`` (or just ``<Name>``), ``BATCH`` the images per process and step, and
 ``--fp16-allreduce`` (Horovod's recipes only) the flag of Horovod's own examples: gradients cross the
 wire in fp16 (``hvd.Compression.fp16``).
+
+With ``BENCH_CPU_BINDING=1`` in the environment (the runner sets it for the ceiling and for ``horovod-tuned``,
+the rows with hvdkeras's host settings), each process binds itself as hvdkeras's ``runtime.cpu_binding: auto``
+does (:func:`hvdkeras.horovod_env.cpu_binding`), from the launcher's local rank, as this module is imported.
 """
 import json
+import os
 import resource
 import sys
 import time
@@ -14,6 +19,21 @@ import tensorflow as tf
 
 model_name, batch, size, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 fp16_allreduce = "--fp16-allreduce" in sys.argv[5:]
+
+
+def bind_like_hvdkeras():
+    """Binds this process as hvdkeras's ``runtime.cpu_binding: auto`` would, by the launcher's local rank."""
+    from hvdkeras import horovod_env
+    from hvdkeras.distributed import bind_cpus
+
+    binding = horovod_env.cpu_binding("auto", horovod_env.allowed_cpus(), horovod_env.shared_cpus(),
+                                      int(os.environ["HOROVOD_LOCAL_RANK"]), int(os.environ["HOROVOD_LOCAL_SIZE"]))
+    if binding.cpus:
+        bind_cpus(binding.cpus)
+
+
+if os.environ.get("BENCH_CPU_BINDING") == "1":
+    bind_like_hvdkeras()
 
 
 def make_model():

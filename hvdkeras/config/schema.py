@@ -221,6 +221,9 @@ class RuntimeConfig:
     intra_op_threads: Optional[int] = None
     # None: max(2, intra_op_threads // 4) (at least two: see horovod_env.thread_budget).
     inter_op_threads: Optional[int] = None
+    # CPU hosts: auto runs local rank r of k on its own block of the n cores the host's ranks share,
+    # cores[r*n//k:(r+1)*n//k], unless the launcher bound it already; none leaves the affinity alone.
+    cpu_binding: str = dataclasses.field(default="auto", metadata=_choices("auto", "none"))
     gpu_memory_growth: bool = True
     # Keras mixed precision policy: float32 variables, float16/bfloat16 compute. mixed_float16 adds
     # dynamic loss scaling (applied after Horovod's allreduce, so every rank skips the same steps).

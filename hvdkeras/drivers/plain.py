@@ -43,7 +43,8 @@ class PlainDriver:
         trainer, cfg, p = self.trainer, self.config, self.trainer.process
         threads = f"{p.threads.intra_op} intra-op / {p.threads.inter_op} inter-op threads" + (
             " (auto)" if "runtime.intra_op_threads" in trainer.auto else "")
-        device = p.gpu or f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
+        device = p.gpu or (f"CPU, {threads}" + ("" if p.threads_applied else " (not applied: TF already started)")
+                           + f", {p.cpus.describe()}")
         at = f" and batch {batch} of epoch {start + 1}" if batch else ""
         where = (f"resuming after epoch {start}{at} from {trainer.backup.backup_dir}" if start or batch
                  else "starting fresh")

@@ -77,12 +77,31 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
         auto = " (auto)" if cfg.runtime.intra_op_threads is None or cfg.runtime.inter_op_threads is None else ""
         rows.append(("threads per rank", f"intra-op {budget.intra_op}, inter-op {budget.inter_op}{auto}"
                                          f" ({p.cores_per_host} cores per host, {n} rank(s) per host){applied}"))
+    rows.append(("cpu binding", cpu_binding_note(cfg.runtime.cpu_binding, p)))
     if cfg.elastic.enabled:
         rows.append(("elastic", f"min_np {cfg.elastic.min_np}, max_np {cfg.elastic.max_np or 'unbounded'},"
                                 f" on_resize {cfg.elastic.on_resize}"))
     rows.append(("launcher", launcher_note(p, launcher)))
     width = max(len(k) for k, _ in rows) + 2
     return "\n".join(f"{k:<{width}}" + v.replace("\n", "\n" + " " * width) for k, v in rows)
+
+
+def cpu_binding_note(setting: str, p: Plan) -> str:
+    """What ``runtime.cpu_binding`` will do on the plan's hosts (:func:`hvdkeras.horovod_env.cpu_binding`)."""
+    if p.gpus_per_host:
+        return "none: GPU hosts pin each rank to its GPU instead"
+    if setting == "none":
+        return "none (runtime.cpu_binding): the ranks' threads may run on any of the host's cores"
+    cores, parts = p.cores_per_host, []
+    for n in sorted({n for n, _ in p.threads}):
+        if n == 1:
+            parts.append("one rank per host: nothing to bind")
+        elif n > cores:
+            parts.append(f"{n} ranks on {cores} cores per host: left unbound")
+        else:
+            parts.append(f"{n} ranks per host: each on its own block of {cores // n}"
+                         f"{'+' if cores % n else ''} of the {cores} cores")
+    return "; ".join(parts) + " (auto; a binding by the launcher is kept)"
 
 
 def launcher_note(p: Plan, launcher: str) -> str:

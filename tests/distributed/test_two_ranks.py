@@ -46,6 +46,23 @@ def test_only_rank_0_writes_into_the_workdir(digits_run):
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0013", "epoch-0014", "epoch-0015"]
 
 
+def test_each_rank_runs_on_its_own_block_of_the_cores(digits_run):
+    """runtime.cpu_binding: auto, the default: every thread of local rank r of 2 (TensorFlow's, Horovod's,
+    Gloo's) on cores[r*n//2:(r+1)*n//2] of the n the ranks share, and the start line says so."""
+    from hvdkeras import horovod_env
+
+    shared = horovod_env.shared_cpus()
+    if len(shared) < 2 or set(horovod_env.allowed_cpus()) != set(shared):
+        pytest.skip(f"needs two unbound cores; this process may use {horovod_env.allowed_cpus()} of {shared}")
+    job, _, reps = digits_run
+    n = len(shared)
+    for rank in (0, 1):
+        block = list(shared[rank * n // 2:(rank + 1) * n // 2])
+        assert reps[rank]["thread_cpus"] == [block], reps[rank]["thread_cpus"]
+        start = [line for line in job.lines_of(rank) if f"rank {rank}/2" in line]
+        assert f"cores {horovod_env.format_cpu_list(block)} (local rank {rank} of 2 on {n} cores (auto))" in start[0]
+
+
 def test_metrics_jsonl_has_every_epoch_with_throughput(digits_run):
     _, workdir, _ = digits_run
     records = read_jsonl(workdir / "metrics.jsonl")
@@ -84,10 +101,14 @@ def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path, digit
     quick = ["trainer.verbose=0", "checkpoint.keep=0"]
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2]
 
-    job = horovodrun([REPORT, str(tmp_path / "r2"), str(workdir), DIGITS, "trainer.epochs=4", *quick])
+    # runtime.cpu_binding is the launcher's business: changing it resumes, and none leaves every thread unbound
+    job = horovodrun([REPORT, str(tmp_path / "r2"), str(workdir), DIGITS, "trainer.epochs=4", *quick,
+                      "runtime.cpu_binding=none"])
     for rank in (0, 1):
         starts = [line for line in job.lines_of(rank) if f"rank {rank}/2" in line]
         assert len(starts) == 1 and "resuming after epoch 2" in starts[0] and "epoch 3 of 4" in starts[0], starts
+        assert "unbound (runtime.cpu_binding: none)" in starts[0]
+        assert reports(tmp_path / "r2")[rank]["thread_cpus"] == [sorted(os.sched_getaffinity(0))]
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4]
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002", "epoch-0003", "epoch-0004"]
     with open(workdir / "checkpoints" / "epoch-0004" / "meta.json") as f:

@@ -18,6 +18,60 @@ def test_thread_budget_overrides():
     assert horovod_env.thread_budget(16, 2, intra_op=3, inter_op=5) == horovod_env.ThreadBudget(3, 5)
 
 
+# CPU binding: local rank r of k on cores[r*n//k:(r+1)*n//k] of the n its host's ranks share.
+@pytest.mark.parametrize("shared, rank, ranks, block", [
+    ((0, 1), 0, 2, (0,)), ((0, 1), 1, 2, (1,)),
+    (tuple(range(8)), 1, 2, (4, 5, 6, 7)), (tuple(range(8)), 3, 4, (6, 7)),
+    ((0, 1, 2), 0, 2, (0,)), ((0, 1, 2), 1, 2, (1, 2)),  # uneven: every core used, blocks differ by one
+    ((2, 3, 6, 7), 1, 2, (6, 7)),  # a cpuset with gaps: its own cores, in order
+])
+def test_cpu_binding_gives_each_local_rank_its_block(shared, rank, ranks, block):
+    binding = horovod_env.cpu_binding("auto", shared, shared, rank, ranks)
+    assert binding.cpus == block
+    assert binding.describe() == (f"cores {horovod_env.format_cpu_list(block)}"
+                                  f" (local rank {rank} of {ranks} on {len(shared)} cores (auto))")
+
+
+@pytest.mark.parametrize("setting, allowed, shared, ranks, why", [
+    ("none", (0, 1), (0, 1), 2, "runtime.cpu_binding: none"),
+    ("auto", (0, 1), (0, 1), 1, "the only rank on this host"),
+    ("auto", (1,), (0, 1), 2, "the launcher bound this rank to cores 1"),  # mpirun --bind-to core, srun, taskset
+    ("auto", (0, 1), (0, 1), 4, "2 core(s) for 4 ranks on this host"),
+])
+def test_cpu_binding_leaves_the_affinity_alone(setting, allowed, shared, ranks, why):
+    binding = horovod_env.cpu_binding(setting, allowed, shared, 0, ranks)
+    assert binding.cpus == () and binding.describe() == f"unbound ({why})"
+
+
+@pytest.mark.parametrize("text, cpus", [("0", (0,)), ("0-3", (0, 1, 2, 3)), ("0-2,5,7-8\n", (0, 1, 2, 5, 7, 8)),
+                                        ("", ())])
+def test_cpu_lists_parse_and_format_as_the_kernel_writes_them(text, cpus):
+    assert horovod_env.parse_cpu_list(text) == cpus
+    if cpus:
+        assert horovod_env.parse_cpu_list(horovod_env.format_cpu_list(cpus)) == cpus
+
+
+def _fake_host(tmp_path, cgroup, files):
+    proc, sys_ = tmp_path / "proc", tmp_path / "sys"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    for rel, text in files.items():
+        (sys_ / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sys_ / rel).write_text(text)
+    return str(proc), str(sys_)
+
+
+@pytest.mark.parametrize("cgroup, files, cpus", [
+    ("0::/job/step\n", {"fs/cgroup/job/step/cpuset.cpus.effective": "4-7\n",
+                        "devices/system/cpu/online": "0-15\n"}, (4, 5, 6, 7)),  # cgroup v2 (a Slurm step)
+    ("3:cpuset:/docker/abc\n0::/\n", {"fs/cgroup/cpuset/docker/abc/cpuset.effective_cpus": "0,2\n",
+                                     "devices/system/cpu/online": "0-3\n"}, (0, 2)),  # cgroup v1 (a container)
+    ("0::/\n", {"devices/system/cpu/online": "0-3\n"}, (0, 1, 2, 3)),  # no cpuset: the online cores
+])
+def test_the_shared_cores_come_from_the_cgroup_cpuset(tmp_path, cgroup, files, cpus):
+    assert horovod_env.shared_cpus(*_fake_host(tmp_path, cgroup, files)) == cpus
+
+
 def test_launcher_rank(monkeypatch):
     for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
         monkeypatch.delenv(var, raising=False)

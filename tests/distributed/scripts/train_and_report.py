@@ -60,7 +60,10 @@ cfg = config_lib.load(config_path, overrides)
 trainer = Trainer.from_config(cfg, workdir)
 final = trainer.fit()
 rank = trainer.process.rank
-report = {"rank": rank, "final": final, "written": sorted(written)}
+report = {"rank": rank, "final": final, "written": sorted(written),
+          # every thread's cores at the end (TensorFlow's pools, Horovod's and Gloo's threads included)
+          "thread_cpus": sorted({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")}),
+          "binding": trainer.process.cpus.describe()}
 if rank == 0:
     whole = data_lib.build(cfg.data, data_lib.Shard(0, 1), seed=cfg.runtime.seed)
     report["single_process_eval"] = trainer.model.evaluate(whole.validation, verbose=0, return_dict=True)
