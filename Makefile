@@ -103,8 +103,12 @@ bench: $(STAMP)
 # The lab (as root): two emulated hosts, their links shaped to each rate in turn. The default rows are
 # hvdkeras and Horovod's recipe each in fp32 and fp16, MWMS and the communication-free ceiling (6 jobs a
 # round at one rate, 35-70 s each here): 5 rounds at the GPU-equivalent rate are 30 jobs, within the
-# lab's 25 minutes; LINK=unlimited,gpu adds 5 jobs a round (docs/performance.md).
+# lab's 25 minutes; LINK=unlimited,gpu adds 5 jobs a round (docs/performance.md). ResNet-50's rows, with
+# their own calibration: make lab MODEL=applications.ResNet50 IMAGE_SIZE=128 ROUNDS=3.
 LINK ?= gpu
 ROUNDS ?= 5
+MODEL ?= applications.MobileNetV2
+IMAGE_SIZE ?= 224
 lab: $(STAMP)
-	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds $(ROUNDS) --steps 8 --out runs/lab
+	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds $(ROUNDS) --steps 8 --model $(MODEL) \
+	  --image_size $(IMAGE_SIZE) --out runs/lab
