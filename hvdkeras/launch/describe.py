@@ -100,7 +100,7 @@ def cpu_binding_note(setting: str, p: Plan) -> str:
             parts.append(f"{n} ranks on {cores} cores per host: left unbound")
         else:
             parts.append(f"{n} ranks per host: each on its own block of {cores // n}"
-                         f"{'+' if cores % n else ''} of the {cores} cores")
+                         f"{f'-{cores // n + 1}' if cores % n else ''} of the {cores} cores")
     return "; ".join(parts) + " (auto; a binding by the launcher is kept)"
 
 

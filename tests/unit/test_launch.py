@@ -92,6 +92,20 @@ def test_the_dry_run_prints_the_formula_marks_auto_values_and_recommends_fp16_ac
     assert "compression=fp16 (auto)" in fp16 and "compression (auto): fp16: the ranks span several hosts" in fp16
 
 
+def test_the_dry_run_says_how_each_host_binds_its_ranks_to_cores():
+    def row(*sets, np_=2, hosts=None, cores=8):
+        text = launch.describe(launch.plan(load("digits.yaml", *sets), np_, hosts, cores_per_host=cores))
+        return [line for line in text.splitlines() if line.startswith("cpu binding")][0]
+
+    assert row() == ("cpu binding       2 ranks per host: each on its own block of 4 of the 8 cores"
+                     " (auto; a binding by the launcher is kept)")
+    assert "3 ranks per host: each on its own block of 2-3 of the 8 cores" in row("data.global_batch_size=63", np_=3)
+    assert "4 ranks on 2 cores per host: left unbound" in row(np_=4, cores=2)
+    assert "one rank per host: nothing to bind" in row(np_=2, hosts="a:1,b:1")
+    assert row("runtime.cpu_binding=none").endswith("none (runtime.cpu_binding): the ranks' threads may run on"
+                                                    " any of the host's cores")
+
+
 def test_horovods_convention_in_the_dry_run():
     cfg = load("mnist.yaml", "data.data_dir=/nonexistent", "trainer.steps_per_epoch=10")
     p = launch.plan(cfg, 4, cores_per_host=8)
