@@ -56,11 +56,8 @@ class ThreadBudget:
 
 
 def host_cores() -> int:
-    """Cores this process may run on (respects taskset / cgroup CPU affinity)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """Cores this process may run on (respects taskset / cgroup CPU affinity): ``len(allowed_cpus())``."""
+    return len(allowed_cpus())
 
 
 def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None,

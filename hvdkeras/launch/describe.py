@@ -93,14 +93,17 @@ def cpu_binding_note(setting: str, p: Plan) -> str:
     if setting == "none":
         return "none (runtime.cpu_binding): the ranks' threads may run on any of the host's cores"
     cores, parts = p.cores_per_host, []
+    shared = tuple(range(cores))
     for n in sorted({n for n, _ in p.threads}):
+        blocks = [len(horovod_env.cpu_binding("auto", shared, shared, r, n).cpus) for r in range(n)]
         if n == 1:
             parts.append("one rank per host: nothing to bind")
-        elif n > cores:
+        elif not all(blocks):
             parts.append(f"{n} ranks on {cores} cores per host: left unbound")
         else:
-            parts.append(f"{n} ranks per host: each on its own block of {cores // n}"
-                         f"{f'-{cores // n + 1}' if cores % n else ''} of the {cores} cores")
+            low, high = min(blocks), max(blocks)
+            parts.append(f"{n} ranks per host: each on its own block of {low}{f'-{high}' if high > low else ''}"
+                         f" of the {cores} cores")
     return "; ".join(parts) + " (auto; a binding by the launcher is kept)"
 
 
