@@ -15,13 +15,14 @@ that machine noise hits all of them alike; each job trains two epochs of
   and TensorFlow's default settings (on Keras 3, where Horovod 0.28.1's Keras layer
   does not run, the same recipe on Horovod's TensorFlow ops with
   ``hvdkeras.DistributedOptimizer``);
-* ``horovod-tuned``: the same recipe with hvdkeras' host settings (cycle time,
-  threads per rank, CPU binding): the difference to ``hvdkeras`` is the framework's own cost;
+* ``horovod-tuned``: the same recipe with hvdkeras' host settings (Horovod's
+  variables, among them the idle wait, threads per rank, CPU binding): the difference
+  to ``hvdkeras`` is the framework's own cost;
 * ``mwms``: ``tf.distribute.MultiWorkerMirroredStrategy`` with the same number of
   processes, model and per-process batch (``model.fit``; on Keras 3, whose ``fit``
   fails under this strategy, TensorFlow's custom training loop for it);
 * ``ceiling``: the communication-free ceiling, the same processes, model, batch,
-  threads and CPU binding with the gradient exchange removed;
+  threads, CPU binding and Horovod variables with the gradient exchange removed;
 * ``hvdkeras+<key>=<value>[+...]``: the trainer with config overrides, e.g.
   ``hvdkeras+horovod.groups=1`` (``hvdkeras-grouped``) or ``hvdkeras+horovod.compression=fp16``.
 

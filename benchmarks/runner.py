@@ -72,6 +72,12 @@ def hvdkeras_sets(variant: str) -> list[str] | None:
     return None
 
 
+def hvdkeras_horovod_env() -> dict[str, str]:
+    """The Horovod variables hvdkeras sets for its default config (idle wait, stall inspector), for the recipe rows
+    that run with hvdkeras's host settings."""
+    return horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig()))
+
+
 def horovod_recipe() -> str:
     """Horovod's published Keras recipe where its Keras layer runs, else the same recipe on its TensorFlow ops."""
     from hvdkeras import compat
@@ -167,9 +173,9 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
         last = read_metrics(os.path.join(run_dir, "metrics.jsonl"))[-1]
         return {"images_per_sec": last["images_per_sec"], "peak_rss_mb": last["peak_rss_mb"],
                 "cpu_cores_per_rank": last["cpu_cores_per_rank"]}
-    if variant == "ceiling":
+    if variant == "ceiling":  # hvdkeras's host settings: its Horovod variables, CPU binding (threads: the recipe)
         results = _results(_run(horovodrun + [sys.executable, os.path.join(RECIPES, "ceiling.py")] + model_args,
-                                dict(env, BENCH_CPU_BINDING="1"), args.timeout))
+                                dict(env, **hvdkeras_horovod_env(), BENCH_CPU_BINDING="1"), args.timeout))
         return {"images_per_sec": sum(r["images_per_sec"] for r in results),
                 "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
                 "cpu_cores_per_rank": statistics.mean(r["cpu_cores"] for r in results),
@@ -178,9 +184,8 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
         if variant == "horovod-tuned":
             cores = horovod_env.host_cores()
             budget = horovod_env.thread_budget(cores, np_)
-            tuned = horovod_env.horovod_environment(horovod_env.resolve_horovod(HorovodConfig()))
-            env.update(tuned, TF_NUM_INTRAOP_THREADS=str(budget.intra_op), TF_NUM_INTEROP_THREADS=str(budget.inter_op),
-                       BENCH_CPU_BINDING="1")
+            env.update(hvdkeras_horovod_env(), TF_NUM_INTRAOP_THREADS=str(budget.intra_op),
+                       TF_NUM_INTEROP_THREADS=str(budget.inter_op), BENCH_CPU_BINDING="1")
         results = _results(_run(horovodrun + [sys.executable, horovod_recipe()] + model_args + HOROVOD_FLAGS[variant],
                                 env, args.timeout))
     elif variant == "mwms":  # one process per worker, TF_CONFIG wiring them together

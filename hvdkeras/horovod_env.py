@@ -193,6 +193,8 @@ def stall_environment(horovod_cfg: HorovodConfig) -> dict:
 
 
 DEFAULT_CACHE_CAPACITY = 1024  # Horovod's own default
+# Read by hvdkeras's Horovod build only: build_horovod/patches/0008-idle-background-loop-waits-for-work.patch
+IDLE_WAIT_VARIABLE = "HVDKERAS_IDLE_WAIT_MS"
 
 
 def resolve_horovod(horovod_cfg: HorovodConfig, multi_host: bool = False) -> HorovodConfig:
@@ -251,6 +253,8 @@ def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = Non
     env = dict(stall_environment(horovod_cfg))
     if horovod_cfg.cycle_time_ms is not None:  # null: Horovod's own default (1 ms)
         env["HOROVOD_CYCLE_TIME"] = f"{horovod_cfg.cycle_time_ms:g}"
+    if horovod_cfg.idle_wait_ms > 0:  # read by hvdkeras's Horovod build only (patch 0008); unset: Horovod's loop
+        env[IDLE_WAIT_VARIABLE] = f"{horovod_cfg.idle_wait_ms:g}"
     if horovod_cfg.fusion_threshold_mb is not None:  # null: Horovod's own default
         env["HOROVOD_FUSION_THRESHOLD"] = str(int(horovod_cfg.fusion_threshold_mb) * 1024 * 1024)
     # Only what differs from Horovod's own defaults.

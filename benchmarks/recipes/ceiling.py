@@ -2,8 +2,9 @@
 
 Each rank trains its own copy on its own batches: Horovod is started (so its
 background thread runs, as in every real job) and each process gets hvdkeras'
-thread budget and CPU binding (the runner sets ``BENCH_CPU_BINDING=1``, see
-:mod:`common`), but the optimizer is the plain one and nothing is averaged. The
+thread budget, CPU binding and Horovod variables (the runner sets
+``BENCH_CPU_BINDING=1``, see :mod:`common`, and ``HVDKERAS_IDLE_WAIT_MS``), but
+the optimizer is the plain one and nothing is averaged. The
 ranks never wait for each other, so their images/s add up::
 
     horovodrun -np 2 -H localhost:2 --gloo python benchmarks/recipes/ceiling.py MODEL BATCH SIZE STEPS

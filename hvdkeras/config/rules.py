@@ -157,6 +157,7 @@ def validate(cfg: Config) -> None:
 
     need(hvd.backward_passes_per_step >= 1, "horovod.backward_passes_per_step", "be >= 1")
     need(hvd.groups >= 0, "horovod.groups", "be >= 0 (0: one request per gradient)")
+    need(hvd.idle_wait_ms >= 0, "horovod.idle_wait_ms", "be >= 0 (0: Horovod's own loop)")
     need(hvd.cycle_time_ms is None or hvd.cycle_time_ms > 0, "horovod.cycle_time_ms",
          "be > 0 or null (Horovod's own 1 ms)")
     need(hvd.fusion_threshold_mb is None or hvd.fusion_threshold_mb >= 0, "horovod.fusion_threshold_mb",

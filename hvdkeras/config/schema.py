@@ -201,6 +201,10 @@ class HorovodConfig:
     # default; an explicit value crashes
     # Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
     cycle_time_ms: Optional[float] = None
+    # A rank with no tensor pending waits up to this long for one to be enqueued instead of
+    # coordinating with the others every cycle (hvdkeras's Horovod build, patch 0008; 0: Horovod's
+    # own loop). Measured in the lab, one core per host: see docs/performance.md, "Idle cycles".
+    idle_wait_ms: float = 50.0
     fusion_threshold_mb: Optional[int] = None
     cache_capacity: int = 1024
     hierarchical_allreduce: bool = False

@@ -1,4 +1,6 @@
 """hvdkeras.horovod_env: thread budgets, the launcher's rank and Horovod's settings as environment variables."""
+import pathlib
+
 import pytest
 
 from hvdkeras import config as config_lib
@@ -101,6 +103,21 @@ def test_horovod_knobs_resolved_per_host_and_exported():
     assert horovod_env.resolve_horovod(explicit).cycle_time_ms == 3.5
     assert horovod_env.horovod_environment(horovod_env.resolve_horovod(explicit))["HOROVOD_FUSION_THRESHOLD"] \
         == "0"
+
+
+def test_idle_wait_reaches_the_patched_horovod_and_zero_leaves_horovods_own_loop():
+    default = config_lib.load(None, []).horovod
+    assert horovod_env.horovod_environment(default)["HVDKERAS_IDLE_WAIT_MS"] == "50"
+    assert horovod_env.horovod_environment(
+        config_lib.load(None, ["horovod.idle_wait_ms=2.5"]).horovod)["HVDKERAS_IDLE_WAIT_MS"] == "2.5"
+    off = config_lib.load(None, ["horovod.idle_wait_ms=0"]).horovod
+    assert "HVDKERAS_IDLE_WAIT_MS" not in horovod_env.horovod_environment(off)
+    # the variable the patch reads, named once in the patch file
+    patch = (pathlib.Path(horovod_env.__file__).parent / "build_horovod" / "patches"
+             / "0008-idle-background-loop-waits-for-work.patch").read_text()
+    assert f'"{horovod_env.IDLE_WAIT_VARIABLE}"' in patch
+    with pytest.raises(config_lib.ConfigError, match=r"horovod.idle_wait_ms .*must be >= 0.*received: -1"):
+        config_lib.load(None, ["horovod.idle_wait_ms=-1"])
 
 
 def test_compression_defaults_to_none_on_every_layout_and_auto_is_fp16_across_hosts():
