@@ -30,3 +30,22 @@ def test_hvdkeras_rows_set_the_compression_they_are_named_for():
     assert runner.hvdkeras_sets("hvdkeras-fp16") == ["horovod.compression=fp16"]
     assert runner.hvdkeras_sets("hvdkeras") == []
     assert runner.hvdkeras_sets("horovod-fp16") is None
+
+
+def test_the_ceiling_and_horovod_tuned_run_with_hvdkeras_horovod_settings_and_the_recipe_with_horovods(
+        monkeypatch, tmp_path):
+    envs = []
+
+    def run(cmd, env, timeout):
+        envs.append(dict(env))
+        return 'RESULT {"rank": 0, "images_per_sec": 10.0, "peak_rss_mb": 1.0, "cpu_cores": 1.0, "gradient_bytes": 4}'
+
+    monkeypatch.setattr(runner, "_run", run)
+    monkeypatch.delenv("HVDKERAS_IDLE_WAIT_MS", raising=False)
+    args = types.SimpleNamespace(model="applications.MobileNet", batch=4, image_size=32, steps=2, timeout=60)
+    for variant in ("ceiling", "horovod-tuned", "horovod"):
+        runner.run_variant(variant, args, 2, str(tmp_path))
+    ceiling, tuned, recipe = envs
+    assert ceiling["HVDKERAS_IDLE_WAIT_MS"] == tuned["HVDKERAS_IDLE_WAIT_MS"] == "50"  # the idle wait, as hvdkeras
+    assert ceiling["BENCH_CPU_BINDING"] == tuned["BENCH_CPU_BINDING"] == "1"
+    assert "HVDKERAS_IDLE_WAIT_MS" not in recipe and "BENCH_CPU_BINDING" not in recipe  # Horovod's own defaults
