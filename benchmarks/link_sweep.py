@@ -66,8 +66,8 @@ def lab(n_hosts: int):
     ok, reason = hosts.can_run()
     if not ok:
         raise RuntimeError(f"the lab cannot run here: {reason}")
-    with _terminate_as_exit():
-        info = hosts.up(tempfile.mkdtemp(prefix="hvdkeras-lab-"))
+    with _terminate_as_exit(), tempfile.TemporaryDirectory(prefix="hvdkeras-lab-", ignore_cleanup_errors=True) as tmp:
+        info = hosts.up(tmp)
         try:
             yield info
         finally:
@@ -93,9 +93,10 @@ def run_sweep(variants: Sequence[str], rates: Sequence, args, log=print) -> dict
     round number, so a row can be compared with the ceiling of the same round; the
     ceiling's one job per round is listed under every rate.
     """
-    workdir = tempfile.mkdtemp(prefix="hvdkeras-lab-runs-")
     shaped_variants = [v for v in variants if v != CEILING]
-    with lab(args.hosts) as info:
+    # the jobs' working directories are removed at the end, on failure too
+    with tempfile.TemporaryDirectory(prefix="hvdkeras-lab-runs-", ignore_cleanup_errors=True) as workdir, \
+            lab(args.hosts) as info:
         place, n = on_hosts(info), len(info.hosts)
         tic = time.time()
         runs: dict = {}

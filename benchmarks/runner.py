@@ -215,15 +215,17 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
 
 
 def run_rounds(variants: Sequence[str], nps: Sequence[int], args) -> dict[str, dict[int, list[dict]]]:
-    """``args.rounds`` rounds of every variant at every process count, alternating; one result per job."""
-    workdir = tempfile.mkdtemp(prefix="hvdkeras-bench-")
+    """``args.rounds`` rounds of every variant at every process count, alternating; one result per job.
+
+    The jobs' working directories (the trainer's runs) are removed at the end, on failure too."""
     runs: dict[str, dict[int, list[dict]]] = {v: {n: [] for n in nps} for v in variants}
     tic = time.time()
-    for round_ in range(args.rounds):
-        for np_ in nps:
-            for variant in variants:
-                result = dict(run_variant(variant, args, np_, workdir), round=round_)
-                runs[variant][np_].append(result)
-                print(f"round {round_ + 1}/{args.rounds} np={np_} {variant:14} {result['images_per_sec']:8.2f}"
-                      f" images/s ({time.time() - tic:.0f}s)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="hvdkeras-bench-", ignore_cleanup_errors=True) as workdir:
+        for round_ in range(args.rounds):
+            for np_ in nps:
+                for variant in variants:
+                    result = dict(run_variant(variant, args, np_, workdir), round=round_)
+                    runs[variant][np_].append(result)
+                    print(f"round {round_ + 1}/{args.rounds} np={np_} {variant:14} {result['images_per_sec']:8.2f}"
+                          f" images/s ({time.time() - tic:.0f}s)", flush=True)
     return runs

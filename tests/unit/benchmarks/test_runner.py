@@ -1,6 +1,8 @@
 """benchmarks.runner: the command each row runs."""
 import types
 
+import pytest
+
 from benchmarks import runner
 
 
@@ -49,3 +51,22 @@ def test_the_ceiling_and_horovod_tuned_run_with_hvdkeras_horovod_settings_and_th
     assert ceiling["HVDKERAS_IDLE_WAIT_MS"] == tuned["HVDKERAS_IDLE_WAIT_MS"] == "50"  # the idle wait, as hvdkeras
     assert ceiling["BENCH_CPU_BINDING"] == tuned["BENCH_CPU_BINDING"] == "1"
     assert "HVDKERAS_IDLE_WAIT_MS" not in recipe and "BENCH_CPU_BINDING" not in recipe  # Horovod's own defaults
+
+
+def test_rounds_remove_the_jobs_working_directory_on_success_and_on_failure(monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.tempfile, "tempdir", str(tmp_path))
+    workdirs = []
+
+    def run_variant(variant, args, np_, workdir):
+        workdirs.append(workdir)
+        (tmp_path / workdir / "run").mkdir(exist_ok=True)  # a job's files
+        if variant == "broken":
+            raise RuntimeError("the job failed")
+        return {"images_per_sec": 1.0}
+
+    monkeypatch.setattr(runner, "run_variant", run_variant)
+    args = types.SimpleNamespace(rounds=2)
+    assert len(runner.run_rounds(["hvdkeras"], [2], args)["hvdkeras"][2]) == 2
+    with pytest.raises(RuntimeError, match="the job failed"):
+        runner.run_rounds(["broken"], [2], args)
+    assert len(set(workdirs)) == 2 and list(tmp_path.iterdir()) == []
