@@ -18,7 +18,7 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 from hvdkeras import config as config_lib
-from hvdkeras import distributed
+from hvdkeras import distributed, horovod_env
 
 seconds = float(sys.argv[1])
 cfg = config_lib.load(None, sys.argv[2:])
@@ -48,5 +48,5 @@ time.sleep(seconds)
 wakeups = (voluntary_switches(horovod_threads) - start_switches) / (time.perf_counter() - start)
 second = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum, name="idle.second")
 print("RESULT " + json.dumps({"rank": hvd.rank(), "threads": len(horovod_threads), "wakeups_per_s": wakeups,
-                              "idle_wait": os.environ.get("HVDKERAS_IDLE_WAIT_MS"),
+                              "idle_wait": os.environ.get(horovod_env.IDLE_WAIT_VARIABLE),
                               "sums": [float(first.numpy()[0]), float(second.numpy()[0])]}), flush=True)
