@@ -23,6 +23,10 @@ that machine noise hits all of them alike; each job trains two epochs of
   fails under this strategy, TensorFlow's custom training loop for it);
 * ``ceiling``: the communication-free ceiling, the same processes, model, batch,
   threads, CPU binding and Horovod variables with the gradient exchange removed;
+* ``ceiling-lockstep``: the ceiling whose ranks allreduce one number after every batch, so
+  that each step waits for the slower rank as in training, with no gradient moved: between
+  it and ``hvdkeras-lean`` lies the cost of the gradients' bytes, between it and the
+  ceiling the cost of the lockstep;
 * ``hvdkeras+<key>=<value>[+...]``: the trainer with config overrides, e.g.
   ``hvdkeras+horovod.groups=1`` (``hvdkeras-grouped``) or ``hvdkeras+horovod.compression=fp16``.
 

@@ -26,7 +26,7 @@ from hvdkeras.workdir import read_metrics
 # Every row by name; `make bench`'s default rows (hvdkeras's defaults, `horovod.compression: none`, and Horovod's
 # recipe exchange fp32 gradients alike); the lab's are benchmarks.__main__.LAB_VARIANTS.
 VARIANTS = ["hvdkeras", "hvdkeras-fp32", "hvdkeras-fp16", "hvdkeras-lean", "horovod", "horovod-fp16",
-            "horovod-tuned", "mwms", "ceiling"]
+            "horovod-tuned", "mwms", "ceiling", "ceiling-lockstep"]
 BENCH_VARIANTS = ["hvdkeras", "hvdkeras-lean", "horovod", "horovod-tuned", "mwms", "ceiling"]
 # Named hvdkeras variants: the config overrides each adds to the synthetic benchmark config.
 HVDKERAS_SETS = {"hvdkeras": [], "hvdkeras-lean": ["trainer.terminate_on_nan=false"],
@@ -173,8 +173,10 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
         last = read_metrics(os.path.join(run_dir, "metrics.jsonl"))[-1]
         return {"images_per_sec": last["images_per_sec"], "peak_rss_mb": last["peak_rss_mb"],
                 "cpu_cores_per_rank": last["cpu_cores_per_rank"]}
-    if variant == "ceiling":  # hvdkeras's host settings: its Horovod variables, CPU binding (threads: the recipe)
-        results = _results(_run(horovodrun + [sys.executable, os.path.join(RECIPES, "ceiling.py")] + model_args,
+    if variant in ("ceiling", "ceiling-lockstep"):  # hvdkeras's host settings: Horovod variables, CPU binding, threads
+        recipe = [sys.executable, os.path.join(RECIPES, "ceiling.py"), *model_args]
+        lockstep = ["--lockstep"] if variant == "ceiling-lockstep" else []
+        results = _results(_run(horovodrun + recipe + lockstep,
                                 dict(env, **hvdkeras_horovod_env(), BENCH_CPU_BINDING="1"), args.timeout))
         return {"images_per_sec": sum(r["images_per_sec"] for r in results),
                 "peak_rss_mb": max(r["peak_rss_mb"] for r in results),

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+from tests.harness import ranks
 from tests.harness.ranks import REPO
 from tests.harness.stacks import once_per_make_test
 
@@ -35,3 +36,17 @@ def test_bench_runs_each_variant_and_writes_results(tmp_path):
     assert pair["pair"] == "hvdkeras / mwms" and len(pair["rounds"]) == 1 and pair["median"] > 0
     assert (out / "bench.png").stat().st_size > 1000
     assert "hvdkeras/x" in proc.stdout
+
+
+def test_the_exchange_cost_recipe_averages_every_gradient_and_reports_its_cost():
+    # Real ranks with the ceiling's settings (benchmarks/recipes/exchange_cost.py's docstring); the recipe
+    # itself exits non-zero unless the average of ones came back as one for every gradient.
+    job = ranks.launch(ranks.launch_command(2) + [sys.executable, "benchmarks/recipes/exchange_cost.py",
+                                                  "applications.MobileNet", "4", "32", "3"],
+                       env=dict(os.environ, BENCH_CPU_BINDING="1", HVDKERAS_IDLE_WAIT_MS="50"), timeout=300)
+    by_rank = ranks.rank_results(job)
+    assert sorted(by_rank) == [0, 1], job.output[-3000:]
+    for result in by_rank.values():
+        assert result["tensors"] == 83  # MobileNet's trainable variables with the recipes' 1000-class head
+        assert result["gradient_bytes"] == 4 * 4_231_976
+        assert 0 < result["exchange_cpu_s"] and 0 < result["exchange_s"] < 60

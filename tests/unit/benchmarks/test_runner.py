@@ -53,6 +53,23 @@ def test_the_ceiling_and_horovod_tuned_run_with_hvdkeras_horovod_settings_and_th
     assert "HVDKERAS_IDLE_WAIT_MS" not in recipe and "BENCH_CPU_BINDING" not in recipe  # Horovod's own defaults
 
 
+def test_the_lockstep_ceiling_is_the_ceiling_with_its_flag_and_the_same_settings(monkeypatch, tmp_path):
+    runs = []
+
+    def run(cmd, env, timeout):
+        runs.append((cmd, dict(env)))
+        return 'RESULT {"rank": 0, "images_per_sec": 10.0, "peak_rss_mb": 1.0, "cpu_cores": 1.0, "gradient_bytes": 4}'
+
+    monkeypatch.setattr(runner, "_run", run)
+    args = types.SimpleNamespace(model="applications.MobileNet", batch=4, image_size=32, steps=2, timeout=60)
+    for variant in ("ceiling", "ceiling-lockstep"):
+        runner.run_variant(variant, args, 2, str(tmp_path))
+    (ceiling, ceiling_env), (lockstep, lockstep_env) = runs
+    assert lockstep == ceiling + ["--lockstep"]
+    assert lockstep_env == ceiling_env
+    assert "ceiling-lockstep" in runner.VARIANTS
+
+
 def test_rounds_remove_the_jobs_working_directory_on_success_and_on_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(runner.tempfile, "tempdir", str(tmp_path))
     workdirs = []
