@@ -61,13 +61,13 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     key, values, sets = CASES[args.what]
-    base = tempfile.mkdtemp(prefix=f"ab-{args.what}-")
     seconds = {v: [] for v in values}
-    for r in range(args.rounds):
-        order = values if r % 2 == 0 else list(reversed(values))
-        for v in order:
-            seconds[v].append(run(args.what, key, v, sets, os.path.join(base, f"r{r}-{v}")))
-        print(f"round {r + 1}: " + ", ".join(f"{key}={v}: {seconds[v][-1]:.2f}s" for v in values), flush=True)
+    with tempfile.TemporaryDirectory(prefix=f"ab-{args.what}-", ignore_cleanup_errors=True) as base:
+        for r in range(args.rounds):
+            order = values if r % 2 == 0 else list(reversed(values))
+            for v in order:
+                seconds[v].append(run(args.what, key, v, sets, os.path.join(base, f"r{r}-{v}")))
+            print(f"round {r + 1}: " + ", ".join(f"{key}={v}: {seconds[v][-1]:.2f}s" for v in values), flush=True)
     first, second = values
     ratios = [b / a for a, b in zip(seconds[first], seconds[second])]
     print(f"median: {key}={first}: {statistics.median(seconds[first]):.2f}s, {key}={second}:"

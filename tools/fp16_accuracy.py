@@ -60,20 +60,22 @@ def main(argv=None) -> int:
         print(f"fp16_accuracy: the two hosts cannot be built here: {reason}", file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
-    info = lab_hosts.up(tempfile.mkdtemp(prefix="fp16-hosts-"))
     curves = {}
-    try:
-        for seed in range(1, args.seeds + 1):
-            for model, model_sets in MODELS.items():
-                for compression in COMPRESSIONS:
-                    key = f"{model}/{compression}/seed{seed}"
-                    workdir = os.path.join(args.out, key.replace("/", "-"))
-                    curves[key] = run_job(info, workdir, model_sets + [f"horovod.compression={compression}",
-                                                                       f"runtime.seed={seed}"])
-                    print(f"{key}: final val_accuracy {curves[key]['val_accuracy'][-1]:.4f}, final loss"
-                          f" {curves[key]['loss'][-1]:.4f}", flush=True)
-    finally:
-        lab_hosts.down(info)
+    # the hosts' files (ssh keys, sshd configs) are removed with them, on failure too
+    with tempfile.TemporaryDirectory(prefix="fp16-hosts-", ignore_cleanup_errors=True) as tmp:
+        info = lab_hosts.up(tmp)
+        try:
+            for seed in range(1, args.seeds + 1):
+                for model, model_sets in MODELS.items():
+                    for compression in COMPRESSIONS:
+                        key = f"{model}/{compression}/seed{seed}"
+                        workdir = os.path.join(args.out, key.replace("/", "-"))
+                        curves[key] = run_job(info, workdir, model_sets + [f"horovod.compression={compression}",
+                                                                           f"runtime.seed={seed}"])
+                        print(f"{key}: final val_accuracy {curves[key]['val_accuracy'][-1]:.4f}, final loss"
+                              f" {curves[key]['loss'][-1]:.4f}", flush=True)
+        finally:
+            lab_hosts.down(info)
     with open(os.path.join(args.out, "curves.json"), "w") as f:
         json.dump(curves, f, indent=1)
     print("\n| model | compression | final val_accuracy, median (min-max) | final loss, median |")
