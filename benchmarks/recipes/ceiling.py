@@ -19,23 +19,21 @@ gradients moves in float32 (the input of the lab's link arithmetic).
 """
 import horovod.tensorflow as hvd
 import tensorflow as tf
-from common import Clock, batch, data, lockstep, make_model, report, steps
+from common import Clock, batch, data, lockstep, make_model, report, steps, use_hvdkeras_threads
 
-from hvdkeras import horovod_env
+from hvdkeras import distributed
 
 hvd.init()
-budget = horovod_env.thread_budget(horovod_env.host_cores(), hvd.local_size())
-tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
-tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+use_hvdkeras_threads(hvd.local_size())
 model = make_model()
 model.compile(tf.keras.optimizers.SGD(0.01, momentum=0.9), "sparse_categorical_crossentropy")
 
 
 class Lockstep(tf.keras.callbacks.Callback):
-    """One one-number allreduce after every batch: the ranks wait for each other at every step."""
+    """After every batch the collective of hvdkeras's NaN agreement: the ranks wait for each other at every step."""
 
     def on_train_batch_end(self, batch, logs=None):
-        hvd.allreduce(tf.constant(0.0), op=hvd.Sum, name="ceiling.lockstep")
+        distributed.any_rank(False, name=distributed.cycled_name("ceiling.lockstep"))
 
 
 clock = Clock()

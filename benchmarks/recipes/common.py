@@ -38,6 +38,15 @@ if os.environ.get("BENCH_CPU_BINDING") == "1":
     bind_like_hvdkeras()
 
 
+def use_hvdkeras_threads(local_size: int) -> None:
+    """TensorFlow's intra- and inter-op threads as hvdkeras gives each of ``local_size`` ranks on this host."""
+    from hvdkeras import horovod_env
+
+    budget = horovod_env.thread_budget(horovod_env.host_cores(), local_size)
+    tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
+    tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+
+
 def make_model():
     name = model_name.split(".", 1)[1] if model_name.startswith("applications.") else model_name
     base = getattr(tf.keras.applications, name)(weights=None, include_top=False,

@@ -22,14 +22,10 @@ import time
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
-from common import fp16_allreduce, make_model, steps
-
-from hvdkeras import horovod_env
+from common import fp16_allreduce, make_model, steps, use_hvdkeras_threads
 
 hvd.init()
-budget = horovod_env.thread_budget(horovod_env.host_cores(), hvd.local_size())
-tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
-tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+use_hvdkeras_threads(hvd.local_size())
 grads = [tf.ones_like(v) for v in reversed(make_model().trainable_variables)]
 compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
 
