@@ -6,6 +6,10 @@
   whose ``apply`` first averages with Horovod's TensorFlow ops (Horovod's Keras
   layer does not run on Keras 3).
 
+Gradients a custom loop averages itself, with
+:func:`~hvdkeras.gradient_exchange.tape.DistributedGradientTape`, are recorded
+(:mod:`~hvdkeras.gradient_exchange.averaged`) and not averaged again when applied.
+
 On both, by default, each gradient is its own request, issued as the backward pass
 produces it, so communication overlaps computation and Horovod fuses what is ready.
 
@@ -19,6 +23,7 @@ import horovod.tensorflow as hvd
 from hvdkeras import compat, distributed
 from hvdkeras.gradient_exchange.compression import COMPRESSIONS
 from hvdkeras.gradient_exchange.options import ExchangeOptions
+from hvdkeras.gradient_exchange.tape import DistributedGradientTape, PartialDistributedGradientTape
 from hvdkeras.horovod_env import resolve_compression
 
 if compat.KERAS_3:
@@ -30,8 +35,8 @@ IMPLEMENTATION = _exchange.__name__
 allreduce_outside_xla = _exchange.allreduce_outside_xla
 load_model = _exchange.load_model
 
-__all__ = ["COMPRESSIONS", "DistributedOptimizer", "ExchangeOptions", "IMPLEMENTATION",
-           "PartialDistributedOptimizer", "allreduce_outside_xla"]
+__all__ = ["COMPRESSIONS", "DistributedGradientTape", "DistributedOptimizer", "ExchangeOptions", "IMPLEMENTATION",
+           "PartialDistributedGradientTape", "PartialDistributedOptimizer", "allreduce_outside_xla"]
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",  # noqa: N802

@@ -20,18 +20,84 @@ from typing import List, Sequence
 import horovod.tensorflow.keras as hvd_keras
 import tensorflow as tf
 
+from hvdkeras import compat
+from hvdkeras.gradient_exchange import averaged
 from hvdkeras.gradient_exchange.options import ExchangeOptions
 
 
 def distribute(optimizer, options: ExchangeOptions):
-    """Horovod's Keras ``DistributedOptimizer`` around ``optimizer``, with the same options."""
-    return hvd_keras.DistributedOptimizer(
+    """Horovod's Keras ``DistributedOptimizer`` around ``optimizer``, with the same options, averaging on every path.
+
+    Horovod's optimizer averages when gradients are computed (``minimize``, ``fit``'s own
+    step). Here it also averages in ``apply_gradients`` and ``aggregate_gradients`` the
+    gradients nobody averaged in this step (:mod:`~hvdkeras.gradient_exchange.averaged`):
+    those of a custom ``train_step`` or loop that calls ``apply_gradients`` itself, which
+    Horovod's optimizer applies unaveraged, so that each rank trains alone.
+    """
+    distributed = hvd_keras.DistributedOptimizer(
         optimizer, name=options.name, device_dense=options.device_dense, device_sparse=options.device_sparse,
         compression=options.compression, sparse_as_dense=options.sparse_as_dense,
         gradient_predivide_factor=options.gradient_predivide_factor, op=options.op,
         backward_passes_per_step=options.backward_passes_per_step,
         average_aggregated_gradients=options.average_aggregated_gradients, groups=options.groups,
         process_set=options.process_set, scale_local_gradients=options.scale_local_gradients)
+    _average_on_every_path(distributed)
+    return distributed
+
+
+def _average_on_every_path(optimizer) -> None:
+    """Makes ``optimizer`` (Horovod's, on Keras 2) average the gradients it is given to apply, once.
+
+    Every average goes through Horovod's ``_allreduce`` (its compression, groups, local
+    variables and gradient accumulation) and is recorded; ``apply_gradients`` and
+    ``aggregate_gradients`` (which a ``LossScaleOptimizer`` calls before its overflow check,
+    so that all ranks check the same gradients) average what is not recorded yet.
+    Methods are set on the instance: Horovod's class calls ``super(self.__class__, self)``,
+    which a subclass would turn into a recursion.
+    """
+    horovod_allreduce = optimizer._allreduce
+
+    def _allreduce(grads, variables):
+        reduced = horovod_allreduce(grads, variables)
+        averaged.record(list(variables), list(reduced))
+        return reduced
+
+    def _averaged_once(grads_and_vars):
+        pairs = list(grads_and_vars)
+        grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
+        done = averaged.averaged_keys(variables, grads)
+        pending = [g is not None and compat.variable_key(v) not in done for g, v in pairs]
+        if not any(pending):
+            return pairs, variables
+        averaged.refuse_inside_cond()
+        if all(pending[i] or pairs[i][0] is None for i in range(len(pairs))):
+            reduced = optimizer._allreduce(grads, variables)
+        else:  # some were averaged by a tape: only the others go out
+            rest = [i for i, p in enumerate(pending) if p]
+            part = optimizer._allreduce([grads[i] for i in rest], [variables[i] for i in rest])
+            reduced = list(grads)
+            for i, g in zip(rest, part):
+                reduced[i] = g
+        return list(zip(reduced, variables)), variables
+
+    horovod_apply = optimizer.apply_gradients
+
+    def apply_gradients(grads_and_vars, *args, **kwargs):
+        pairs, variables = _averaged_once(grads_and_vars)
+        try:
+            return horovod_apply(pairs, *args, **kwargs)
+        finally:
+            averaged.clear(variables)
+
+    optimizer._allreduce = _allreduce
+    optimizer.apply_gradients = apply_gradients
+    for name in ("aggregate_gradients", "_aggregate_gradients"):
+        keras_aggregate = getattr(optimizer, name, None)
+        if keras_aggregate is not None:
+            def aggregate(grads_and_vars, _keras_aggregate=keras_aggregate):
+                return _keras_aggregate(_averaged_once(grads_and_vars)[0])
+
+            setattr(optimizer, name, aggregate)
 
 
 def add_local_layers(optimizer, layers: Sequence) -> None:

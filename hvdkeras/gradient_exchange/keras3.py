@@ -41,11 +41,12 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence
 
-import horovod.tensorflow as hvd
 import keras
 import tensorflow as tf
 
 from hvdkeras import compat
+from hvdkeras.gradient_exchange import averaged
+from hvdkeras.gradient_exchange.allreduce import allreduce_gradients
 from hvdkeras.gradient_exchange.options import ExchangeOptions
 
 _MARK = "_hvdkeras_distributed"
@@ -53,83 +54,6 @@ _MARK = "_hvdkeras_distributed"
 
 def is_distributed(optimizer) -> bool:
     return bool(getattr(optimizer, _MARK, False))
-
-
-def split_groups(items: Sequence, groups: int) -> List[List]:
-    """``items`` in ``groups`` contiguous runs whose lengths differ by at most one (Horovod's ``split_list``).
-
-    >>> split_groups([1, 2, 3, 4, 5], 2)
-    [[1, 2, 3], [4, 5]]
-    """
-    if groups < 1:
-        raise ValueError(f"groups must be >= 1 to split; received: {groups}")
-    groups = min(groups, len(items)) or 1
-    size, extra = divmod(len(items), groups)
-    bounds = [i * size + min(i, extra) for i in range(groups + 1)]
-    return [list(items[bounds[i]:bounds[i + 1]]) for i in range(groups)]
-
-
-def _key(variable):
-    return compat.variable_key(variable)
-
-
-def _dense(grad):
-    return tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
-
-
-def allreduce_gradients(grads: Sequence, variables: Optional[Sequence] = None,
-                        options: ExchangeOptions = ExchangeOptions(), local=frozenset()) -> List:
-    """Every gradient combined over the ranks of ``options.process_set`` (``None`` stays ``None``), in backward order.
-
-    ``groups`` None: one request per gradient; ``k``: ``k`` grouped requests of the dense
-    gradients (see the module docstring); a list of lists of variables: one grouped
-    request per list, every other gradient its own. Sparse gradients go through
-    Horovod's sparse allreduce unless ``sparse_as_dense``. Gradients of variables whose
-    key is in ``local`` are not sent; with ``scale_local_gradients`` they are divided by
-    the size of the process set (Horovod's rule).
-    """
-    out: List = [_dense(g) if options.sparse_as_dense else g for g in grads]
-    keys = [_key(v) for v in variables] if variables is not None and len(variables) == len(out) else [None] * len(out)
-    prefix = options.name or "hvdkeras"
-    prescale, postscale = options.scale_factors
-    common = dict(op=options.op, prescale_factor=prescale, postscale_factor=postscale,
-                  compression=options.compression, device_dense=options.device_dense,
-                  device_sparse=options.device_sparse, process_set=options.process_set)
-    sent, kept = [], []
-    # Backward order: the last variables' gradients are computed first.
-    for i in reversed(range(len(out))):
-        if out[i] is None:
-            continue
-        (kept if keys[i] in local else sent).append(i)
-    sparse = [i for i in sent if isinstance(out[i], tf.IndexedSlices)]
-    dense = [i for i in sent if not isinstance(out[i], tf.IndexedSlices)]
-    for i in sparse:
-        out[i] = hvd.allreduce(out[i], name=f"{prefix}.sparse_grad.{i}", **common)
-    groups = options.groups
-    if groups is None:
-        for i in dense:
-            out[i] = hvd.allreduce(out[i], name=f"{prefix}.grad.{i}", **common)
-    else:
-        if isinstance(groups, list):
-            position = {keys[i]: i for i in dense}
-            runs = [[position.pop(_key(v)) for v in group if _key(v) in position] for group in groups]
-            runs = [run for run in runs if run] + [[i] for i in dense if i in position.values()]
-        else:
-            runs = split_groups(dense, groups) if dense else []
-        for g, members in enumerate(runs):
-            reduced = hvd.grouped_allreduce([out[i] for i in members], name=f"{prefix}.grads.{g}", **common)
-            for i, r in zip(members, reduced):
-                out[i] = r
-    if kept and options.scale_local_gradients:
-        ranks = tf.cast(options.process_set.size(), tf.float32)
-        for i in kept:
-            grad = out[i]
-            if isinstance(grad, tf.IndexedSlices):
-                out[i] = tf.IndexedSlices(grad.values / tf.cast(ranks, grad.values.dtype), grad.indices,
-                                          grad.dense_shape)
-            else:
-                out[i] = grad / tf.cast(ranks, grad.dtype)
-    return out
 
 
 def distributed_class(base: type, options: ExchangeOptions = ExchangeOptions()) -> type:
@@ -149,15 +73,15 @@ def distributed_class(base: type, options: ExchangeOptions = ExchangeOptions()) 
 
     def local_keys(self):
         return frozenset(self._hvd_local) | frozenset(
-            _key(v) for layer in self._hvd_local_layers for v in layer.trainable_weights)
+            compat.variable_key(v) for layer in self._hvd_local_layers for v in layer.trainable_weights)
 
     def register_local_var(self, var):
         """Keeps ``var``'s gradient out of the allreduce (Horovod's ``register_local_var``)."""
-        self._hvd_local.add(_key(var))
+        self._hvd_local.add(compat.variable_key(var))
 
-    def exchange(self, grads, variables, accumulated=False):
+    def exchange(self, grads, variables, skip, accumulated=False):
         opts = dataclasses.replace(options, sparse_as_dense=True) if accumulated else options
-        return allreduce_gradients(grads, variables, opts, local_keys(self))
+        return allreduce_gradients(grads, variables, opts, local_keys(self), skip)
 
     def build(self, variables):
         base.build(self, variables)
@@ -171,8 +95,18 @@ def distributed_class(base: type, options: ExchangeOptions = ExchangeOptions()) 
         grads = list(grads)
         variables = list(getattr(self, "_trainable_variables", None) or [] if trainable_variables is None
                          else trainable_variables)
+        # Gradients a DistributedGradientTape averaged in this step are applied as they are.
+        skip = averaged.averaged_keys(variables, grads) if len(variables) == len(grads) else set()
+        if any(g is not None for g in grads) and len(skip) < sum(g is not None for g in grads):
+            averaged.refuse_inside_cond()
+        try:
+            return _apply(self, grads, variables, trainable_variables, skip)
+        finally:
+            averaged.clear(variables)
+
+    def _apply(self, grads, variables, trainable_variables, skip):
         if passes == 1:
-            return base.apply(self, exchange(self, grads, variables), trainable_variables)
+            return base.apply(self, exchange(self, grads, variables, skip), trainable_variables)
         if not self.built:
             self.build(variables)
             self.built = True
@@ -185,7 +119,7 @@ def distributed_class(base: type, options: ExchangeOptions = ExchangeOptions()) 
             summed: List[Optional[tf.Tensor]] = [
                 None if g is None else tf.convert_to_tensor(acc) / passes if average else tf.convert_to_tensor(acc)
                 for acc, g in zip(self._hvd_accumulators, grads)]
-            base.apply(self, exchange(self, summed, variables, accumulated=True), trainable_variables)
+            base.apply(self, exchange(self, summed, variables, skip, accumulated=True), trainable_variables)
             for acc in self._hvd_accumulators:
                 acc.assign(tf.zeros_like(acc))
             return tf.constant(True)

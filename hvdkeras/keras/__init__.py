@@ -10,6 +10,8 @@ Horovod's signatures, defaults and meaning: the process state (``init``, ``rank`
 ``Compression``, process sets, :func:`DistributedOptimizer`,
 :func:`PartialDistributedOptimizer` (``horovod.keras``'s), ``broadcast_global_variables``,
 ``allreduce``, ``allgather``, ``broadcast``, ``reducescatter``, :func:`load_model`,
+``DistributedGradientTape`` and ``PartialDistributedGradientTape`` (``horovod.tensorflow``'s,
+for a custom loop or ``train_step``; what they average is not averaged again),
 :mod:`~hvdkeras.keras.callbacks` and :mod:`~hvdkeras.keras.elastic`. On Keras 2 the
 gradient exchange is Horovod's own Keras optimizer; on Keras 3 (where Horovod's Keras
 layer fails) it is hvdkeras', on Horovod's TensorFlow ops. ``docs/migrating.md`` lists
@@ -53,7 +55,12 @@ from horovod.tensorflow.mpi_ops import (  # noqa: F401
 
 from hvdkeras import compat
 from hvdkeras import gradient_exchange as _gradient_exchange
-from hvdkeras.gradient_exchange import DistributedOptimizer, PartialDistributedOptimizer  # noqa: F401
+from hvdkeras.gradient_exchange import (  # noqa: F401
+    DistributedGradientTape,
+    DistributedOptimizer,
+    PartialDistributedGradientTape,
+    PartialDistributedOptimizer,
+)
 from hvdkeras.gradient_exchange.options import ExchangeOptions as _ExchangeOptions
 from hvdkeras.keras import callbacks, elastic  # noqa: F401
 

@@ -58,3 +58,36 @@ def test_tensorflow2_keras_mnist_elastic_trains_under_an_elastic_launch(tmp_path
     assert "Finished at epoch 3" in job.output, job.output[-3000:]
     assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".keras")) == [
         f"checkpoint-{e}.keras" for e in (1, 2, 3)]
+
+
+def _checksums(job):
+    return [re.search(r"weights checksum: ([0-9.]+)", "\n".join(job.lines_of(r))).group(1) for r in (0, 1)]
+
+
+def test_tensorflow2_mnist_custom_loop_trains_with_the_same_weights_on_every_rank(tmp_path):
+    """Horovod's TensorFlow 2 loop (DistributedGradientTape, broadcast_variables): horovod#4290 on Keras 3."""
+    job = horovodrun([_example("tensorflow2_mnist.py"), "--steps", "40", "--checkpoint-dir", str(tmp_path)],
+                     timeout=300)
+    first, second = _checksums(job)
+    assert first == second, job.output[-3000:]
+    losses = [float(x) for x in re.findall(r"Step #\d+\tLoss: ([0-9.]+)", _rank0(job))]
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    assert any(p.startswith("ckpt") for p in os.listdir(tmp_path))
+
+
+def test_tensorflow2_synthetic_benchmark_runs_with_the_tape_and_fp16_allreduce():
+    job = horovodrun([_example("tensorflow2_synthetic_benchmark.py"), "--no-cuda", "--model", "MobileNet",
+                      "--image-size", "32", "--batch-size", "8", "--num-warmup-batches", "1", "--num-iters", "2",
+                      "--num-batches-per-iter", "2", "--fp16-allreduce"], timeout=300)
+    assert "Total img/sec on 2 CPU(s)" in _rank0(job), job.output[-3000:]
+
+
+def test_tensorflow2_mnist_elastic_custom_loop_trains_under_an_elastic_launch(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n")
+    cmd = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo", "--network-interface", "lo",
+           "--host-discovery-script", DISCOVER_HOSTS,
+           sys.executable, _example("tensorflow2_mnist_elastic.py"), "--steps", "24",
+           "--checkpoint-dir", str(tmp_path / "ckpt")]
+    job = launch(cmd, env=dict(os.environ, **MPI_ENV, HVDKERAS_HOSTS_FILE=str(hosts)), timeout=300)
+    assert "Finished at batch 11" in job.output, job.output[-3000:]

@@ -5,7 +5,10 @@ default digits job (dropout off, 20 steps) and a user's ``model.fit`` with hvdke
 optimizer and callbacks on the same global batches. The weights after 20 steps agree
 within float32 rounding, and they have moved far beyond that tolerance. The two-rank
 job also trains under mixed precision with fp16 compression while one rank's batch
-overflows: both ranks skip that step alike.
+overflows: both ranks skip that step alike. And every path a Keras user applies gradients
+by (``scripts/training_paths.py``: a custom ``train_step`` with ``apply_gradients``,
+``apply`` or ``minimize``, ``DistributedGradientTape`` in a custom loop, with gradient
+accumulation and loss scaling) gives two ranks one process's weights.
 """
 import json
 import os
@@ -60,3 +63,22 @@ def test_an_overflow_on_one_rank_skips_the_step_on_both_under_mixed_precision_an
     # the scale holds until step 3, where rank 1's batch overflowed, then halves on rank 0 as well: the
     # allreduced gradient was not finite on both ranks, so both skipped that step
     assert r0["scales"][:3] == [r0["initial_scale"]] * 3 and r0["scales"][3] == r0["initial_scale"] / 2
+
+
+PATHS = ["fit", "apply_gradients", "apply_gradients_accumulated", "apply_gradients_loss_scale", "tape", "tape_eager",
+         "tape_and_optimizer", "tape_and_accumulating_optimizer", "apply", "minimize"]
+
+
+@pytest.mark.parametrize("case", PATHS)
+def test_every_path_of_applying_gradients_averages_once(runs, case):
+    """Two ranks hold the same weights, equal to one process on the global batch (a rank training alone, or
+    gradients averaged twice under op=Sum, would not)."""
+    loaded, (r0, r1) = runs
+    if f"path_{case}_0" not in loaded[1]:
+        pytest.skip(f"{case}: not a path on this Keras version (apply: Keras 3; minimize: Keras 2)")
+    assert r0["paths"][case] == r1["paths"][case]
+    one, two = arrays(loaded[1], f"path_{case}_"), arrays(loaded[2], f"path_{case}_")
+    start = arrays(loaded[1], "path_initial_")
+    assert max(float(np.max(np.abs(a - s))) for a, s in zip(one, start)) > 100 * ATOL  # it trained
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(b, a, rtol=RTOL, atol=ATOL)

@@ -73,24 +73,3 @@ def test_the_compiled_step_sends_one_request_per_gradient_or_per_group(hvd_singl
 def test_negative_groups_are_refused_with_the_value():
     with pytest.raises(ValueError, match="groups must be >= 0 .*received: -1"):
         gradient_exchange.DistributedOptimizer(compat.keras.optimizers.SGD(0.1), groups=-1)
-
-
-@pytest.mark.skipif(not compat.KERAS_3, reason="hvdkeras' own exchange is the Keras 3 one")
-def test_keras3_requests_are_issued_in_backward_order(hvd_single, monkeypatch):
-    from hvdkeras.gradient_exchange import keras3
-
-    issued = []
-    monkeypatch.setattr(keras3.hvd, "allreduce", lambda t, name, **kw: issued.append(name) or t)
-    grads = [tf.ones(2), None, tf.ones(3), tf.ones(1)]
-    out = keras3.allreduce_gradients(grads)
-    assert issued == ["hvdkeras.grad.3", "hvdkeras.grad.2", "hvdkeras.grad.0"]
-    assert out[1] is None and [o.shape[0] for o in (out[0], out[2], out[3])] == [2, 3, 1]
-
-
-@pytest.mark.skipif(not compat.KERAS_3, reason="hvdkeras' own exchange is the Keras 3 one")
-def test_split_groups_follows_horovods_rule():
-    from hvdkeras.gradient_exchange.keras3 import split_groups
-
-    assert split_groups(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
-    assert split_groups(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
-    assert split_groups([1, 2], 5) == [[1], [2]]  # never an empty request

@@ -9,14 +9,18 @@
 2. **A user's ``model.fit``**: ``hvdkeras.DistributedOptimizer`` and
    ``hvdkeras.callbacks.default_callbacks`` (a warmup from 0.05 to 0.1 over the first
    epoch), each rank feeding its slice of the same 20 global batches of 64.
-3. **On 2 ranks, mixed precision with fp16 compression** (the trainer's
+3. **Every path a Keras user applies gradients by** (``training_paths.py``): ``fit``, a
+   custom ``train_step`` with ``apply_gradients`` (also accumulating, and under loss
+   scaling), ``apply`` (Keras 3), ``minimize`` (Keras 2), ``DistributedGradientTape`` in a
+   custom loop, alone or feeding a distributed optimizer.
+4. **On 2 ranks, mixed precision with fp16 compression** (the trainer's
    ``compile_model``): at step 3 only rank 1's batch overflows in float16. The loss
    scale is applied around the allreduce, so both ranks must skip that step alike:
    rank 0, whose own batch is finite, halves its loss scale at that step too.
 
 Rank 0 writes OUT_DIR/<size>.npz (trainer_<i>, trainer_initial_<i>, fit_<i>,
-fit_initial_<i>) and every rank OUT_DIR/<size>-rank<r>.json (part 3's loss scale
-before and after each step, and a digest of its weights).
+fit_initial_<i>, path_<case>_<i>) and every rank OUT_DIR/<size>-rank<r>.json (part 4's loss scale
+before and after each step, and a digest of its weights; a digest of each path's weights).
 """
 import hashlib
 import json
@@ -33,6 +37,9 @@ from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import trainer as trainer_lib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import training_paths  # noqa: E402  (this directory's module)
+
 keras = compat.keras
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 out_dir, workdir = sys.argv[1:3]
@@ -42,6 +49,10 @@ SETS = ["model.dropout=0", "trainer.steps_per_epoch=10", "trainer.epochs=2", "tr
 
 def weights(model):
     return [v.numpy() for v in model.weights]
+
+
+def digest_of(arrays):
+    return hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes() for w in arrays)).hexdigest()
 
 
 # 1. the trainer
@@ -69,11 +80,16 @@ callbacks = hvd_callbacks.default_callbacks(initial_lr=0.1, warmup_epochs=1, war
                                             steps_per_epoch=10, progress=False)
 model.fit(dataset.repeat(), epochs=2, steps_per_epoch=10, callbacks=callbacks, verbose=0)
 saved.update({f"fit_{i}": w for i, w in enumerate(weights(model))})
+
+# 3. every path a Keras user applies gradients by (training_paths.py)
+paths = training_paths.run(rank, size)
+for case, values in paths.items():
+    saved.update({f"path_{case}_{i}": w for i, w in enumerate(values)})
 if rank == 0:
     np.savez(os.path.join(out_dir, f"{size}.npz"), **saved)
 
-# 3. mixed precision, fp16 compression, one rank overflowing
-report = {}
+# 4. mixed precision, fp16 compression, one rank overflowing
+report = {"paths": {case: digest_of(values) for case, values in paths.items()}}
 if size > 1:
     mixed = config_lib.load(os.path.join(REPO, "configs", "digits.yaml"),
                             SETS + ["runtime.mixed_precision=mixed_float16", "horovod.compression=fp16"])
@@ -89,10 +105,8 @@ if size > 1:
         on_train_batch_end=lambda batch, logs: scales.append(compat.loss_scale(optimizer)))
     model3.fit(ds, epochs=1, steps_per_epoch=6, verbose=0,
                callbacks=[hvd_callbacks.BroadcastGlobalVariablesCallback(0), record])
-    digest = hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes() for w in weights(model3))).hexdigest()
-    report = {"initial_scale": initial_scale, "scales": scales,
-              "digest": digest,
-              "finite": bool(all(np.isfinite(w).all() for w in weights(model3)))}
+    report.update({"initial_scale": initial_scale, "scales": scales, "digest": digest_of(weights(model3)),
+                   "finite": bool(all(np.isfinite(w).all() for w in weights(model3)))})
 with open(os.path.join(out_dir, f"{size}-rank{rank}.json"), "w") as f:
     json.dump(report, f)
 print(f"rank {rank}/{size}: done", flush=True)
