@@ -46,7 +46,7 @@ TRAINING_KEYS = (
     "data.name", "data.args", "data.global_batch_size", "data.per_rank_batch_size", "data.validation_fraction",
     "data.image_shape", "data.num_classes", "data.train_examples", "data.train_split", "data.pipeline",
     "data.shuffle_buffer",
-    "trainer.api", "trainer.steps_per_epoch", "trainer.loss", "trainer.label_smoothing",
+    "trainer.api", "trainer.steps_per_epoch", "trainer.loss", "trainer.loss_weights", "trainer.label_smoothing",
     "horovod.backward_passes_per_step", "horovod.average_aggregated_gradients",
     "runtime.seed", "runtime.mixed_precision",
 )
@@ -116,10 +116,11 @@ def claim(path: str) -> Claim:
 
 
 def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
-    """``{"section.key": value}``; ``model.args`` and ``data.args`` stay whole mappings."""
+    """``{"section.key": value}``; ``model.args``, ``data.args`` and the mappings by output name
+    (``trainer.loss``, ``trainer.metrics``, ``trainer.loss_weights``) stay whole."""
     flat: Dict[str, Any] = {}
     for key, value in (tree or {}).items():
-        if isinstance(value, dict) and key != "args":
+        if isinstance(value, dict) and key not in ("args", "loss", "metrics", "loss_weights"):
             flat.update(_flat(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value

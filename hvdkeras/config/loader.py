@@ -29,13 +29,13 @@ def _is_section(tp: Any) -> bool:
 
 def _type_name(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Union and type(None) in args:
+    if origin is typing.Union:
         inner = [a for a in args if a is not type(None)]
-        return f"{_type_name(inner[0])} or null"
+        return " or ".join(_type_name(a) for a in inner) + (" or null" if type(None) in args else "")
     if origin in (tuple, list, Tuple, List):
         return f"list of {_type_name(args[0])}"
     if origin is dict:
-        return "a mapping of names to values"
+        return "a mapping of names to values" if args[1] is Any else f"a mapping of names to {_type_name(args[1])}"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -49,7 +49,15 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     if origin is typing.Union:
         if value is None and type(None) in args:
             return None
-        return _coerce(value, [a for a in args if a is not type(None)][0], key, source)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _coerce(value, inner[0], key, source)
+        for alternative in inner:  # str or a mapping (trainer.loss): the first that fits
+            try:
+                return _coerce(value, alternative, key, source)
+            except ConfigError:
+                pass
+        raise bad()
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
             raise bad()
@@ -59,7 +67,9 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
             return {}
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise bad()
-        return dict(value)
+        if args[1] is Any:
+            return dict(value)
+        return {k: _coerce(v, args[1], f"{key}.{k}", source) for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -237,6 +247,8 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
             return {f.name: plain(getattr(node, f.name)) for f in schema.fields(type(node))}
         if isinstance(node, tuple):
             return [plain(v) for v in node]
+        if isinstance(node, dict):  # trainer.metrics by output holds tuples, which YAML's safe dumper refuses
+            return {k: plain(v) for k, v in node.items()}
         return node
 
     return plain(cfg)

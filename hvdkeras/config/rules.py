@@ -30,6 +30,8 @@ def value_of(cfg: Config, key: str) -> Any:
     node: Any = cfg
     for part in key.split("."):
         node = getattr(node, part)
+    if isinstance(node, dict):
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in node.items()}
     return list(node) if isinstance(node, tuple) else node
 
 
@@ -71,10 +73,32 @@ def _estimator_rules(cfg: Config, need) -> None:
     for key in ("data.name", "model.name"):
         need(not is_import_path(value_of(cfg, key)), key, "be a built-in name with trainer.api=estimator (your own"
              " package.module:function pieces are for trainer.api=keras)")
-    for key in ("trainer.loss", "trainer.metrics"):
+    for key in ("trainer.loss", "trainer.metrics", "trainer.loss_weights"):
         default = value_of(defaults, key)
         need(value_of(cfg, key) == default, key, f"stay at its default ({default}) with trainer.api=estimator,"
              " whose model function has its own loss and accuracy")
+
+
+def _output_rules(trainer: TrainerConfig, need) -> None:
+    """``trainer.loss``, ``trainer.metrics`` and ``trainer.loss_weights``, alone and by output name. Whether the
+    names are the model's outputs is checked when the model is built (:mod:`hvdkeras.tasks`)."""
+    loss, metrics, weights = trainer.loss, trainer.metrics, trainer.loss_weights
+    if isinstance(loss, dict):
+        need(bool(loss), "trainer.loss", "map at least one output name to a loss (or be one loss for every output)")
+        need(all(loss.values()), "trainer.loss", "map each output name to a Keras loss name or your own"
+             " package.module:function")
+    else:
+        need(bool(loss), "trainer.loss", "be a Keras loss name or your own package.module:function")
+    for output, names in (metrics.items() if isinstance(metrics, dict) else [(None, metrics)]):
+        need(len(names) == len(set(names)), "trainer.metrics", "name each metric once"
+             + (f" per output (output {output!r} repeats one)" if output is not None else ""))
+    if weights is not None:
+        bad = sorted(k for k, w in weights.items() if not 0 <= w < float("inf"))
+        need(not bad, "trainer.loss_weights", f"map output names to weights >= 0 (not {', '.join(bad)})")
+        if isinstance(loss, dict):
+            extra = sorted(set(weights) - set(loss))
+            need(not extra, "trainer.loss_weights", f"weigh only outputs that trainer.loss names ({', '.join(loss)});"
+                 f" {', '.join(extra)} has no loss")
 
 
 def validate(cfg: Config) -> None:
@@ -137,7 +161,7 @@ def validate(cfg: Config) -> None:
     need(0.0 <= trainer.label_smoothing < 1.0, "trainer.label_smoothing", "be in [0, 1)")
     need(trainer.label_smoothing == 0 or trainer.loss == DEFAULT_LOSS, "trainer.label_smoothing",
          f"be 0 with trainer.loss={trainer.loss!r} (label smoothing belongs to the default loss, {DEFAULT_LOSS})")
-    need(len(trainer.metrics) == len(set(trainer.metrics)), "trainer.metrics", "name each metric once")
+    _output_rules(trainer, need)
 
     need(sched.warmup_epochs >= 0, "schedule.warmup_epochs", "be >= 0")
     need(sched.warmup_epochs == 0 or opt.lr_scaling != "none", "schedule.warmup_epochs",

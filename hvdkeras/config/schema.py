@@ -8,7 +8,7 @@ loader accepts. Nothing here reads files or checks rules across fields: see
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 
 def _choices(*values: Any) -> Dict[str, Any]:
@@ -138,8 +138,13 @@ class TrainerConfig:
     # a Loss or Metric class, made with no arguments). The defaults are image classification's: sparse
     # categorical cross-entropy on integer labels and softmax outputs (label_smoothing applies to it alone) and
     # accuracy. Metrics are exact over all ranks whatever they are.
-    loss: str = "sparse_categorical_crossentropy"
-    metrics: Tuple[str, ...] = ("accuracy",)
+    # A model with several outputs: loss is one name for every output or a mapping of output name to a name
+    # (an output left out has no loss); metrics a list for every output or a mapping of output name to a list.
+    loss: Union[str, Dict[str, str]] = "sparse_categorical_crossentropy"
+    metrics: Union[Tuple[str, ...], Dict[str, Tuple[str, ...]]] = ("accuracy",)
+    # How much each output's loss counts in the loss minimised: a mapping of output name to a weight >= 0 (an
+    # output with a loss left out weighs 1); null: every output weighs 1.
+    loss_weights: Optional[Dict[str, float]] = None
     label_smoothing: float = 0.0
     # Stop every rank at the same batch when any rank's loss is NaN or infinite (one tiny allreduce per batch).
     terminate_on_nan: bool = True

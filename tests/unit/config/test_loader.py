@@ -165,3 +165,42 @@ def test_args_are_a_mapping_merged_key_by_key_and_written_back(tmp_path):
     with pytest.raises(ConfigError, match=r"^model.args in --set model.args=5 must be a mapping of names to values;"
                                           r" received: 5 \(int\)$"):
         config_lib.load(None, ["model.args=5"])
+
+
+def test_loss_metrics_and_loss_weights_by_output_name_are_mappings_merged_and_written_back(tmp_path):
+    path = write_yaml(tmp_path, """
+        trainer:
+          loss: {buy: binary_crossentropy, price: mse}
+          metrics: {buy: [binary_accuracy], price: [mae, "own:metric"]}
+          loss_weights: {buy: 1, price: 0.1}
+    """)
+    cfg = config_lib.load(path, ["trainer.loss.price=mae"])
+    assert cfg.trainer.loss == {"buy": "binary_crossentropy", "price": "mae"}
+    assert cfg.trainer.metrics == {"buy": ("binary_accuracy",), "price": ("mae", "own:metric")}
+    assert cfg.trainer.loss_weights == {"buy": 1.0, "price": 0.1}
+    assert cfg.sources["trainer.loss.price"] == "--set trainer.loss.price=mae" and cfg.sources["trainer.loss"] == path
+    assert "  metrics: {buy: [binary_accuracy], price: [mae, 'own:metric']}\n" in config_lib.to_yaml(cfg)
+    again = config_lib.from_dict(yaml.safe_load(config_lib.to_yaml(cfg)), "config.yaml")
+    assert again == cfg
+    # one name and one list still apply as before; no weights by default
+    plain = config_lib.load(None, ["trainer.loss=mse", "trainer.metrics=[mae]"])
+    assert (plain.trainer.loss, plain.trainer.metrics, plain.trainer.loss_weights) == ("mse", ("mae",), None)
+    assert config_lib.load(path, ["trainer.loss=mse"]).trainer.loss == "mse"  # a --set replaces the mapping
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.loss=3", "trainer.loss in --set trainer.loss=3 must be str or a mapping of names to str; received: 3"
+                       " (int)"),
+    ("trainer.loss={buy: [mse]}", "trainer.loss in --set trainer.loss={buy: [mse]} must be str or a mapping of names"
+                                  " to str; received: {'buy': ['mse']} (dict)"),
+    ("trainer.metrics={buy: mae}", "trainer.metrics in --set trainer.metrics={buy: mae} must be list of str or a"
+                                   " mapping of names to list of str; received: {'buy': 'mae'} (dict)"),
+    ("trainer.loss_weights=[1, 2]", "trainer.loss_weights in --set trainer.loss_weights=[1, 2] must be a mapping of"
+                                    " names to float; received: [1, 2] (list)"),
+    ("trainer.loss_weights={buy: heavy}", "trainer.loss_weights.buy in --set trainer.loss_weights={buy: heavy} must be"
+                                          " float; received: 'heavy' (str)"),
+])
+def test_mappings_by_output_of_the_wrong_type_are_one_line(override, message):
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(None, [override])
+    assert str(err.value) == message

@@ -148,11 +148,37 @@ def test_a_key_the_estimator_path_does_not_honour_is_refused_for_it(override):
     (["trainer.api=estimator", "model.name=own:model"],
      "model.name in --set model.name=own:model must be a built-in name with trainer.api=estimator (your own"
      " package.module:function pieces are for trainer.api=keras); received: 'own:model'"),
+    # by output name
+    (["trainer.loss={}"], "trainer.loss in --set trainer.loss={} must map at least one output name to a loss (or be"
+                          " one loss for every output); received: {}"),
+    (["trainer.loss={buy: ''}"], "trainer.loss in --set trainer.loss={buy: ''} must map each output name to a Keras"
+                                 " loss name or your own package.module:function; received: {'buy': ''}"),
+    (["trainer.loss={buy: binary_crossentropy}", "trainer.label_smoothing=0.1"],
+     "trainer.label_smoothing in --set trainer.label_smoothing=0.1 must be 0 with trainer.loss={'buy':"
+     " 'binary_crossentropy'} (label smoothing belongs to the default loss, sparse_categorical_crossentropy);"
+     " received: 0.1"),
+    (["trainer.metrics={buy: [accuracy], price: [mae, mae]}"],
+     "trainer.metrics in --set trainer.metrics={buy: [accuracy], price: [mae, mae]} must name each metric once per"
+     " output (output 'price' repeats one); received: {'buy': ['accuracy'], 'price': ['mae', 'mae']}"),
+    (["trainer.loss_weights={buy: -1, price: 2}"],
+     "trainer.loss_weights in --set trainer.loss_weights={buy: -1, price: 2} must map output names to weights >= 0"
+     " (not buy); received: {'buy': -1.0, 'price': 2.0}"),
+    (["trainer.loss={buy: binary_crossentropy}", "trainer.loss_weights={buy: 1, price: 0.5}"],
+     "trainer.loss_weights in --set trainer.loss_weights={buy: 1, price: 0.5} must weigh only outputs that"
+     " trainer.loss names (buy); price has no loss; received: {'buy': 1.0, 'price': 0.5}"),
+    (["trainer.api=estimator", "trainer.loss_weights={out: 2}"],
+     "trainer.loss_weights in --set trainer.loss_weights={out: 2} must stay at its default (None) with"
+     " trainer.api=estimator, whose model function has its own loss and accuracy; received: {'out': 2.0}"),
 ])
 def test_your_own_pieces_rules(sets, message):
     with pytest.raises(ConfigError) as err:
         config_lib.load(None, sets)
     assert str(err.value) == message
+
+
+def test_loss_weights_may_weigh_any_output_of_one_loss_for_all():
+    cfg = config_lib.load(None, ["trainer.loss=mse", "trainer.loss_weights={buy: 1, price: 0.5}"])
+    assert cfg.trainer.loss_weights == {"buy": 1.0, "price": 0.5}  # the outputs are checked against the model
 
 
 def test_a_tfds_name_with_a_version_is_not_an_import_path():
