@@ -9,7 +9,7 @@ end with one process's weights. The cases, with ``hvdkeras.keras as hvd``:
 * ``apply_gradients``: keras.io's custom ``train_step`` (its own tape, then
   ``self.optimizer.apply_gradients``), also with ``backward_passes_per_step=2``
   (``apply_gradients_accumulated``) and under a ``LossScaleOptimizer`` (``apply_gradients_loss_scale``);
-* ``apply``: Keras 3 only, a ``train_step`` that calls ``self.optimizer.apply(grads)``;
+* ``apply``: Keras 3 only, a ``train_step`` that calls ``self.optimizer.apply(grads, variables)``;
 * ``minimize``: Keras 2 only (Keras 3 optimizers have no ``minimize``),
   ``self.optimizer.minimize(loss, var_list, tape=tape)``;
 * ``tape``: Horovod's TensorFlow 2 loop: ``hvd.DistributedGradientTape`` and a plain
@@ -84,7 +84,7 @@ class CustomStep(keras.Model):
         if hasattr(self.optimizer, "get_unscaled_gradients"):
             grads = self.optimizer.get_unscaled_gradients(grads)
         if self.how == "apply":
-            self.optimizer.apply(grads)
+            self.optimizer.apply(grads, variables)
         else:
             self.optimizer.apply_gradients(zip(grads, variables))
         return {"loss": loss}
