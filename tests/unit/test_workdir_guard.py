@@ -106,6 +106,15 @@ def test_own_pieces_args_are_compared_whole(tmp_path):
     assert workdir_guard.changed_training(str(workdir), cfg) == ["model.args: {'units': 8} -> {'units': 16}"]
 
 
+def test_the_loss_by_output_and_its_weights_are_compared_whole(tmp_path):
+    workdir = _trained(tmp_path, "trainer.loss=mse")
+    cfg = config_lib.load(config_file("digits.yaml"), ["trainer.loss={buy: binary_crossentropy, price: mse}",
+                                                       "trainer.loss_weights={price: 0.5}"])
+    assert workdir_guard.changed_training(str(workdir), cfg) == [
+        "trainer.loss: 'mse' -> {'buy': 'binary_crossentropy', 'price': 'mse'}",
+        "trainer.loss_weights: None -> {'price': 0.5}"]
+
+
 def test_start_over_moves_the_run_aside_and_deletes_nothing(tmp_path):
     workdir = _trained(tmp_path)
     (workdir / "metrics.jsonl").write_text('{"epoch": 1}\n')
