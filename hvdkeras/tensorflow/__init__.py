@@ -17,7 +17,9 @@ optimizer and its elastic Keras state fail on Keras 3 variables (horovod#4290:
   average are not averaged again by a distributed optimizer;
 * :func:`DistributedOptimizer` is Horovod's for a ``tf.compat.v1`` optimizer and
   :func:`hvdkeras.gradient_exchange.DistributedOptimizer` for a Keras optimizer;
-* :mod:`~hvdkeras.tensorflow.elastic` is hvdkeras' elastic state and ``run``.
+* :mod:`~hvdkeras.tensorflow.elastic` is hvdkeras' elastic state and ``run``;
+* ``SyncBatchNormalization`` is Horovod's on Keras 2 and raises on Keras 3 (Horovod's
+  layer would train there without synchronizing anything).
 
 ``docs/migrating.md`` lists each name and what differs.
 """
@@ -29,7 +31,6 @@ import horovod.tensorflow as _hvd
 from horovod.tensorflow import (  # noqa: F401  (Horovod's own, re-exported)
     Adasum,
     Average,
-    BroadcastGlobalVariablesHook,
     Max,
     Min,
     ProcessSet,
@@ -37,7 +38,6 @@ from horovod.tensorflow import (  # noqa: F401  (Horovod's own, re-exported)
     Sum,
     add_process_set,
     allgather_object,
-    broadcast_global_variables,
     broadcast_object,
     broadcast_object_fn,
     ccl_built,
@@ -97,6 +97,22 @@ def _on_tf_values(horovod_function):
 
     return collective
 
+
+# TensorFlow 1's graph-mode names, where this TensorFlow still has them (2.15: yes; 2.16 and later: no).
+if hasattr(_hvd, "broadcast_global_variables"):
+    broadcast_global_variables = _hvd.broadcast_global_variables
+if hasattr(_hvd, "BroadcastGlobalVariablesHook"):
+    BroadcastGlobalVariablesHook = _hvd.BroadcastGlobalVariablesHook
+
+if compat.KERAS_3:
+    def SyncBatchNormalization(*args, **kwargs):  # noqa: N802
+        """Horovod's layer subclasses Keras 2's batch normalization; on Keras 3 it would not synchronize. Raises."""
+        raise NotImplementedError(
+            "SyncBatchNormalization is Horovod's Keras 2 layer: on Keras 3 its statistics would not be synchronized "
+            "across ranks. Use keras.layers.BatchNormalization (hvdkeras' AverageModelStatisticsCallback averages the "
+            "moving statistics at each epoch end), or the keras2 stack")
+else:
+    from horovod.tensorflow import SyncBatchNormalization  # noqa: F401
 
 allreduce = _on_tf_values(_hvd.allreduce)
 grouped_allreduce = _on_tf_values(_hvd.grouped_allreduce)
