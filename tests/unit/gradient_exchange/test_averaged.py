@@ -73,3 +73,16 @@ def test_refuse_inside_cond_names_the_fix():
 
     with pytest.raises(RuntimeError, match="inside a tf.cond branch.*Average before branching"):
         step(tf.constant(True))
+
+
+@pytest.mark.skipif(not compat.KERAS_3, reason="Keras 2's LossScaleOptimizer averages before its overflow check")
+def test_a_keras3_loss_scale_optimizer_around_a_distributed_one_stops_the_first_step_in_one_line(hvd_single):
+    """Keras 3's LossScaleOptimizer applies its inner optimizer in a tf.cond on its own rank's overflow."""
+    from hvdkeras import gradient_exchange
+
+    keras = compat.keras
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.LossScaleOptimizer(
+        gradient_exchange.DistributedOptimizer(keras.optimizers.SGD(0.1))), loss="mse")
+    with pytest.raises(RuntimeError, match="inside a tf.cond branch.*LossScaleOptimizer"):
+        model.fit(tf.ones((4, 3)), tf.ones((4, 1)), epochs=1, verbose=0)
