@@ -66,7 +66,8 @@ def test_an_overflow_on_one_rank_skips_the_step_on_both_under_mixed_precision_an
 
 
 PATHS = ["fit", "apply_gradients", "apply_gradients_accumulated", "apply_gradients_loss_scale", "tape", "tape_eager",
-         "tape_and_optimizer", "tape_and_accumulating_optimizer", "apply", "minimize"]
+         "tape_loss_scale", "tape_and_optimizer", "tape_and_accumulating_optimizer", "apply", "apply_accumulated",
+         "apply_loss_scale", "minimize", "minimize_accumulated", "minimize_loss_scale"]
 
 
 @pytest.mark.parametrize("case", PATHS)
@@ -75,7 +76,7 @@ def test_every_path_of_applying_gradients_averages_once(runs, case):
     gradients averaged twice under op=Sum, would not)."""
     loaded, (r0, r1) = runs
     if f"path_{case}_0" not in loaded[1]:
-        pytest.skip(f"{case}: not a path on this Keras version (apply: Keras 3; minimize: Keras 2)")
+        pytest.skip(f"{case}: not a path on this Keras version (apply*: Keras 3; minimize*: Keras 2)")
     assert r0["paths"][case] == r1["paths"][case]
     one, two = arrays(loaded[1], f"path_{case}_"), arrays(loaded[2], f"path_{case}_")
     start = arrays(loaded[1], "path_initial_")

@@ -11,9 +11,11 @@ end with one process's weights. The cases, with ``hvdkeras.keras as hvd``:
   (``apply_gradients_accumulated``) and under a ``LossScaleOptimizer`` (``apply_gradients_loss_scale``);
 * ``apply``: Keras 3 only, a ``train_step`` that calls ``self.optimizer.apply(grads, variables)``;
 * ``minimize``: Keras 2 only (Keras 3 optimizers have no ``minimize``),
-  ``self.optimizer.minimize(loss, var_list, tape=tape)``;
+  ``self.optimizer.minimize(loss, var_list, tape=tape)``; each of the two also
+  ``_accumulated`` and ``_loss_scale``;
 * ``tape``: Horovod's TensorFlow 2 loop: ``hvd.DistributedGradientTape`` and a plain
   optimizer in a ``tf.function``; ``tape_eager``: the same loop without ``tf.function``;
+  ``tape_loss_scale``: with a (plain) ``LossScaleOptimizer``;
 * ``tape_and_optimizer``: the tape feeding a distributed optimizer with ``op=hvd.Sum``:
   averaged once, the weights are one process's; averaged twice (the sum of two equal
   averages), the step would be twice as long;
@@ -120,8 +122,14 @@ def _tape_loop(batches, optimizer, eager=False, **tape_args):
     def step(x, y):
         with tf.GradientTape() as tape:
             loss = LOSS(y, model(x, training=True))
+            if hasattr(optimizer, "get_scaled_loss"):  # Keras 2's LossScaleOptimizer
+                loss = optimizer.get_scaled_loss(loss)
+            elif hasattr(optimizer, "scale_loss"):  # Keras 3's
+                loss = optimizer.scale_loss(loss)
         tape = hvd.DistributedGradientTape(tape, **tape_args)
         grads = tape.gradient(loss, model.trainable_variables)
+        if hasattr(optimizer, "get_unscaled_gradients"):
+            grads = optimizer.get_unscaled_gradients(grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
@@ -147,15 +155,23 @@ def run(rank, size):
             batches, hvd.DistributedOptimizer(sgd(LR), backward_passes_per_step=2)),
     }
     if compat.KERAS_3:
-        cases["apply"] = lambda: _custom_step(batches, "apply", hvd.DistributedOptimizer(sgd(LR)))
         # Keras 3: the loss-scale optimizer is made distributed, so the allreduce precedes its overflow check.
-        cases["apply_gradients_loss_scale"] = lambda: _custom_step(
-            batches, "apply_gradients", hvd.DistributedOptimizer(_loss_scale(sgd(LR))))
+        def scaled(**kwargs):
+            return hvd.DistributedOptimizer(_loss_scale(sgd(LR)), **kwargs)
+        own = "apply"  # Keras 3's own way to apply, besides apply_gradients
     else:
-        cases["minimize"] = lambda: _custom_step(batches, "minimize", hvd.DistributedOptimizer(sgd(LR)))
         # Keras 2: compile's own wrapping, around the distributed optimizer.
-        cases["apply_gradients_loss_scale"] = lambda: _custom_step(
-            batches, "apply_gradients", _loss_scale(hvd.DistributedOptimizer(sgd(LR))))
+        def scaled(**kwargs):
+            return _loss_scale(hvd.DistributedOptimizer(sgd(LR), **kwargs))
+        own = "minimize"  # Keras 2's, which Keras 3 optimizers do not have
+    cases.update({
+        "apply_gradients_loss_scale": lambda: _custom_step(batches, "apply_gradients", scaled()),
+        own: lambda: _custom_step(batches, own, hvd.DistributedOptimizer(sgd(LR))),
+        f"{own}_accumulated": lambda: _custom_step(
+            batches, own, hvd.DistributedOptimizer(sgd(LR), backward_passes_per_step=2)),
+        f"{own}_loss_scale": lambda: _custom_step(batches, own, scaled()),
+        "tape_loss_scale": lambda: _tape_loop(batches, _loss_scale(sgd(LR))),
+    })
     out = {"initial": [v.numpy() for v in keras.Sequential(_layers()).trainable_variables]}
     out.update({name: [v.numpy() for v in make().trainable_variables] for name, make in cases.items()})
     return out
