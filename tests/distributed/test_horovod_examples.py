@@ -1,6 +1,7 @@
-"""Horovod's published Keras examples, switched by their import line (``examples/horovod/``), on two real ranks.
+"""Horovod's published Keras and TensorFlow 2 examples, switched by their import line (``examples/horovod/``), on two
+real ranks.
 
-Each script is Horovod's example with ``import hvdkeras.keras as hvd``, offline data and
+Each script is Horovod's example with ``import hvdkeras.keras as hvd`` (or ``hvdkeras.tensorflow``), offline data and
 Keras 3's own migration (see each file's docstring); the tests run them as a user
 would, shortened by their own flags, and check what the script promises.
 """
@@ -9,6 +10,7 @@ import re
 import sys
 
 from tests.harness.ranks import DISCOVER_HOSTS, HOROVODRUN, MPI_ENV, REPO, horovodrun, launch
+from tests.harness.stacks import once_per_make_test
 
 EXAMPLES = os.path.join(REPO, "examples", "horovod")
 
@@ -66,7 +68,7 @@ def _checksums(job):
 
 def test_tensorflow2_mnist_custom_loop_trains_with_the_same_weights_on_every_rank(tmp_path):
     """Horovod's TensorFlow 2 loop (DistributedGradientTape, broadcast_variables): horovod#4290 on Keras 3."""
-    job = horovodrun([_example("tensorflow2_mnist.py"), "--steps", "40", "--checkpoint-dir", str(tmp_path)],
+    job = horovodrun([_example("tensorflow2_mnist.py"), "--steps", "24", "--checkpoint-dir", str(tmp_path)],
                      timeout=300)
     first, second = _checksums(job)
     assert first == second, job.output[-3000:]
@@ -75,6 +77,9 @@ def test_tensorflow2_mnist_custom_loop_trains_with_the_same_weights_on_every_ran
     assert any(p.startswith("ckpt") for p in os.listdir(tmp_path))
 
 
+@once_per_make_test("Horovod's TF2 synthetic benchmark: hvdkeras' tape with fp16 compression, the same code on both "
+                    "stacks (keras2 runs the tape in tensorflow2_mnist.py and test_same_training.py)", 0.5,
+                    stack="keras3")
 def test_tensorflow2_synthetic_benchmark_runs_with_the_tape_and_fp16_allreduce():
     job = horovodrun([_example("tensorflow2_synthetic_benchmark.py"), "--no-cuda", "--model", "MobileNet",
                       "--image-size", "32", "--batch-size", "8", "--num-warmup-batches", "1", "--num-iters", "2",
@@ -82,6 +87,8 @@ def test_tensorflow2_synthetic_benchmark_runs_with_the_tape_and_fp16_allreduce()
     assert "Total img/sec on 2 CPU(s)" in _rank0(job), job.output[-3000:]
 
 
+@once_per_make_test("Horovod's TF2 elastic example: hvdkeras.elastic's state and run, which the Keras elastic example "
+                    "above runs on both stacks", 0.6, stack="keras3")
 def test_tensorflow2_mnist_elastic_custom_loop_trains_under_an_elastic_launch(tmp_path):
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost:2\n")
