@@ -184,6 +184,72 @@ def metric_results(metric) -> dict:
     return dict(result) if isinstance(result, dict) else {metric.name: result}
 
 
+def output_names(model) -> Optional[list]:
+    """The names ``compile`` addresses the model's outputs by (in a loss, metrics or loss-weights mapping, and in
+    the labels): the keys of the mapping a functional model returns, else its output layers' names, in the order
+    of its outputs; None when the outputs are not known before a first call (a subclassed model).
+
+    Both stacks compile a model returning a mapping by its keys, but Keras 2 names the metrics of
+    ``metrics.jsonl`` by the output layers' (``<layer>_loss``) and Keras 3 by the keys: a layer named as its key
+    gives the same names on both.
+    """
+    struct = getattr(model, "_outputs_struct" if KERAS_3 else "_nested_outputs", None)
+    if isinstance(struct, dict):
+        return sorted(struct)
+    try:
+        outputs = model.outputs
+    except (AttributeError, ValueError):
+        return None
+    if not outputs:
+        return None
+    return [tensor._keras_history[0].name for tensor in outputs]
+
+
+def count_examples_in_output_losses(model) -> None:
+    """Makes each output's loss metric (``<output>_loss``) count examples, as the total ``loss`` does.
+
+    Keras 3 (3.15) weighs a batch's loss of an output by the batch's static size, and a batch
+    whose size is not static (the last, smaller one of a validation pass) by 1, as if it were
+    one example: over batches of several sizes ``val_<output>_loss`` is then not the loss over
+    the examples, on one process as over ranks. Here every batch counts by its size (Keras 2
+    does so). Idempotent; nothing on Keras 2 or for a model with one loss.
+    """
+    compile_loss = getattr(model, "_compile_loss", None) if KERAS_3 else None
+    if compile_loss is None or getattr(compile_loss, "_hvdkeras_counts_examples", False):
+        return
+    sizes = []  # the size of the batch whose loss is being computed (traced)
+    call, build = compile_loss.call, compile_loss.build
+
+    def count(metric):
+        update = metric.update_state
+
+        def update_state(values, sample_weight=None):
+            if sample_weight is None and sizes:
+                sample_weight = sizes[-1]
+            return update(values, sample_weight=sample_weight)
+
+        metric.update_state = update_state
+
+    def sized_call(y_true, y_pred, sample_weight=None):
+        sizes.append(tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], tf.float32))
+        try:
+            return call(y_true, y_pred, sample_weight)
+        finally:
+            sizes.pop()
+
+    def counting_build(y_true, y_pred):
+        build(y_true, y_pred)
+        for metric in compile_loss.metrics:
+            count(metric)
+
+    if compile_loss.built:  # steps already traced keep the old count: trace them again
+        for metric in compile_loss.metrics:
+            count(metric)
+        model.train_function = model.test_function = None
+    compile_loss.call, compile_loss.build = sized_call, counting_build
+    compile_loss._hvdkeras_counts_examples = True
+
+
 def progbar_steps_kwargs() -> dict:
     """``ProgbarLogger`` arguments for a bar counting steps (Keras 3 counts steps and has no ``count_mode``)."""
     return {} if KERAS_3 else {"count_mode": "steps"}
@@ -279,11 +345,23 @@ def trace_horovod_without_autograph() -> None:
 
 def export_saved_model(model, path: str) -> None:
     """``model.export(path)``: a SavedModel with a serving signature, quietly. Keras 3 prints the signature
-    unless told ``verbose=False``; Keras 2's takes no such argument and prints it to stdout."""
+    unless told ``verbose=False``; Keras 2's takes no such argument and prints it to stdout.
+
+    A functional model taking a mapping of inputs is served from that mapping on both stacks
+    (``serve({"basket": ..., "visitor": ...})``): Keras 2's ``export`` would flatten it to a list.
+    """
     if KERAS_3:
         model.export(path, verbose=False)
         return
     import io
 
     with contextlib.redirect_stdout(io.StringIO()):
-        model.export(path)
+        inputs = getattr(model, "_nested_inputs", None)
+        if not isinstance(inputs, dict):
+            model.export(path)
+            return
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        spec = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name) for name, tensor in inputs.items()}
+        archive.add_endpoint("serve", model.__call__, [spec])
+        archive.write_out(path)

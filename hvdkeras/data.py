@@ -73,6 +73,9 @@ class Datasets:
     validation_examples: int  # on this rank
     input_shape: Tuple[int, ...]
     num_classes: int
+    # One unbatched training element's structure, (features, labels[, sample weights]) as tf.TypeSpecs, where the
+    # data are your own (the labels are checked against the model's outputs before training); None: built-in data.
+    element_spec: Any = None
 
     def train(self, start_epoch: int, end_epoch: int) -> tf.data.Dataset:
         """Training batches for epochs ``[start_epoch, end_epoch)``, ``steps_per_epoch`` each."""
@@ -413,15 +416,17 @@ def _check_pairs(ds: Any, which: str, name: str) -> None:
     if not isinstance(ds, tf.data.Dataset):
         raise _returned(name, f"return a tf.data.Dataset as {which}", f"a {type(ds).__name__} as {which}")
     spec = ds.element_spec
-    if not isinstance(spec, tuple) or len(spec) != 2:
-        raise _returned(name, f"return a {which} dataset of (features, label) pairs, unbatched",
-                        f"{which} elements {spec}")
+    if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+        raise _returned(name, f"return a {which} dataset of (features, label) pairs or (features, label,"
+                        " sample_weight) triples, unbatched", f"{which} elements {spec}")
 
 
 def from_function(function: Callable, cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
                   threads: Optional[int] = None) -> Datasets:
     """Your own data: ``function(**data.args)`` returns ``(train, validation)``, unbatched ``tf.data.Dataset``s of
-    ``(features, label)`` pairs of known, finite size (``validation`` may be None).
+    ``(features, label)`` pairs of known, finite size (``validation`` may be None). Features and labels may be
+    mappings by input and output name; a third element, ``(features, label, sample_weight)``, is each example's
+    weight in the loss, kept through the sharding, shuffling and batching.
 
     Rank ``r`` of ``N`` takes examples ``r, r + N, ...`` of each (``Dataset.shard``); each epoch
     it shuffles its part with a buffer of ``data.shuffle_buffer`` seeded by ``(seed, rank,
@@ -466,7 +471,8 @@ def from_function(function: Callable, cfg: DataConfig, shard: Shard, seed: int, 
     features = train.element_spec[0]
     shape = tuple(features.shape) if isinstance(features, tf.TensorSpec) else ()
     return Datasets(make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch, validation=val,
-                    validation_examples=n_val, input_shape=shape, num_classes=cfg.num_classes)
+                    validation_examples=n_val, input_shape=shape, num_classes=cfg.num_classes,
+                    element_spec=train.element_spec)
 
 
 def build(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int] = None,

@@ -2,9 +2,11 @@
 
 Reads ``<workdir>/metrics.jsonl`` (one JSON line per epoch, written by rank 0,
 see :class:`hvdkeras.callbacks.JsonlMetricsLogger`) and draws, by epoch: loss
-(train and validation), accuracy (train and validation), the learning rate, and
-images per second (all ranks, and per rank when there is more than one). The PNG
-goes to ``<workdir>/report.png`` unless ``--out`` says otherwise.
+(train and validation; for a model with several outputs the total and each
+output's, ``<output>_loss``), accuracy (train and validation; each output's
+``<output>_..accuracy`` too), the learning rate, and images per second (all ranks,
+and per rank when there is more than one). The PNG goes to ``<workdir>/report.png``
+unless ``--out`` says otherwise.
 
 Rules: when an epoch appears more than once (a job that ran it again, e.g. after
 an elastic restart, or files joined by hand) its last record wins; a metric that
@@ -35,6 +37,39 @@ PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Images per second", "images/s (training only)",
      (("images_per_sec", "all ranks", "-"), ("images_per_sec_per_rank", "per rank", "--"))),
 )
+
+
+def _per_output(records: Sequence[Dict[str, Any]], suffix: str, exclude: str) -> List[str]:
+    """The training keys ending in ``suffix`` other than ``exclude`` that the records hold, for training or for
+    validation (``buy_loss`` for ``buy_loss`` or ``val_buy_loss``), sorted."""
+    keys = set()
+    for record in records:
+        for key, value in record.items():
+            base = key[len("val_"):] if key.startswith("val_") else key
+            if base.endswith(suffix) and base != exclude and _number(value) is not None:
+                keys.add(base)
+    return sorted(keys)
+
+
+def panel_lines(records: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, Tuple[Tuple[str, str, str, str], ...]]]:
+    """``PANELS`` for these records, each line ``(record key, legend label, style, colour)``: the loss panel
+    gains each output's loss (``buy_loss``, ``val_buy_loss``) beside the total, the accuracy panel each
+    output's accuracy (``buy_accuracy``, ``buy_binary_accuracy``...); train and validation of one key share
+    a colour."""
+    panels = []
+    for panel, ylabel, lines in PANELS:
+        drawn = [(key, label, style, f"C{i // 2}" if panel in ("Loss", "Accuracy") else f"C{i}")
+                 for i, (key, label, style) in enumerate(lines)]
+        extra = {"Loss": ("_loss", "loss"), "Accuracy": ("accuracy", "accuracy")}.get(panel)
+        if extra:
+            outputs = _per_output(records, *extra)
+            if outputs and panel == "Loss":
+                drawn = [(key, f"total, {label}", style, colour) for key, label, style, colour in drawn]
+            for i, key in enumerate(outputs, start=1):
+                name = key[:-len("_loss")] if panel == "Loss" else key
+                drawn += [(key, f"{name}, train", "-", f"C{i}"), (f"val_{key}", f"{name}, validation", "--", f"C{i}")]
+        panels.append((panel, ylabel, tuple(drawn)))
+    return panels
 
 
 def _number(value: Any) -> Optional[float]:
@@ -113,11 +148,11 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
     FigureCanvasAgg(fig)  # Agg, without pyplot's global state
     axes = fig.subplots(2, 2)
     first, last = int(records[0]["epoch"]), int(records[-1]["epoch"])
-    for ax, (panel, ylabel, lines) in zip(axes.flat, PANELS):
+    for ax, (panel, ylabel, lines) in zip(axes.flat, panel_lines(records)):
         ax.set_title(panel, fontsize=12)
         drawn = 0
         plotted: List[float] = []
-        for key, label, style in lines:
+        for key, label, style, colour in lines:
             epochs, values = _series(records, key)
             if key == "images_per_sec_per_rank":  # one rank: the same line as all ranks
                 _, total = _series(records, "images_per_sec")
@@ -126,7 +161,7 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
             if not epochs:
                 continue
             shown = _last_finite(values)
-            ax.plot(epochs, values, style, marker="o" if len(epochs) <= 30 else None, markersize=3.5,
+            ax.plot(epochs, values, style, color=colour, marker="o" if len(epochs) <= 30 else None, markersize=3.5,
                     label=f"{label} (last {_fmt(shown)})" if shown is not None else label)
             drawn += 1
             plotted.extend(v for v in values if math.isfinite(v))
@@ -137,14 +172,14 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
             ax.set_xlim(first - pad, last + pad)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=9, loc="best")
+            ax.legend(fontsize=9 if drawn <= 4 else 7, loc="best")
             if panel == "Loss" and plotted and all(v > 0 for v in plotted):  # the tail (and any gap) stays visible
                 ax.set_yscale("log")
                 ax.set_ylabel("loss (log scale)")
             if panel == "Learning rate":
                 ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
         else:
-            keys = " / ".join(key for key, _, _ in lines)
+            keys = " / ".join(key for key, _, _, _ in lines)
             ax.text(0.5, 0.5, f"not recorded\n({keys} not in metrics.jsonl)", ha="center", va="center",
                     transform=ax.transAxes, fontsize=11, color="0.4")
             ax.set_xticks([])
@@ -167,7 +202,8 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hvdkeras.report",
-        description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, images/s by epoch) into a PNG.")
+        description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, images/s by epoch) into a PNG;"
+                    " a model with several outputs gets each output's loss and accuracy as well.")
     parser.add_argument("workdir", help="a training workdir holding metrics.jsonl (or the metrics.jsonl file itself)")
     parser.add_argument("--out", default=None, help="PNG to write (default: <workdir>/report.png)")
     parser.add_argument("--title", default=None, help="heading of the picture (default: the workdir's name)")

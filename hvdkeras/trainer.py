@@ -106,10 +106,15 @@ def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int,
             optimizer=optimizer,
             loss=task.loss(config, data),
             metrics=task.metrics(config, data),
+            loss_weights=task.loss_weights(config, data),
+            # Your data's sample weights weigh the loss; the metrics count every example alike, which [] tells
+            # Keras 2 (it warns at every validation otherwise).
+            weighted_metrics=[] if data.element_spec is not None and len(data.element_spec) == 3 else None,
             # Horovod's ops have no XLA kernels here: Keras 3's "auto" would compile the whole step on GPU
             # hosts. runtime.jit_compile compiles the forward and backward pass only (below).
             jit_compile=False,
         )
+    compat.count_examples_in_output_losses(model)  # val_<output>_loss over every example, on Keras 3 too
     # Under mixed_float16 the optimizer is a LossScaleOptimizer that unscales and checks the gradients
     # after the allreduce, so all ranks skip the same steps.
     if config.runtime.jit_compile:

@@ -61,7 +61,9 @@ def global_results(metrics: Sequence, name: str = "hvdkeras.metrics") -> Dict[st
     The metric's state variables (``total`` and ``count`` for means, confusion
     counts for precision or AUC, ...) are summed over ranks and the result is computed
     from the sums. For every built-in Keras metric this is the value one process would
-    get on all the data: uneven shards are exact, unlike a mean of per-rank means.
+    get on all the data: uneven shards are exact, unlike a mean of per-rank means. A model
+    of several outputs has a loss metric and metrics per output (``<output>_loss``,
+    ``<output>_<metric>``), each summed alike.
     """
     states = _metric_states(metrics)
     flat, shapes = _flatten(states)
@@ -98,6 +100,11 @@ class MetricAverageCallback(keras.callbacks.Callback):
         self._in_epoch = False
         self._train_states = None
         self._epoch = 0
+
+    def set_model(self, model):
+        super().set_model(model)
+        # Keras 3 counts a batch of unknown size once in each output's loss (<output>_loss): count its examples
+        compat.count_examples_in_output_losses(model)
 
     def _implements_train_batch_hooks(self):
         return self.batch_frequency is not None

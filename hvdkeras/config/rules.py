@@ -22,8 +22,12 @@ def source_of(cfg: Config, key: str, default: str = "the defaults") -> str:
 
 
 def locate(cfg: Config, error: ConfigError) -> ConfigError:
-    """``error`` naming where its key's value came from in ``cfg`` (raised by builders that see one section)."""
-    return error.with_source(source_of(cfg, error.key)) if error.key else error
+    """``error`` naming where its key's value came from in ``cfg`` (raised by builders that see one section); an
+    error about one name of a mapping (``trainer.loss`` received ``'prize'``) names where that name came from."""
+    if not error.key:
+        return error
+    named = f"{error.key}.{error.received}" if isinstance(error.received, str) else None
+    return error.with_source(cfg.sources.get(named) or source_of(cfg, error.key))
 
 
 def value_of(cfg: Config, key: str) -> Any:

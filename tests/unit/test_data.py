@@ -222,3 +222,31 @@ def test_your_own_data_that_is_too_small_for_the_global_batch_is_one_line():
     with pytest.raises(ConfigError, match=r"^data.global_batch_size=64 is larger than the 40 training examples of"
                                           r" own:data on 2 ranks; use a smaller global batch$"):
         data.from_function(_own(n_train=40), data.for_world(cfg, 2), data.Shard(0, 2), seed=1, steps=None)
+
+
+def test_your_own_features_and_labels_by_name_and_sample_weights_stay_together_through_shards_and_batches():
+    import tensorflow as tf
+
+    n, n_val = 40, 7
+    index = np.arange(n + n_val, dtype=np.float32)
+
+    def triples(part):  # features and labels by name, each example's weight 1000 + its index
+        i = index[part]
+        return tf.data.Dataset.from_tensor_slices(({"a": i[:, None], "b": -i}, {"buy": i, "price": 2 * i}, 1000 + i))
+
+    own = lambda: (triples(slice(0, n)), triples(slice(n, n + n_val)))  # noqa: E731
+    cfg = config_lib.load(None, ["data.name=own:data", "data.global_batch_size=8"]).data
+    parts = [data.from_function(own, data.for_world(cfg, 2), data.Shard(r, 2), seed=3, steps=None) for r in range(2)]
+    assert len(parts[0].element_spec) == 3 and set(parts[0].element_spec[1]) == {"buy", "price"}
+    seen = []
+    for rank, part in enumerate(parts):
+        for x, y, w in part.train(0, 1):
+            i = x["a"].numpy()[:, 0]
+            assert len(i) == 4 and all(int(v) % 2 == rank for v in i)  # rank r: examples r, r + 2, ...
+            for got in (-x["b"], y["buy"], y["price"] / 2, w - 1000):  # still one example's parts, shuffled together
+                assert np.array_equal(got.numpy(), i)
+            seen.extend(i)
+        val = list(part.validation)
+        assert all(np.array_equal(w.numpy() - 1000, y["buy"].numpy()) for _, y, w in val)
+    assert len(seen) == len(set(seen)) == 2 * parts[0].steps_per_epoch * 4
+    assert [p.validation_examples for p in parts] == [4, 3]

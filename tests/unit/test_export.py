@@ -62,3 +62,27 @@ def test_export_can_be_switched_off(hvd_single, tmp_path, restore_environment):
 def test_paths():
     assert export.paths(os.path.join(REPO, "w")) == {"keras": os.path.join(REPO, "w", "export", "model.keras"),
                                                      "saved_model": os.path.join(REPO, "w", "export", "saved_model")}
+
+
+def test_a_model_of_named_inputs_and_outputs_is_exported_and_predicts_from_a_mapping(tmp_path):
+    """Keras 2's own ``export`` would serve it from a list of its inputs; both stacks serve the mapping."""
+    import importlib.util
+
+    import tensorflow as tf
+
+    spec = importlib.util.spec_from_file_location(
+        "shop_task_export", os.path.join(REPO, "examples", "own_model_and_data", "shop_task.py"))
+    shop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shop)
+    model = shop.model()
+    where = export.export(model, str(tmp_path))
+    x, _, _ = shop.arrays(5, seed=1)
+    expected = model.predict(x, verbose=0)
+    assert sorted(expected) == ["buy", "price"]
+    loaded = tf.keras.models.load_model(where["keras"], compile=False)
+    served = tf.saved_model.load(where["saved_model"])
+    by_signature = served.signatures["serving_default"](**{k: tf.constant(v) for k, v in x.items()})
+    for got in (loaded.predict(x, verbose=0), served.serve(x), by_signature):
+        assert sorted(got) == ["buy", "price"]
+        for name in got:
+            np.testing.assert_allclose(np.asarray(got[name]), expected[name], rtol=1e-5, atol=1e-6)

@@ -96,3 +96,22 @@ def test_command_line_error_exit_status(tmp_path):
     assert proc.stderr.strip() == (
         f"hvdkeras: error: {tmp_path / 'nowhere' / 'metrics.jsonl'} does not exist; rank 0 writes it while"
         f" training, e.g. python -m hvdkeras.train --config configs/digits.yaml --workdir {tmp_path / 'nowhere'}")
+
+
+def test_a_model_of_several_outputs_gets_each_outputs_loss_and_accuracy_drawn(tmp_path):
+    records = [{"epoch": e, "loss": 1.0 / e, "buy_loss": 0.5 / e, "price_loss": 5.0 / e, "val_loss": 1.1 / e,
+                "val_buy_loss": 0.6 / e, "val_price_loss": 5.5 / e, "buy_binary_accuracy": 0.8,
+                "val_buy_binary_accuracy": 0.7, "price_mae": 2.0, "examples_per_sec": 100.0} for e in (1, 2, 3)]
+    panels = {panel: [(key, label) for key, label, _, _ in lines] for panel, _, lines in report.panel_lines(records)}
+    assert panels["Loss"] == [
+        ("loss", "total, train"), ("val_loss", "total, validation"), ("buy_loss", "buy, train"),
+        ("val_buy_loss", "buy, validation"), ("price_loss", "price, train"), ("val_price_loss", "price, validation")]
+    assert panels["Accuracy"][2:] == [("buy_binary_accuracy", "buy_binary_accuracy, train"),
+                                      ("val_buy_binary_accuracy", "buy_binary_accuracy, validation")]
+    colours = {key: colour for _, _, lines in report.panel_lines(records) for key, _, _, colour in lines}
+    assert colours["buy_loss"] == colours["val_buy_loss"] != colours["price_loss"]  # one colour per output
+    # one output: the panels as before
+    single = report.panel_lines(synthetic_records())
+    assert [key for key, _, _, _ in single[0][2]] == ["loss", "val_loss"]
+    assert [label for _, label, _, _ in single[0][2]] == ["train", "validation"]
+    assert_png(report.plot_metrics(records, str(tmp_path / "outputs.png")))

@@ -80,7 +80,7 @@ TABULAR = os.path.join(REPO, "examples", "own_model_and_data", "tabular.yaml")
 def clean_imports(monkeypatch):
     """sys.path and the user modules as they were: the config's folder is appended when a piece is imported."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    for name in ("tabular_task", "own_regression"):
+    for name in ("tabular_task", "own_regression", "shop_task"):
         monkeypatch.delitem(sys.modules, name, raising=False)
 
 
@@ -157,8 +157,9 @@ def test_keras_names_for_the_loss_and_metrics_of_a_regression(hvd_single, tmp_pa
      " dataset of unknown size'"),
     ("def features_only():\n    train, val = data()\n    return train.map(lambda x, y: x), val\n",
      ["data.name=own_regression:features_only"], "data.name in --set data.name=own_regression:features_only must"
-     " return a train dataset of (features, label) pairs, unbatched; received: 'own_regression:features_only"
-     " returned train elements TensorSpec(shape=(5,), dtype=tf.float32, name=None)'"),
+     " return a train dataset of (features, label) pairs or (features, label, sample_weight) triples, unbatched;"
+     " received: 'own_regression:features_only returned train elements TensorSpec(shape=(5,), dtype=tf.float32,"
+     " name=None)'"),
     ("", ["trainer.loss=mean_cubed_error"], "trainer.loss in --set trainer.loss=mean_cubed_error must be a Keras loss"
      " name (keras.losses.get knows it) or your own package.module:function; received: 'mean_cubed_error'"),
 ])
@@ -175,3 +176,109 @@ def test_your_own_pieces_fail_in_one_line_naming_the_key(hvd_single, tmp_path, r
     with pytest.raises(config_lib.ConfigError) as err:
         Trainer.from_config(config_lib.load(path, sets), str(tmp_path / "run"))
     assert str(err.value) == expected
+
+
+# ------------------------------------------------------------------ several inputs and outputs
+
+SHOP = os.path.join(REPO, "examples", "own_model_and_data", "shop.yaml")
+SHOP_SETS = ["trainer.verbose=0", "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.export=false",
+             "checkpoint.enabled=false", "data.args.validation_examples=37"]
+
+
+def _task(outputs, *sets):
+    cfg = config_lib.load(None, list(sets))
+    task = tasks.ConfigTask(cfg)
+    task.outputs = outputs  # as model() leaves them
+    return cfg, task
+
+
+def test_one_loss_and_one_list_of_metrics_apply_to_every_output_each_with_its_own_objects():
+    cfg, task = _task(["buy", "price"], "trainer.loss=mse", "trainer.metrics=[mae, accuracy]",
+                      "trainer.loss_weights={price: 0.5}")
+    assert task.loss(cfg, None) == {"buy": "mse", "price": "mse"}
+    metrics = task.metrics(cfg, None)
+    assert list(metrics) == ["buy", "price"] and metrics["buy"] == metrics["price"] == ["mae", "accuracy"]
+    assert metrics["buy"] is not metrics["price"]
+    assert task.loss_weights(cfg, None) == {"buy": 1.0, "price": 0.5}  # Keras 3 wants a weight for every loss
+    # the default's accuracy is its own object per output
+    cfg, task = _task(["a", "b"])
+    metrics = task.metrics(cfg, None)
+    assert metrics["a"][0] is not metrics["b"][0] and metrics["a"][0].name == "accuracy"
+
+
+def test_mappings_by_output_name_go_to_keras_as_they_are_and_a_single_output_unwrapped():
+    sets = ["trainer.loss={buy: binary_crossentropy, price: mse}", "trainer.metrics={price: [mae]}",
+            "trainer.loss_weights={buy: 2}"]
+    cfg, task = _task(["buy", "price", "extra"], *sets)
+    assert task.loss(cfg, None) == {"buy": "binary_crossentropy", "price": "mse"}  # extra: no loss
+    assert task.metrics(cfg, None) == {"price": ["mae"]}
+    assert task.loss_weights(cfg, None) == {"buy": 2.0, "price": 1.0}
+    cfg, task = _task(["price"], "trainer.loss={price: mse}", "trainer.metrics={price: [mae]}",
+                      "trainer.loss_weights={price: 3}")
+    assert (task.loss(cfg, None), task.metrics(cfg, None), task.loss_weights(cfg, None)) == ("mse", ["mae"], [3.0])
+    cfg, task = _task(None, "trainer.loss_weights={out: 3}")  # a subclassed model: Keras takes them as they are
+    assert task.loss_weights(cfg, None) == {"out": 3.0}
+
+
+LABELS = ({"basket": "spec", "visitor": "spec"}, {"buy": "spec", "price": "spec"})
+
+
+@pytest.mark.parametrize("sets, spec, message", [
+    (["trainer.loss={buy: binary_crossentropy, prize: mse}"], LABELS,
+     "trainer.loss must name outputs the model has (buy, price); received: 'prize'"),
+    (["trainer.metrics={buy: [accuracy], prize: [mae]}"], LABELS,
+     "trainer.metrics must name outputs the model has (buy, price); received: 'prize'"),
+    (["trainer.loss=mse", "trainer.loss_weights={buy: 1, cost: 2}"], LABELS,
+     "trainer.loss_weights must name outputs the model has (buy, price); received: 'cost'"),
+    (["trainer.loss=mse"], (LABELS[0], {"buy": "spec"}),
+     "data.name must give a label for each output with a loss (buy, price), as a mapping by output name; received:"
+     " 'shop:data gives no label for price (labels for buy)'"),
+    (["trainer.loss=mse"], (LABELS[0], "TensorSpec()", "weights"),
+     "data.name must give the labels of a model with several outputs (buy, price) as a mapping by output name;"
+     " received: 'shop:data gives labels TensorSpec()'"),
+])
+def test_a_mapping_or_labels_that_do_not_fit_the_models_outputs_are_one_line(sets, spec, message):
+    trainer = config_lib.load(None, sets).trainer
+    with pytest.raises(config_lib.ConfigError) as err:
+        tasks.check_outputs(trainer, ["buy", "price"], spec, "shop:data")
+    assert str(err.value) == message
+
+
+def test_labels_for_the_outputs_with_a_loss_are_enough():
+    trainer = config_lib.load(None, ["trainer.loss={buy: binary_crossentropy}"]).trainer
+    tasks.check_outputs(trainer, ["buy", "price"], (LABELS[0], {"buy": "spec"}), "shop:data")
+    tasks.check_outputs(trainer, ["buy", "price"], None, "digits")  # built-in data: not checked
+    tasks.check_outputs(config_lib.load(None, ["trainer.loss=mse"]).trainer, ["out"], ("x", "y"), "own:data")
+
+
+def test_two_inputs_two_outputs_and_sample_weights_train_with_a_metric_per_output(hvd_single, tmp_path,
+                                                                                 restore_environment, clean_imports):
+    from hvdkeras.trainer import Trainer
+
+    trainer = Trainer.from_config(config_lib.load(SHOP, SHOP_SETS), str(tmp_path / "run"))
+    assert trainer.task.outputs == ["buy", "price"] and len(trainer.data.element_spec) == 3
+    final = trainer.fit()
+    metrics = {k for k in final if "loss" in k or "accuracy" in k or "mae" in k}
+    assert metrics == {"loss", "buy_loss", "price_loss", "buy_binary_accuracy", "price_mae", "val_loss",
+                       "val_buy_loss", "val_price_loss", "val_buy_binary_accuracy", "val_price_mae"}
+    # the loss minimised weighs the outputs' losses (here on the validation data, which carries sample weights)
+    assert final["val_loss"] == pytest.approx(final["val_buy_loss"] + 0.1 * final["val_price_loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["trainer.loss.prize=mse"],  # a --set of a mapping's key adds to the file's mapping, as for model.args
+     "trainer.loss in --set trainer.loss.prize=mse must name outputs the model has (buy, price); received: 'prize'"),
+    (["trainer.loss=mse", "trainer.loss_weights={cost: 2}"],
+     "trainer.loss_weights in --set trainer.loss_weights={cost: 2} must name outputs the model has (buy, price);"
+     " received: 'cost'"),
+    (["trainer.metrics={buy: [binary_accuracy], prize: [mae]}"],
+     "trainer.metrics in --set trainer.metrics={buy: [binary_accuracy], prize: [mae]} must name outputs the model"
+     " has (buy, price); received: 'prize'"),
+])
+def test_the_shop_model_refuses_a_mapping_before_training_in_one_line(hvd_single, tmp_path, restore_environment,
+                                                                       clean_imports, sets, message):
+    from hvdkeras.trainer import Trainer
+
+    with pytest.raises(config_lib.ConfigError) as err:
+        Trainer.from_config(config_lib.load(SHOP, SHOP_SETS + sets), str(tmp_path / "run"))
+    assert str(err.value) == message
