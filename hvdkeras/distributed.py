@@ -50,8 +50,8 @@ from hvdkeras.horovod_env import (
 __all__ = ["ROOT_RANK", "ProcessInfo", "init", "rank", "size", "local_rank", "local_size", "is_chief",
            "pin_local_gpu", "bind_cpus", "host_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
            "allreduce_max",
-           "broadcast_array", "any_rank", "root_decides", "allgather_object", "agree_min", "preflight",
-           "broadcast_object", "broadcast_variables", "fingerprint", "ranks_disagreeing"]
+           "broadcast_array", "allgather_array", "any_rank", "root_decides", "allgather_object", "agree_min",
+           "preflight", "broadcast_object", "broadcast_variables", "fingerprint", "ranks_disagreeing"]
 
 ROOT_RANK = 0
 
@@ -279,6 +279,12 @@ def broadcast_array(values: np.ndarray, name: str, root_rank: int = ROOT_RANK) -
     """Rank ``root_rank``'s float64 array on every rank."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
     return hvd.broadcast(tensor, root_rank=root_rank, name=name).numpy()
+
+
+def allgather_array(values: np.ndarray, name: str) -> np.ndarray:
+    """Every rank's float64 vector (the same length on every rank), one row per rank in rank order."""
+    tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64).reshape(1, -1))
+    return hvd.allgather(tensor, name=name).numpy()
 
 
 def any_rank(flag: bool, name: str) -> bool:

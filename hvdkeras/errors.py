@@ -55,6 +55,10 @@ class CheckpointError(HvdkerasError, RuntimeError):
     """A checkpoint cannot be written or read; the ones already written are left as they are."""
 
 
+class DivergenceError(HvdkerasError, RuntimeError):
+    """The ranks hold different trainable weights: they train apart (:mod:`hvdkeras.callbacks.divergence`)."""
+
+
 class PeerLostError(HvdkerasError, RuntimeError):
     """A collective failed because another rank's process or host is gone (see :mod:`hvdkeras.peers`)."""
 

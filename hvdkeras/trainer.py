@@ -130,7 +130,8 @@ def make_backup(config: config_lib.Config, workdir: str) -> Optional[BackupAndRe
         return None
     return BackupAndRestore(Workdir(workdir).checkpoints, delete_checkpoint=False, keep=ckpt.keep,
                             every_epochs=ckpt.every_epochs, preemption=ckpt.preemption,
-                            grace_s=ckpt.preemption_grace_s, on_save_error=ckpt.on_save_error)
+                            grace_s=ckpt.preemption_grace_s, on_save_error=ckpt.on_save_error,
+                            check_divergence=config.trainer.check_divergence)
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -215,6 +216,7 @@ class Trainer:
             profile_dir=self.files.tensorboard, profile_batches=cfg.runtime.profile_batches or None,
             progress=cfg.trainer.verbose > 0,
             terminate_on_nan=cfg.trainer.terminate_on_nan,
+            check_divergence=cfg.trainer.check_divergence,
             throughput_unit=self.task.throughput_unit,
             size=size,
         )

@@ -10,6 +10,7 @@ from hvdkeras.callbacks.backup_and_restore import BackupAndRestore
 from hvdkeras.callbacks.broadcast import BroadcastGlobalVariablesCallback
 from hvdkeras.callbacks.chief_only import CSVLogger, ProgbarLogger, TensorBoard
 from hvdkeras.callbacks.defaults import default_callbacks
+from hvdkeras.callbacks.divergence import DivergenceGuard
 from hvdkeras.callbacks.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
 from hvdkeras.callbacks.metric_average import MetricAverageCallback
 from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
@@ -23,6 +24,7 @@ __all__ = [
     "BackupAndRestore",
     "BroadcastGlobalVariablesCallback",
     "CSVLogger",
+    "DivergenceGuard",
     "EarlyStopping",
     "JsonlMetricsLogger",
     "LearningRateScheduleCallback",

@@ -7,6 +7,7 @@ from typing import Callable, Optional, Tuple
 
 import hvdkeras
 from hvdkeras import checkpointing, compat, distributed, log
+from hvdkeras.callbacks import divergence
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
 from hvdkeras.errors import CheckpointError
 
@@ -15,7 +16,7 @@ keras = compat.keras
 
 class BackupAndRestore(keras.callbacks.Callback):
     """Keras' ``BackupAndRestore`` made rank-correct; same arguments, plus ``keep``, ``every_epochs``,
-    ``preemption``, ``grace_s`` and ``on_save_error``.
+    ``preemption``, ``grace_s``, ``on_save_error`` and ``check_divergence``.
 
     Rule enforced: when training starts, rank 0 finds the newest intact backup in
     ``backup_dir`` (model weights, optimizer slots and step counter; a damaged one is
@@ -43,6 +44,12 @@ class BackupAndRestore(keras.callbacks.Callback):
     ``on_save_error``: ``"stop"`` raises the save's one-line ``CheckpointError`` (the
     earlier checkpoints stay intact); ``"continue"`` prints it as a warning and trains on.
 
+    ``check_divergence`` (on by default): before every save, the preemption's included,
+    the ranks compare their trainable weights (:func:`hvdkeras.callbacks.divergence.check`,
+    skipped when an earlier callback compared them at the same step); weights that differ
+    between ranks stop every rank with one line and are not written. Every rank must run
+    this callback (rank 0 alone writes).
+
     :meth:`restore` can also be called before ``fit`` (collectively) to learn where to
     start, e.g. to build an input pipeline positioned there: ``restored.position`` is
     ``(epoch, batch)``. ``fit`` itself always starts at a whole epoch; to resume a
@@ -55,7 +62,8 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def __init__(self, backup_dir: str, save_freq="epoch", delete_checkpoint: bool = True,
                  save_before_preemption: bool = False, keep: int = 1, every_epochs: int = 1,
-                 preemption: bool = False, grace_s: float = 30.0, on_save_error: str = "stop"):
+                 preemption: bool = False, grace_s: float = 30.0, on_save_error: str = "stop",
+                 check_divergence: bool = True):
         super().__init__()
         if save_freq != "epoch":
             raise ValueError(
@@ -75,6 +83,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.preemption = preemption
         self.grace_s = grace_s
         self.on_save_error = on_save_error
+        self.check_divergence = check_divergence
         self.store = checkpointing.CheckpointStore(backup_dir, keep=keep)
         self.restored: Optional[checkpointing.CheckpointInfo] = None
         self.last_saved: Optional[checkpointing.CheckpointInfo] = None
@@ -121,6 +130,7 @@ class BackupAndRestore(keras.callbacks.Callback):
             self.restore(self.model)
         epoch, self._batch_offset = self._start
         compat.start_fit_at_epoch(self.model, epoch)
+        divergence.start(self.model)
         if distributed.is_chief():
             self.store.remove_stale()
             self._trackable = checkpointing.trackable_for(self.model)
@@ -158,7 +168,11 @@ class BackupAndRestore(keras.callbacks.Callback):
             self._preempted_line = self._preempt(completed, 0, metrics)  # Preempted when fit ends
             return
         last = completed == (self.params or {}).get("epochs")
-        if not distributed.is_chief() or not (completed % self.every_epochs == 0 or last):
+        if not (completed % self.every_epochs == 0 or last):
+            return
+        if self.check_divergence:  # on every rank, before rank 0 writes
+            divergence.check(self.model, f"at the end of epoch {completed}, before its checkpoint")
+        if not distributed.is_chief():
             return
         self._save(completed, 0, dict(self._meta(), metrics=metrics))
 
@@ -192,6 +206,9 @@ class BackupAndRestore(keras.callbacks.Callback):
     def _preempt(self, epoch: int, batch: int, metrics: dict) -> str:
         """Collective: rank 0 writes the preemption checkpoint at ``epoch`` completed epochs and ``batch``
         batches of the next, every rank learns its path and prints the line it returns (to leave with)."""
+        if self.check_divergence:
+            where = f"epoch {epoch + 1}, batch {batch}" if batch else f"the end of epoch {epoch}"
+            divergence.check(self.model, f"at {where}, before the preemption checkpoint")
         outcome = None
         if distributed.is_chief():
             try:

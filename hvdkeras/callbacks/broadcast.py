@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from hvdkeras import compat, distributed
+from hvdkeras.callbacks import divergence
 
 keras = compat.keras
 
@@ -28,13 +29,20 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     the ones kept.
 
     ``local_variables`` (one variable or a list) and :meth:`register_local_var`
-    name variables each rank keeps as its own: they are never broadcast.
+    name variables each rank keeps as its own: they are never broadcast (nor compared).
+
+    ``check_divergence`` (hvdkeras' addition, on by default): at the end of every epoch
+    the ranks compare their trainable weights, and a difference stops every rank with
+    one line (:func:`hvdkeras.callbacks.divergence.check`; the same check as
+    :class:`~hvdkeras.callbacks.DivergenceGuard`, run once per step when both are used).
     """
 
-    def __init__(self, root_rank: int = distributed.ROOT_RANK, device: str = "", local_variables=None):
+    def __init__(self, root_rank: int = distributed.ROOT_RANK, device: str = "", local_variables=None,
+                 check_divergence: bool = True):
         super().__init__()
         self.root_rank = root_rank
         self.device = device
+        self.check_divergence = check_divergence
         self._local = set()
         self._optimizer_variable_count = None
         self._after_first_step = False
@@ -62,6 +70,8 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         return compat.optimizer_variables(self.model.optimizer)
 
     def on_train_begin(self, logs=None):
+        divergence.start(self.model)
+        divergence.exclude(self.model, self._local)
         self._optimizer_variable_count = None
         self._after_first_step = not getattr(self.model, "built", True) or not self.model.variables
         if self._after_first_step:  # built lazily, by the first step
@@ -86,3 +96,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         if len(opt_vars) != self._optimizer_variable_count:
             self._broadcast(opt_vars)
         self._optimizer_variable_count = None  # checked once, after the first step
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.check_divergence:
+            divergence.check(self.model, f"at the end of epoch {epoch + 1}")

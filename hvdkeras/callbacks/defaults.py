@@ -8,6 +8,7 @@ from hvdkeras.callbacks.agreement import TerminateOnNaN
 from hvdkeras.callbacks.backup_and_restore import BackupAndRestore
 from hvdkeras.callbacks.broadcast import BroadcastGlobalVariablesCallback
 from hvdkeras.callbacks.chief_only import ProgbarLogger, TensorBoard
+from hvdkeras.callbacks.divergence import DivergenceGuard
 from hvdkeras.callbacks.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
 from hvdkeras.callbacks.metric_average import MetricAverageCallback
 from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
@@ -37,21 +38,24 @@ def default_callbacks(
     warmup_start_lr: Optional[float] = None,
     profile_dir: Optional[str] = None,
     profile_batches: Optional[Sequence[int]] = None,
+    check_divergence: bool = True,
 ) -> List[keras.callbacks.Callback]:
     """Returns, in order (each only if asked for):
 
     1. ``BroadcastGlobalVariablesCallback``: the same start on every rank.
-    2. ``AverageModelStatisticsCallback``: batch-norm statistics agree.
-    3. ``MetricAverageCallback``: everything after it reads global metrics.
-    4. ``TerminateOnNaN``: a NaN on any rank stops all ranks at the same batch.
-    5. ``LearningRateWarmupCallback(initial_lr, warmup_epochs)`` (``initial_lr`` is the
+    2. ``DivergenceGuard`` (``check_divergence``): at every epoch end, weights that differ
+       between ranks stop every rank, before anything after it logs or saves them.
+    3. ``AverageModelStatisticsCallback``: batch-norm statistics agree.
+    4. ``MetricAverageCallback``: everything after it reads global metrics.
+    5. ``TerminateOnNaN``: a NaN on any rank stops all ranks at the same batch.
+    6. ``LearningRateWarmupCallback(initial_lr, warmup_epochs)`` (``initial_lr`` is the
        scaled rate) and, from ``warmup_epochs`` on,
        ``LearningRateScheduleCallback(initial_lr, lr_schedule)``: ``lr_schedule`` is a
        multiplier (number, function of the epoch, or Keras ``LearningRateSchedule``).
-    6. ``ThroughputLogger``: examples per second in the logs.
-    7. Rank 0 only: ``ProgbarLogger``, ``TensorBoard(tensorboard_dir)``,
+    7. ``ThroughputLogger``: examples per second in the logs.
+    8. Rank 0 only: ``ProgbarLogger``, ``TensorBoard(tensorboard_dir)``,
        ``ProfileBatches(profile_dir, profile_batches)``, ``JsonlMetricsLogger(metrics_file)``.
-    8. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
+    9. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
 
     This docstring is the one description of the order; the trainer uses this list.
     ``initial_batch``: the first epoch of the coming ``fit`` starts at that batch
@@ -59,12 +63,15 @@ def default_callbacks(
     Pass ``verbose=1`` (or 2) to ``fit`` on every rank: only rank 0 prints.
     The warmup starts at ``warmup_start_lr``; its default is Horovod's
     ``initial_lr / size`` (``size`` defaults to the number of ranks).
+    ``check_divergence=False`` turns the comparison of the ranks' weights off: no guard, and the
+    ``BackupAndRestore`` this function makes does not compare before it saves (your own
+    instance keeps its own setting).
     """
-    callbacks: List[keras.callbacks.Callback] = [
-        BroadcastGlobalVariablesCallback(root_rank=root_rank),
-        AverageModelStatisticsCallback(),
-        MetricAverageCallback(),
-    ]
+    callbacks: List[keras.callbacks.Callback] = [BroadcastGlobalVariablesCallback(root_rank=root_rank,
+                                                                                  check_divergence=False)]
+    if check_divergence:
+        callbacks.append(DivergenceGuard())
+    callbacks += [AverageModelStatisticsCallback(), MetricAverageCallback()]
     if terminate_on_nan:
         callbacks.append(TerminateOnNaN())
     if initial_lr is not None:
@@ -90,5 +97,6 @@ def default_callbacks(
     if metrics_file:
         callbacks.append(JsonlMetricsLogger(metrics_file))
     if backup is not None:
-        callbacks.append(backup if isinstance(backup, BackupAndRestore) else BackupAndRestore(backup))
+        callbacks.append(backup if isinstance(backup, BackupAndRestore)
+                         else BackupAndRestore(backup, check_divergence=check_divergence))
     return callbacks

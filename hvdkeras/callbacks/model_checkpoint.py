@@ -8,6 +8,7 @@ from typing import List, Optional
 import numpy as np
 
 from hvdkeras import compat, distributed, log
+from hvdkeras.callbacks import divergence
 from hvdkeras.workdir import atomic_save
 
 keras = compat.keras
@@ -26,7 +27,8 @@ def _remove_saved(path: str) -> None:
 
 
 class ModelCheckpoint(keras.callbacks.Callback):
-    """Saves the model or its weights like Keras' ``ModelCheckpoint``; same arguments, plus ``keep``.
+    """Saves the model or its weights like Keras' ``ModelCheckpoint``; same arguments, plus ``keep`` and
+    ``check_divergence``.
 
     Rule enforced: only rank 0 writes, so ranks never race on one file; each save
     appears complete or not at all (written beside the target, then renamed);
@@ -34,6 +36,13 @@ class ModelCheckpoint(keras.callbacks.Callback):
     :class:`MetricAverageCallback` runs before this callback, so "best" means best
     over all ranks' data. ``keep=N`` deletes the oldest files this callback wrote
     once more than ``N`` exist (``None``: keep all).
+
+    ``check_divergence`` (on by default): at every save point (every epoch end, or every
+    ``save_freq`` batches), whether or not ``save_best_only`` then saves, the ranks first
+    compare their trainable weights (:func:`hvdkeras.callbacks.divergence.check`, skipped
+    when an earlier callback compared them at the same step); weights that differ between
+    ranks stop every rank with one line and are not written. Every rank must run this
+    callback (rank 0 alone writes); on rank 0 alone, pass ``check_divergence=False``.
 
     ``filepath`` may contain ``{epoch}``, ``{batch}`` (with an integer
     ``save_freq``) and any log key, e.g. ``"ckpt/w-{epoch:03d}-{val_loss:.3f}.weights.h5"``
@@ -43,7 +52,8 @@ class ModelCheckpoint(keras.callbacks.Callback):
 
     def __init__(self, filepath, monitor: str = "val_loss", verbose: int = 0, save_best_only: bool = False,
                  save_weights_only: bool = False, mode: str = "auto", save_freq="epoch", options=None,
-                 initial_value_threshold: Optional[float] = None, keep: Optional[int] = None):
+                 initial_value_threshold: Optional[float] = None, keep: Optional[int] = None,
+                 check_divergence: bool = True):
         super().__init__()
         if mode not in ("auto", "min", "max"):
             raise ValueError(f"mode must be 'auto', 'min' or 'max'. Received: mode={mode!r}")
@@ -62,6 +72,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
         self.save_freq = save_freq
         self.options = options
         self.keep = keep
+        self.check_divergence = check_divergence
         if mode == "auto":
             mode = "max" if ("acc" in monitor or monitor.startswith("fmeasure") or "auc" in monitor) else "min"
         self.monitor_op = np.greater if mode == "max" else np.less
@@ -81,6 +92,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
             raise ValueError(f"{type(self).__name__} has no filepath: set `callback.filepath` (for example "
                              "'best.keras') before fit. Received: filepath=None")
         compat.check_save_path(os.fspath(self.filepath), self.save_weights_only)
+        divergence.start(self.model)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -111,6 +123,9 @@ class ModelCheckpoint(keras.callbacks.Callback):
 
     def _save(self, epoch: int, batch: Optional[int], logs) -> None:
         logs = logs or {}
+        if self.check_divergence:  # on every rank at every save point, before any rank decides alone
+            where = f"epoch {epoch + 1}, batch {batch + 1}" if batch is not None else f"the end of epoch {epoch + 1}"
+            divergence.check(self.model, f"at {where}, before the checkpoint")
         if self.save_best_only:
             current = logs.get(self.monitor)
             if current is None:
@@ -142,10 +157,12 @@ class BestModelCheckpoint(ModelCheckpoint):
     """Horovod's ``BestModelCheckpoint``: a :class:`ModelCheckpoint` that keeps the best model only.
 
     Same arguments as Horovod's; the file name is set afterwards (``callback.filepath =
-    "best.keras"``), as Horovod's estimators do, or given as ``filepath=``.
+    "best.keras"``), as Horovod's estimators do, or given as ``filepath=``; ``check_divergence`` as in
+    :class:`ModelCheckpoint`.
     """
 
     def __init__(self, monitor: str = "val_loss", verbose: int = 0, save_weights_only: bool = False,
-                 mode: str = "auto", save_freq="epoch", filepath=None):
+                 mode: str = "auto", save_freq="epoch", filepath=None, check_divergence: bool = True):
         super().__init__(filepath, monitor=monitor, verbose=verbose, save_best_only=True,
-                         save_weights_only=save_weights_only, mode=mode, save_freq=save_freq)
+                         save_weights_only=save_weights_only, mode=mode, save_freq=save_freq,
+                         check_divergence=check_divergence)

@@ -60,6 +60,7 @@ ESTIMATOR_IGNORES = {
     "checkpoint.on_save_error": "tf.estimator's own saver handles its errors",
     "trainer.terminate_on_nan": "tf.estimator has its own NaN handling (NanTensorHook)",
     "trainer.check_weights_agree": "it always checks the ranks' weights at the end",
+    "trainer.check_divergence": "it compares the ranks' weights at the end only",
     "trainer.verbose": "tf.estimator logs itself",
     "runtime.mixed_precision": "its tf.compat.v1 optimizers have no loss scaling here",
     "runtime.jit_compile": "it builds a tf.compat.v1 graph",

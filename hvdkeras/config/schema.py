@@ -150,6 +150,10 @@ class TrainerConfig:
     terminate_on_nan: bool = True
     # Check at the end that all ranks hold identical weights (one small collective).
     check_weights_agree: bool = True
+    # At every epoch end and before every checkpoint, the ranks compare a fingerprint of their trainable weights
+    # (one pass over them, one allgather of two numbers per variable); weights that differ stop every rank with one
+    # line naming the first differing variable, and are not saved (hvdkeras.callbacks.DivergenceGuard).
+    check_divergence: bool = True
     # Rank 0 writes TensorBoard event files to <workdir>/tensorboard: per epoch the global losses and
     # metrics, lr and images_per_sec (keras API only; the estimator writes its own into <workdir>/estimator).
     tensorboard: bool = False

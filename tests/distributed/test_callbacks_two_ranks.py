@@ -15,9 +15,17 @@ def run(scenario, tmp_path, *extra, check=True, timeout=180):
     return job, rank_results(job)
 
 
-# The scenarios that end in a finished fit share one job (one start of two ranks instead of five); the
-# NaN and the killed rank, which end theirs early, run alone.
-SHARED = ("early_stopping", "reduce_lr", "uneven_validation", "warmup", "chief_writers")
+# The scenarios that end in a finished fit (or catch its error) share one job (one start of two ranks instead of
+# six); the NaN stop and the divergence that leaves the script share another; the killed rank runs alone.
+SHARED = ("early_stopping", "reduce_lr", "uneven_validation", "warmup", "chief_writers", "diverge_perturbed")
+ENDS_EARLY = ("nan", "diverge_plain")
+
+
+def by_scenario(job):
+    found = {}
+    for res in results(job):
+        found.setdefault(res["scenario"], {})[res["rank"]] = res
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +33,24 @@ def shared(tmp_path_factory):
     """``(job, out_dir, {scenario: {rank: result}})`` of one job running every SHARED scenario in turn."""
     out_dir = tmp_path_factory.mktemp("callbacks")
     job = horovodrun([SCRIPT, ",".join(SHARED), str(out_dir)], timeout=300)
-    by_scenario = {}
-    for res in results(job):
-        by_scenario.setdefault(res["scenario"], {})[res["rank"]] = res
-    assert sorted(by_scenario) == sorted(SHARED), job.output[-3000:]
-    return job, out_dir, by_scenario
+    found = by_scenario(job)
+    assert sorted(found) == sorted(SHARED), job.output[-3000:]
+    return job, out_dir, found
 
 
-def test_nan_on_one_rank_stops_both_at_the_same_batch(tmp_path):
-    job, res = run("nan", tmp_path, timeout=120)  # a hang would exceed the timeout and fail here
+@pytest.fixture(scope="module")
+def ends_early(tmp_path_factory):
+    """``(job, out_dir, {scenario: {rank: result}})`` of the job running ENDS_EARLY; it exits with the last one's
+    error (a hang would exceed the timeout and fail here)."""
+    out_dir = tmp_path_factory.mktemp("ends_early")
+    job = horovodrun([SCRIPT, ",".join(ENDS_EARLY), str(out_dir)], timeout=180, check=False)
+    return job, out_dir, by_scenario(job)
+
+
+def test_nan_on_one_rank_stops_both_at_the_same_batch(ends_early):
+    job, _, found = ends_early
+    assert sorted(found.get("nan", {})) == [0, 1], job.output[-3000:]
+    res = found["nan"]
     assert res[0]["last_batch"] == res[1]["last_batch"] == [1, 3]  # epoch 2, batch 3: where rank 1 saw the NaN
     assert res[0]["epochs"] == res[1]["epochs"] == [0, 1]
     assert "another rank saw an invalid loss" in job.output
@@ -114,3 +131,27 @@ def test_only_rank_0_writes_checkpoints_and_logs(shared):
     assert [line for line in job.output.splitlines() if line.startswith("[0]<stdout>:Epoch 3/3")]
     with open(tmp_path / "rank0" / "log.csv") as f:
         assert len(f.read().strip().splitlines()) == 4  # header + 3 epochs
+
+
+def test_a_rank_that_moves_a_weight_stops_every_rank_at_the_epoch_end_before_anything_is_saved(shared):
+    _, _, found = shared
+    res = found["diverge_perturbed"]
+    for r in (0, 1):
+        error = res[r]["error"]
+        assert error == res[0]["error"] and "\n" not in error
+        assert error.startswith("trainable weights differ between ranks at the end of epoch 2 (step 10):"
+                                f" {res[r]['name']} is the first of 1 differing variables (rank 1 differs from rank 0);"
+                                " the ranks are training apart, likely because of a custom train_step")
+        assert res[r]["epochs"] == [0, 1]
+        # epoch 1's checkpoints, written before the weight moved, are kept; nothing of epoch 2
+        assert res[r]["backups"] == ["epoch-0001"] and res[r]["files"] == ["backup", "w-1.weights.h5"]
+
+
+def test_ranks_that_train_alone_stop_together_before_the_first_checkpoint_and_the_job_fails(ends_early):
+    job, out_dir, _ = ends_early
+    assert job.returncode != 0
+    line = ("DivergenceError: trainable weights differ between ranks at epoch 1, batch 3, before the checkpoint"
+            " (step 3): ")
+    for r in (0, 1):
+        assert [x for x in job.output.splitlines() if x.startswith(f"[{r}]<stderr>:") and line in x], job.output[-3000:]
+    assert not (out_dir / "plain").exists() or not os.listdir(out_dir / "plain")

@@ -2,7 +2,8 @@
 
     python callbacks_check.py SCENARIO[,SCENARIO...] OUT_DIR [PHASE]
 
-Scenarios: nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers. Several
+Scenarios: nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers, diverge_perturbed,
+diverge_plain (last in its job: it leaves with the guard's error, as a script would). Several
 run one after the other in the same two processes (one job start instead of several), each from the
 same seeds and with a model of its own. The pytest side (test_callbacks_two_ranks.py) checks the results.
 """
@@ -15,8 +16,11 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
+import hvdkeras.keras as hvd_keras
 from hvdkeras import DistributedOptimizer, checkpointing, compat, distributed
 from hvdkeras import callbacks as hc
+from hvdkeras.callbacks.divergence import _name
+from hvdkeras.errors import DivergenceError
 
 keras = tf.keras
 scenarios, out_dir = sys.argv[1].split(","), sys.argv[2]
@@ -188,7 +192,45 @@ def chief_writers(x, y, train, rec):
     report(files=sorted(os.listdir(d)) if os.path.isdir(d) else [], logs=rec.logs)
 
 
-SCENARIOS = {f.__name__: f for f in (nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers)}
+def diverge_perturbed(x, y, train, rec):
+    """Horovod's switched script (its broadcast callback) with hvdkeras' writers; rank 1 moves one weight by 1e-6
+    when epoch 2 begins. Every rank stops at the end of epoch 2 naming that weight; nothing of epoch 2 is written."""
+    d = os.path.join(out_dir, "perturbed")
+    model = model_and_optimizer()
+    kernel = model.layers[-1].kernel
+
+    class Perturb(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1 and rank == 1:
+                delta = np.zeros(kernel.shape, "float32")
+                delta[2, 1] = 1e-6
+                kernel.assign_add(delta)
+
+    cbs = [hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0), Perturb(),
+           hc.BackupAndRestore(os.path.join(d, "backup"), delete_checkpoint=False),
+           hc.ModelCheckpoint(os.path.join(d, "w-{epoch}.weights.h5"), save_weights_only=True), rec]
+    try:
+        model.fit(train, steps_per_epoch=STEPS, epochs=3, verbose=0, callbacks=cbs)
+        error = None
+    except DivergenceError as exc:
+        error = str(exc)
+    report(error=error, name=_name(kernel), epochs=rec.epochs, files=sorted(os.listdir(d)),
+           backups=sorted(os.listdir(os.path.join(d, "backup"))))
+
+
+def diverge_plain(x, y, train, rec):
+    """A plain optimizer, not DistributedOptimizer, with the default callbacks and a checkpoint every 3 batches: each
+    rank trains alone on its own data. Every rank stops before the first save, with the guard's one line, uncaught."""
+    d = os.path.join(out_dir, "plain")
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3, activation="softmax")])
+    model.compile(keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
+    cbs = hc.default_callbacks(progress=False) + [
+        hc.ModelCheckpoint(os.path.join(d, "b-{epoch}-{batch}.weights.h5"), save_weights_only=True, save_freq=3)]
+    model.fit(train, steps_per_epoch=STEPS, epochs=2, verbose=0, callbacks=cbs)
+
+
+SCENARIOS = {f.__name__: f for f in (nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers,
+                                     diverge_perturbed, diverge_plain)}
 unknown = [s for s in scenarios if s not in SCENARIOS]
 if unknown:
     raise SystemExit(f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}")
