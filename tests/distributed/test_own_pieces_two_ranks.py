@@ -2,10 +2,14 @@
 
 The module lives beside its config file, not on PYTHONPATH: every rank finds it in the config's folder.
 """
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+
+import numpy as np
+import pytest
 
 from tests.harness.ranks import REPO, horovodrun, read_jsonl, train_args
 
@@ -55,3 +59,54 @@ def test_your_own_model_and_data_train_on_two_ranks_and_resume(tmp_path):
 def _values(line):
     """``{"val_accuracy": 0.9302, ...}`` from a final validation or evaluation line."""
     return {k: float(v) for k, v in re.findall(r"(val_\w+)=([0-9.]+)", line)}
+
+
+SHOP = os.path.join(REPO, "examples", "own_model_and_data", "shop.yaml")
+PER_OUTPUT = ("buy_loss", "price_loss", "buy_binary_accuracy", "price_mae")
+
+
+def test_two_inputs_two_outputs_with_sample_weights_train_exactly_on_two_ranks_and_the_export_serves_a_mapping(
+        tmp_path):
+    """shop.yaml: inputs basket and visitor, outputs buy and price with a loss, a weight and metrics each, and
+    sample weights. 301 validation examples (151 and 150 per rank; each rank's last batch smaller) are counted once
+    for every output's loss and metric, and the ranks' weights agree at the end (trainer.check_weights_agree, on by
+    default: a rank that differs from rank 0 fails the job). A mapping naming an output the model lacks stops the job
+    before training (each rank finds it alike), in one line, without a hang."""
+    workdir = tmp_path / "shop"
+    job = horovodrun(train_args(workdir, "trainer.epochs=1", "checkpoint.enabled=false",
+                                "data.args.validation_examples=301", config=SHOP, export=True), timeout=240)
+    assert "check_weights_agree: true" in (workdir / "config.yaml").read_text()
+    final = [line for line in job.output.splitlines() if "final validation" in line]
+    assert len(final) == 1 and "(2 ranks, every example once)" in final[0], job.output[-3000:]
+    records = read_jsonl(workdir / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == [1]
+    last = records[-1]
+    assert {"loss", "val_loss"} | {f"{p}{k}" for p in ("", "val_") for k in PER_OUTPUT} <= set(last)
+    assert last["val_loss"] == pytest.approx(last["val_buy_loss"] + 0.1 * last["val_price_loss"], rel=1e-5)
+
+    # the exported model predicts from a mapping of inputs (the SavedModel serves the same mapping:
+    # tests/unit/test_export.py), and one process scoring all 301 examples gets what the ranks' summed states gave
+    # (in a whole run TensorFlow is loaded here already: the distributed tests' modules import hvdkeras.compat)
+    import tensorflow as tf
+
+    spec = importlib.util.spec_from_file_location("shop_task_scored", os.path.join(os.path.dirname(SHOP),
+                                                                                   "shop_task.py"))
+    shop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shop)
+    x, y, w = shop.arrays(301, seed=1)  # the validation split of shop_task.data
+    predicted = tf.keras.models.load_model(str(workdir / "export" / "model.keras"), compile=False).predict(x, verbose=0)
+    assert sorted(predicted) == ["buy", "price"]
+    weighted = lambda loss: float(np.sum(np.asarray(loss) * w) / len(w))  # noqa: E731 -- the loss: sum(l * w) / n
+    scores = {"val_buy_loss": weighted(tf.keras.losses.binary_crossentropy(y["buy"], predicted["buy"])),
+              "val_price_loss": weighted(np.mean((predicted["price"] - y["price"]) ** 2, axis=-1)),
+              "val_buy_binary_accuracy": float(np.mean((predicted["buy"] > 0.5) == (y["buy"] > 0.5))),
+              "val_price_mae": float(np.mean(np.abs(predicted["price"] - y["price"])))}
+    for key, value in scores.items():
+        assert last[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+    # a loss for an output the model lacks: the job stops before training, with one line and no hang
+    bad = horovodrun(train_args(tmp_path / "bad", "trainer.loss.prize=mse", config=SHOP), timeout=120, check=False)
+    errors = [line for line in bad.output.splitlines() if "hvdkeras: error:" in line]
+    assert bad.returncode != 0 and errors and not os.path.exists(tmp_path / "bad" / "metrics.jsonl"), bad.output[-3000:]
+    assert errors[0].endswith("hvdkeras: error: trainer.loss in --set trainer.loss.prize=mse must name outputs the"
+                              " model has (buy, price); received: 'prize'")
