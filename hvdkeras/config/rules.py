@@ -40,14 +40,16 @@ def value_of(cfg: Config, key: str) -> Any:
 
 
 class _Rules:
-    """``need(ok, key, rule)`` raises ``<key> in <source> must <rule>; received: <value>`` unless ``ok``."""
+    """``need(ok, key, rule)`` raises ``<key> in <source> must <rule>; received: <value>`` unless ``ok``; with
+    ``name`` (one name of a mapping), the source is where that name came from if it has its own."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
 
-    def __call__(self, ok: bool, key: str, rule: str) -> None:
+    def __call__(self, ok: bool, key: str, rule: str, name: Any = None) -> None:
         if not ok:
-            raise ConfigError.for_key(key, rule, value_of(self.cfg, key), source_of(self.cfg, key))
+            source = self.cfg.sources.get(f"{key}.{name}") if name is not None else None
+            raise ConfigError.for_key(key, rule, value_of(self.cfg, key), source or source_of(self.cfg, key))
 
 
 # What the Estimator path (trainer.api: estimator) does not honour, with why: a value other than the
@@ -90,20 +92,22 @@ def _output_rules(trainer: TrainerConfig, need) -> None:
     loss, metrics, weights = trainer.loss, trainer.metrics, trainer.loss_weights
     if isinstance(loss, dict):
         need(bool(loss), "trainer.loss", "map at least one output name to a loss (or be one loss for every output)")
-        need(all(loss.values()), "trainer.loss", "map each output name to a Keras loss name or your own"
-             " package.module:function")
+        empty = [output for output, name in loss.items() if not name]
+        need(not empty, "trainer.loss", "map each output name to a Keras loss name or your own"
+             " package.module:function", empty[0] if empty else None)
     else:
         need(bool(loss), "trainer.loss", "be a Keras loss name or your own package.module:function")
     for output, names in (metrics.items() if isinstance(metrics, dict) else [(None, metrics)]):
         need(len(names) == len(set(names)), "trainer.metrics", "name each metric once"
-             + (f" per output (output {output!r} repeats one)" if output is not None else ""))
+             + (f" per output (output {output!r} repeats one)" if output is not None else ""), output)
     if weights is not None:
         bad = sorted(k for k, w in weights.items() if not 0 <= w < float("inf"))
-        need(not bad, "trainer.loss_weights", f"map output names to weights >= 0 (not {', '.join(bad)})")
+        need(not bad, "trainer.loss_weights", f"map output names to weights >= 0 (not {', '.join(bad)})",
+             bad[0] if bad else None)
         if isinstance(loss, dict):
             extra = sorted(set(weights) - set(loss))
             need(not extra, "trainer.loss_weights", f"weigh only outputs that trainer.loss names ({', '.join(loss)});"
-                 f" {', '.join(extra)} has no loss")
+                 f" {', '.join(extra)} has no loss", extra[0] if extra else None)
 
 
 def validate(cfg: Config) -> None:

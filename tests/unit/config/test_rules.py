@@ -176,6 +176,15 @@ def test_your_own_pieces_rules(sets, message):
     assert str(err.value) == message
 
 
+def test_a_name_added_to_a_mapping_by_set_is_reported_with_that_set(tmp_path):
+    path = write_yaml(tmp_path, "trainer: {loss: {buy: mse, price: mse}, loss_weights: {price: 0.5}}\n")
+    with pytest.raises(ConfigError) as err:
+        config_lib.load(path, ["trainer.loss_weights.cost=2"])
+    assert str(err.value) == ("trainer.loss_weights in --set trainer.loss_weights.cost=2 must weigh only outputs that"
+                              " trainer.loss names (buy, price); cost has no loss; received: {'price': 0.5, 'cost':"
+                              " 2.0}")
+
+
 def test_loss_weights_may_weigh_any_output_of_one_loss_for_all():
     cfg = config_lib.load(None, ["trainer.loss=mse", "trainer.loss_weights={buy: 1, price: 0.5}"])
     assert cfg.trainer.loss_weights == {"buy": 1.0, "price": 0.5}  # the outputs are checked against the model
