@@ -220,6 +220,23 @@ def test_mappings_by_output_name_go_to_keras_as_they_are_and_a_single_output_unw
     assert task.loss_weights(cfg, None) == {"out": 3.0}
 
 
+def test_your_own_loss_and_metric_class_by_output_name(tmp_path, clean_imports):
+    path = _own_regression(tmp_path, """
+        class Seen(tf.keras.metrics.Mean):
+            pass
+
+        def halved(y_true, y_pred):
+            return tf.reduce_mean(tf.square(y_true - y_pred), axis=-1) / 2
+    """)
+    sys.path.append(os.path.dirname(path))
+    cfg, task = _task(["buy", "price"], "trainer.loss={buy: binary_crossentropy, price: 'own_regression:halved'}",
+                      "trainer.metrics=['own_regression:Seen']")
+    loss, metrics = task.loss(cfg, None), task.metrics(cfg, None)
+    assert loss["buy"] == "binary_crossentropy" and loss["price"].__name__ == "halved"
+    assert type(metrics["buy"][0]).__name__ == type(metrics["price"][0]).__name__ == "Seen"
+    assert metrics["buy"][0] is not metrics["price"][0]  # a class is made once per output
+
+
 LABELS = ({"basket": "spec", "visitor": "spec"}, {"buy": "spec", "price": "spec"})
 
 
