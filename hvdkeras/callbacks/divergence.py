@@ -8,7 +8,7 @@ at the same point of training, and it
 
 1. fingerprints each trainable variable that is not local (below): its values' bit
    patterns as unsigned 32-bit integers (a 64-bit value as two, a 16-bit one widened),
-   in blocks of up to 64 consecutive values; per variable the sum of every pattern and
+   in blocks of up to 1024 consecutive values; per variable the sum of every pattern and
    the sum of each block's sum weighted by the block's position, both modulo 2**32.
    Integer arithmetic, so nothing is rounded: a change of any single value, by as
    little as its last bit, always changes the first number; values moved to other
@@ -44,7 +44,7 @@ from hvdkeras.errors import DivergenceError
 keras = compat.keras
 tf = compat.tf
 
-BLOCK = 64  # values per block of the position-weighted sum (fewer when a variable's size is not a multiple)
+BLOCK = 1024  # values per block of the position-weighted sum (a power of two; fewer when a size is no multiple)
 
 LIKELY_CAUSES = (
     "a custom train_step whose apply_gradients bypasses the distributed optimizer (Keras 2), an optimizer not"
@@ -62,7 +62,9 @@ def _blocks(variable) -> Tuple[int, int]:
     """(blocks, values per block) of the variable's 32-bit patterns."""
     dtype = compat.dtype(variable)
     count = int(np.prod(variable.shape)) * max(1, dtype.size // 4)
-    width = next(b for b in (BLOCK, 32, 16, 8, 4, 2, 1) if count % b == 0)
+    width = BLOCK
+    while count % width:
+        width //= 2
     return count // width, width
 
 
@@ -98,7 +100,9 @@ class Fingerprint:
             weighted = tf.math.unsorted_segment_sum(blocks * positions, segments, count)
             return tf.stack([total, weighted], axis=1)
 
-        self._function = tf.function(fingerprint, autograph=False) if count else None
+        # traced now, and called as the concrete function: no dispatch on the arguments at each check
+        self._function = (tf.function(fingerprint, autograph=False).get_concrete_function(
+            self._segments, self._positions) if count else None)
 
     def __call__(self) -> np.ndarray:
         if self._function is None:
@@ -110,11 +114,13 @@ class Fingerprint:
 
 
 class _State:
-    """Per model: the variables registered local, the last check's step, the traced fingerprint."""
+    """Per model: the variables registered local, the last check's step, the variables compared in this ``fit``
+    (Keras takes the trainable variables once per ``fit`` too) and the traced fingerprint."""
 
     def __init__(self) -> None:
         self.local_keys: set = set()
         self.checked_at: Optional[Tuple[int, int]] = None
+        self.variables: Optional[List] = None
         self.fingerprint: Optional[Fingerprint] = None
 
 
@@ -128,12 +134,16 @@ def _state(model) -> _State:
 def exclude(model, variables: Iterable) -> None:
     """Leaves ``variables`` (variables or :func:`hvdkeras.compat.variable_key` keys) out of ``model``'s checks:
     values each rank keeps as its own."""
-    _state(model).local_keys |= {v if not hasattr(v, "assign") else compat.variable_key(v) for v in variables}
+    state = _state(model)
+    state.local_keys |= {v if not hasattr(v, "assign") else compat.variable_key(v) for v in variables}
+    state.variables = None
 
 
 def start(model) -> None:
-    """Forgets the last check (a new ``fit``: the step count may have been restored or reset). Every rank."""
-    _state(model).checked_at = None
+    """Forgets the last check and the variables compared (a new ``fit``: the step count may have been restored
+    or reset, layers frozen or unfrozen). Every rank."""
+    state = _state(model)
+    state.checked_at = state.variables = None
 
 
 def optimizer_local_keys(optimizer) -> set:
@@ -182,10 +192,12 @@ def compare(model, where: str) -> None:
     if distributed.size() == 1:
         return
     state = _state(model)
-    variables = compared_variables(model)
-    keys = tuple(compat.variable_key(v) for v in variables)
-    if state.fingerprint is None or state.fingerprint.keys != keys:
-        state.fingerprint = Fingerprint(variables)
+    if state.variables is None:
+        state.variables = compared_variables(model)
+        keys = tuple(compat.variable_key(v) for v in state.variables)
+        if state.fingerprint is None or state.fingerprint.keys != keys:
+            state.fingerprint = Fingerprint(state.variables)
+    variables = state.variables
     everyone = distributed.allgather_array(state.fingerprint().reshape(-1),
                                            name=distributed.cycled_name("hvdkeras.divergence"))
     differs = np.any(everyone != everyone[0], axis=0).reshape(-1, 2).any(axis=1)  # per variable

@@ -65,11 +65,11 @@ def test_the_fingerprint_sees_a_change_of_one_value_by_its_last_bit():
 
 
 def test_values_swapped_between_blocks_change_the_position_weighted_sum():
-    values = np.arange(256, dtype="float32")
+    values = np.arange(4096, dtype="float32")
     variable = tf.Variable(values)
     before = divergence.Fingerprint([variable])()
     swapped = values.copy()
-    swapped[[0, 200]] = swapped[[200, 0]]  # the same values in other blocks of 64: the plain sum cannot tell
+    swapped[[0, 3000]] = swapped[[3000, 0]]  # the same values in other blocks of 1024: the plain sum cannot tell
     variable.assign(swapped)
     after = divergence.Fingerprint([variable])()
     assert after[0, 0] == before[0, 0] and after[0, 1] != before[0, 1]
