@@ -172,7 +172,8 @@ def compared_variables(model) -> List:
     return [v for v in model.trainable_variables if compat.variable_key(v) not in local]
 
 
-def _name(variable) -> str:
+def variable_name(variable) -> str:
+    """The name the error line gives: Keras 3's path (``sequential/dense/kernel``), else the variable's name."""
     return getattr(variable, "path", None) or variable.name
 
 
@@ -209,7 +210,7 @@ def compare(model, where: str) -> None:
     step = _step(model)
     raise DivergenceError(
         f"trainable weights differ between ranks {where}{'' if step is None else f' (step {step})'}:"
-        f" {_name(variables[first])} is the first of {int(differs.sum())} differing variables"
+        f" {variable_name(variables[first])} is the first of {int(differs.sum())} differing variables"
         f" ({_ranks(ranks)} from rank 0); the ranks are training apart, likely because of {LIKELY_CAUSES};"
         f" nothing is saved from these weights (to turn this check off: {TURN_OFF})")
 

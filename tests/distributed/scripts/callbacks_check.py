@@ -19,7 +19,7 @@ import tensorflow as tf
 import hvdkeras.keras as hvd_keras
 from hvdkeras import DistributedOptimizer, checkpointing, compat, distributed
 from hvdkeras import callbacks as hc
-from hvdkeras.callbacks.divergence import _name
+from hvdkeras.callbacks.divergence import variable_name
 from hvdkeras.errors import DivergenceError
 
 keras = tf.keras
@@ -214,7 +214,7 @@ def diverge_perturbed(x, y, train, rec):
         error = None
     except DivergenceError as exc:
         error = str(exc)
-    report(error=error, name=_name(kernel), epochs=rec.epochs, files=sorted(os.listdir(d)),
+    report(error=error, name=variable_name(kernel), epochs=rec.epochs, files=sorted(os.listdir(d)),
            backups=sorted(os.listdir(os.path.join(d, "backup"))))
 
 

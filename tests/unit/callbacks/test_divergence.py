@@ -97,7 +97,7 @@ def test_ranks_that_differ_stop_with_one_line_naming_the_first_differing_variabl
     with pytest.raises(DivergenceError) as err:
         guard.on_epoch_end(1)
     message = str(err.value)
-    name = divergence._name(model.trainable_variables[2])
+    name = divergence.variable_name(model.trainable_variables[2])
     step = int(model.optimizer.iterations.numpy())
     assert "\n" not in message
     assert message.startswith(f"trainable weights differ between ranks at the end of epoch 2 (step {step}): {name}"
@@ -166,7 +166,7 @@ def test_local_variables_are_left_out(two_ranks):
     compared = keys(divergence.compared_variables(model))
     assert compared == keys(model.layers[-1].trainable_weights)
     two_ranks.differ = 0
-    with pytest.raises(DivergenceError, match=f"{divergence._name(model.layers[-1].kernel)} is the first"):
+    with pytest.raises(DivergenceError, match=f"{divergence.variable_name(model.layers[-1].kernel)} is the first"):
         guard.on_epoch_end(0)
 
 
