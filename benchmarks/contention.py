@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import signal
 import statistics
 
 from benchmarks.runner import run_variant
+from hvdkeras.processes import kill_group
 
 
 def fair_share(ranks: int, sessions: int, cores: int) -> float:
@@ -68,10 +68,7 @@ def with_spinners(k: int, run, sessions: int | None = None):
         return run()
     finally:
         for p in leaders:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)  # the leader and the spinners it forked
-            except ProcessLookupError:
-                pass
+            kill_group(p.pid)  # the leader and the spinners it forked
             p.join()
 
 

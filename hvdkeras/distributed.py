@@ -48,7 +48,7 @@ from hvdkeras.horovod_env import (
 )
 
 __all__ = ["ROOT_RANK", "ProcessInfo", "init", "rank", "size", "local_rank", "local_size", "is_chief",
-           "pin_local_gpu", "bind_cpus", "host_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
+           "pin_local_gpu", "bind_cpus", "launch_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
            "allreduce_max",
            "broadcast_array", "allgather_array", "any_rank", "root_decides", "allgather_object", "agree_min",
            "preflight", "broadcast_object", "broadcast_variables", "fingerprint", "ranks_disagreeing"]
@@ -134,8 +134,8 @@ _launch_cpus: Optional[tuple] = None
 _binding_setting: Optional[str] = None  # None: not bound by init (a GPU host, or no init yet)
 
 
-def host_cores() -> int:
-    """The cores this process was given at launch, before :func:`init` bound it to its block (the thread
+def launch_cores() -> int:
+    """How many cores this process was given at launch, before :func:`init` bound it to its block (the thread
     budget's input: :func:`hvdkeras.horovod_env.host_cores` before binding)."""
     return len(_launch_cpus) if _launch_cpus is not None else horovod_env.host_cores()
 
@@ -196,7 +196,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     if _launch_cpus is None:
         _launch_cpus = allowed_cpus()
     gpu = pin_local_gpu(gpus, hvd.local_rank(), memory_growth=runtime.gpu_memory_growth)
-    budget = thread_budget(host_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
+    budget = thread_budget(launch_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
     applied = set_thread_budget(budget) if gpu is None else False
     _binding_setting = runtime.cpu_binding if gpu is None else None
     binding = _bind_local_rank() if gpu is None else CpuBinding((), "a GPU host: the rank is pinned to its GPU")

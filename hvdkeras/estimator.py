@@ -96,7 +96,7 @@ def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[
         config.gpu_options.visible_device_list = str(local_rank)
         config.gpu_options.allow_growth = runtime.gpu_memory_growth
     else:
-        budget = horovod_env.thread_budget(distributed.host_cores(), local_size, runtime.intra_op_threads,
+        budget = horovod_env.thread_budget(distributed.launch_cores(), local_size, runtime.intra_op_threads,
                                            runtime.inter_op_threads)
         config.intra_op_parallelism_threads = budget.intra_op
         config.inter_op_parallelism_threads = budget.inter_op

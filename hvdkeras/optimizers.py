@@ -72,7 +72,7 @@ def build_v1(cfg: OptimizerConfig, lr):
     return V1.get(cfg.name)(cfg, lr)
 
 
-def distributed_optimizer(optimizer, cfg: HorovodConfig):
+def distribute(optimizer, cfg: HorovodConfig):
     """:func:`DistributedOptimizer` with the options of the config's ``horovod`` section."""
     return DistributedOptimizer(optimizer, compression=cfg.compression,
                                 backward_passes_per_step=cfg.backward_passes_per_step,
@@ -83,4 +83,4 @@ def distributed_optimizer(optimizer, cfg: HorovodConfig):
 def build(cfg: OptimizerConfig, horovod: HorovodConfig, data: DataConfig, global_batch_size: int):
     """(distributed optimizer at the rate scaled to ``global_batch_size``, that rate)."""
     lr = scaled_learning_rate(cfg, data, global_batch_size)
-    return distributed_optimizer(REGISTRY.get(cfg.name)(cfg, lr), horovod), lr
+    return distribute(REGISTRY.get(cfg.name)(cfg, lr), horovod), lr

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from hvdkeras import compat, imports
+from hvdkeras import compat, user_code
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
@@ -66,7 +66,7 @@ class ConfigTask(Task):
     images and integer labels), the models of :mod:`hvdkeras.models` (softmax outputs),
     sparse categorical cross-entropy with optional label smoothing, and accuracy: image
     classification, counted in images. Your own (``"package.module:function"``,
-    :mod:`hvdkeras.imports`): ``data.name`` (counted in examples), ``model.name``,
+    :mod:`hvdkeras.user_code`): ``data.name`` (counted in examples), ``model.name``,
     ``trainer.loss`` and each of ``trainer.metrics``; Keras names for the last two.
 
     A model with several outputs: ``trainer.loss``, ``trainer.metrics`` and ``trainer.loss_weights``
@@ -83,7 +83,7 @@ class ConfigTask(Task):
 
     @staticmethod
     def _own(config: config_lib.Config, key: str, name: str) -> Any:
-        return imports.resolve(name, key, config_lib.source_of(config, key), config.folder)
+        return user_code.resolve(name, key, config_lib.source_of(config, key), config.folder)
 
     def datasets(self, config, data_config, shard, seed, steps, threads):
         if not config_lib.is_import_path(data_config.name):

@@ -64,7 +64,7 @@ def auto_reasons(requested: config_lib.Config, resolved: config_lib.Config,
                  process: distributed.ProcessInfo) -> Dict[str, str]:
     """``{key: why}`` for the values :func:`resolved_for_host` chose (:func:`hvdkeras.horovod_env.auto_reasons`)."""
     return horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved.horovod, process.threads,
-                                    multi_host=process.size > process.local_size, cores=distributed.host_cores(),
+                                    multi_host=process.size > process.local_size, cores=distributed.launch_cores(),
                                     ranks_on_host=process.local_size)
 
 

@@ -43,13 +43,14 @@ import ipaddress
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from typing import List, Optional, Tuple
+
+from hvdkeras import processes
 
 IFACE = "hvdtest0"
 SUBNET = ipaddress.ip_network("198.18.213.0/24")
@@ -189,35 +190,6 @@ def _pids_in(netns: str) -> List[int]:
     return [int(p) for p in res.stdout.split() if p.isdigit()] if res.returncode == 0 else []
 
 
-def _stop(pids, grace=3.0) -> None:
-    pids = [p for p in pids if p != os.getpid()]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            pids = [p for p in pids if _alive(p)]
-            if not pids:
-                return
-            time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:  # reap it if it is our child (the sshd processes up() started)
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
 def _netns_exists(netns: str) -> bool:
     return os.path.exists(os.path.join("/run/netns", netns))
 
@@ -227,10 +199,10 @@ def down(info: Optional[HostsInfo] = None) -> None:
     namespaces, veths and bridge. Idempotent; works from fixed names, ``info`` is optional."""
     errors = []
     if info is not None:
-        _stop([h.sshd_pid for h in info.hosts if h.sshd_pid])
+        processes.stop([h.sshd_pid for h in info.hosts if h.sshd_pid])
     for _, netns, _, root_end in HOST_SPECS:
         if _netns_exists(netns):
-            _stop(_pids_in(netns))
+            processes.stop(_pids_in(netns))
             res = _run(["ip", "netns", "del", netns], check=False)
             if res.returncode != 0 and _netns_exists(netns):
                 errors.append(res.stdout.strip())
@@ -243,7 +215,7 @@ def down(info: Optional[HostsInfo] = None) -> None:
     if os.path.exists(os.path.join("/run/netns", PROBE_NS)):
         _run(["ip", "netns", "del", PROBE_NS], check=False)
     if info is not None:
-        errors += [f"sshd {h.sshd_pid} still running" for h in info.hosts if h.sshd_pid and _alive(h.sshd_pid)]
+        errors += [f"sshd {h.sshd_pid} still running" for h in info.hosts if h.sshd_pid and processes.alive(h.sshd_pid)]
     errors += [f"namespace {ns} still exists" for _, ns, _, _ in HOST_SPECS if _netns_exists(ns)]
     errors += [f"link {dev} still exists" for dev in [IFACE] + [s[3] for s in HOST_SPECS]
                if os.path.exists(f"/sys/class/net/{dev}")]

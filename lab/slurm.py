@@ -36,6 +36,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
+from hvdkeras import processes
 from lab import hosts as hosts_lib
 
 FOLDER = "hvdtest-slurm"  # fixed name of the cluster's folder: down() finds the daemons by it
@@ -141,7 +142,7 @@ def _daemon_pids() -> List[int]:
 
 def down(info: Optional[ClusterInfo] = None) -> None:
     """Stops the daemons (and any job step in the hosts), then removes the two hosts. Idempotent."""
-    hosts_lib._stop(_daemon_pids())
+    processes.stop(_daemon_pids())
     shutil.rmtree(MUNGE_DIR, ignore_errors=True)
     hosts_lib.down(info.hosts if info is not None else None)
     left = _daemon_pids()

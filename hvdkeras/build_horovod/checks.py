@@ -15,6 +15,7 @@ import sys
 
 from hvdkeras.build_horovod import BuildError
 from hvdkeras.build_horovod.plan import HOROVOD_VERSION, BuildPlan
+from hvdkeras.processes import kill_tree
 
 SMOKE_TIMEOUT_S = 240
 
@@ -58,22 +59,6 @@ def smoke_failure(output: str, returncode: int) -> str | None:
         errors = [ln for ln in lines if re.search(r"Error|error:|Traceback", ln) and "Traceback" not in ln]
         return f"the ranks exited {returncode} before finishing: {(errors or lines or ['no output'])[-1][:300]}"
     return None
-
-
-def kill_tree(pid: int) -> None:
-    """Kills ``pid`` and every process under it (horovodrun's ranks), then waits for them."""
-    import psutil  # Horovod's own dependency
-
-    try:
-        procs = psutil.Process(pid).children(recursive=True) + [psutil.Process(pid)]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
 
 
 def smoke(plan: BuildPlan, np: int = 2, timeout: int = SMOKE_TIMEOUT_S) -> str:

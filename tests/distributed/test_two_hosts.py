@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from hvdkeras.processes import kill_group
 from lab import hosts as two_hosts
 from tests.harness.ranks import (
     DISCOVER_HOSTS,
@@ -154,7 +155,7 @@ def _link_to_cut(host, proc, workdir):
     finally:
         subprocess.run(["ip", "link", "set", root_end, "up"], check=False)
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
         for pid in _ranks_running_in(host.netns, str(workdir)):
             os.kill(pid, signal.SIGKILL)  # a cut-off rank: it cannot reach the others to be told
 
@@ -178,7 +179,7 @@ def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rer
         try:
             out, _ = proc.communicate(timeout=90)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
             pytest.fail("the launcher was still running 90 s after the link went down:\n"
                         + proc.communicate()[0][-3000:])
         launcher_s = time.time() - down_at

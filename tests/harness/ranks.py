@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from hvdkeras.build_horovod.checks import kill_tree
 from hvdkeras.launch import MPIRUN_FLAGS
+from hvdkeras.processes import kill_session, kill_tree
 from hvdkeras.workdir import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -129,13 +129,7 @@ def epochs_logged(workdir) -> int:
 
 def _kill(proc: subprocess.Popen) -> None:
     """Kills a job from :func:`start`: its process tree, and its session's group for ranks a dead launcher left."""
-    import signal
-
-    kill_tree(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_session(proc.pid)
 
 
 def wait_for_epochs(proc: subprocess.Popen, workdir, n: int, timeout: float = 240) -> None:

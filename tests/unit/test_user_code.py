@@ -1,10 +1,10 @@
-"""hvdkeras.imports: a piece of one's own named as package.module:function, each failure one line naming the key."""
+"""hvdkeras.user_code: a piece of one's own named as package.module:function, each failure one line naming the key."""
 import sys
 import textwrap
 
 import pytest
 
-from hvdkeras import imports
+from hvdkeras import user_code
 from hvdkeras.config import is_import_path
 from hvdkeras.errors import ConfigError
 
@@ -38,10 +38,10 @@ def test_import_paths_are_told_from_builtin_and_tfds_names():
 
 
 def test_a_function_is_found_in_the_config_files_folder(own_module):
-    build = imports.resolve("own_pieces:build", "model.name", "c.yaml", str(own_module))
+    build = user_code.resolve("own_pieces:build", "model.name", "c.yaml", str(own_module))
     assert build(units=8) == ("built", 8)
     assert sys.path[-1] == str(own_module)  # after everything already there: PYTHONPATH wins
-    assert imports.resolve("own_pieces:Thing", "trainer.metrics", None, str(own_module)).__name__ == "Thing"
+    assert user_code.resolve("own_pieces:Thing", "trainer.metrics", None, str(own_module)).__name__ == "Thing"
 
 
 @pytest.mark.parametrize("spec, what", [
@@ -57,7 +57,7 @@ def test_a_function_is_found_in_the_config_files_folder(own_module):
 ])
 def test_each_failure_is_one_line_naming_the_key_its_source_and_the_value(own_module, spec, what):
     with pytest.raises(ConfigError) as err:
-        imports.resolve(spec, "model.name", "configs/mine.yaml", str(own_module))
+        user_code.resolve(spec, "model.name", "configs/mine.yaml", str(own_module))
     message = str(err.value)
     assert "\n" not in message
     assert message == (f"model.name in configs/mine.yaml must name a callable as package.module:function"
