@@ -22,7 +22,7 @@ import re
 from typing import Optional, Tuple
 
 from hvdkeras.config import Config, DataConfig, is_import_path
-from hvdkeras.scaling import for_world, global_order_steps
+from hvdkeras.scaling import for_world, global_order_steps, world_batches
 from hvdkeras.scaling import steps_per_epoch as sharded_steps
 
 DIGITS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resources", "digits.csv.gz")
@@ -46,7 +46,7 @@ def tfds_data_dir(data: DataConfig) -> str:
     return data.data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.expanduser("~/tensorflow_datasets")
 
 
-def _version_key(name: str):
+def _version_key(name: str) -> Tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in name.split("."))
 
 
@@ -119,8 +119,9 @@ def steps_per_epoch(config: Config, num_ranks: int) -> Tuple[Optional[int], str]
     examples, source = train_examples(data)
     if examples is None:
         return None, f"unknown here, counted at start ({source}; or set trainer.steps_per_epoch)"
+    batch, _ = world_batches(data)
     if data.name in BUILT_IN:
-        steps = global_order_steps(examples, data.global_batch_size)
+        steps = global_order_steps(examples, batch)
     else:
-        steps = sharded_steps(examples, data.global_batch_size, num_ranks)
+        steps = sharded_steps(examples, batch, num_ranks)
     return steps, f"{source}: as many full global batches as the data holds, the same on every rank"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 HOSTS_FILE_VARIABLE = "HVDKERAS_HOSTS_FILE"
 DEFAULT_HOSTS_FILE = "hosts.txt"
@@ -35,7 +35,7 @@ def host_lines(text: str) -> List[str]:
     return found
 
 
-def main(argv: Optional[List[str]] = None, environ=None) -> int:
+def main(argv: Optional[List[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
     environ = os.environ if environ is None else environ
     path = environ.get(HOSTS_FILE_VARIABLE) or DEFAULT_HOSTS_FILE
     try:

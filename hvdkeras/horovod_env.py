@@ -79,7 +79,7 @@ def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None
 
 def parse_cpu_list(text: str) -> Tuple[int, ...]:
     """A kernel CPU list (``0-3,6``, as in ``cpuset.cpus`` or ``taskset -c``) as sorted core numbers."""
-    cores = set()
+    cores: set[int] = set()
     for part in text.strip().split(","):
         if not part:
             continue
@@ -179,7 +179,7 @@ def cpu_binding(setting: str, allowed: Sequence[int], shared: Sequence[int], loc
                       f"local rank {local_rank_} of {k} on {n} cores (auto)")
 
 
-def stall_environment(horovod_cfg: HorovodConfig) -> dict:
+def stall_environment(horovod_cfg: HorovodConfig) -> Dict[str, str]:
     """Horovod's stall-inspector settings for a :class:`hvdkeras.config.HorovodConfig`.
 
     After ``stall_warning_seconds`` in a collective that not every rank has joined,
@@ -248,7 +248,7 @@ def compression_advice(compression: str, multi_host: bool) -> Optional[str]:
             f" ({FP16_LAB_FIGURE})")
 
 
-def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = None) -> dict:
+def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = None) -> Dict[str, str]:
     """The ``HOROVOD_*`` variables for a resolved :class:`hvdkeras.config.HorovodConfig`."""
     env = dict(stall_environment(horovod_cfg))
     if horovod_cfg.cycle_time_ms is not None:  # null: Horovod's own default (1 ms)
@@ -265,7 +265,7 @@ def horovod_environment(horovod_cfg: HorovodConfig, workdir: Optional[str] = Non
     if horovod_cfg.hierarchical_allgather:
         env["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
 
-    def place(path):
+    def place(path: str) -> str:
         return path if os.path.isabs(path) or workdir is None else os.path.join(workdir, path)
 
     if horovod_cfg.timeline:

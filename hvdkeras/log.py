@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Callable, Optional
+from typing import Callable, Optional, TextIO
 
 from hvdkeras import horovod_env
 
@@ -41,7 +41,7 @@ def _horovod_rank() -> int:
     hvd = sys.modules.get("horovod.tensorflow")  # already imported by whoever uses Horovod; never imported here
     if hvd is None:
         raise ValueError("Horovod is not imported")
-    return hvd.rank()
+    return int(hvd.rank())
 
 
 def rank() -> int:
@@ -62,7 +62,7 @@ class _Format(logging.Formatter):
         return f"[{NAME}] {text}"
 
 
-class _Stream(logging.StreamHandler):
+class _Stream(logging.StreamHandler[TextIO]):
     """Information to the current ``sys.stdout``, warnings to the current ``sys.stderr`` (looked up at each
     line, so a redirect or a test's capture after import is honoured)."""
 

@@ -83,7 +83,7 @@ class Beacon:
     def __enter__(self) -> "Beacon":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -125,7 +125,7 @@ class PeerTable:
         self.own_rank = own_rank
 
     @classmethod
-    def from_gathered(cls, gathered: Sequence[Sequence], own_rank: int) -> "PeerTable":
+    def from_gathered(cls, gathered: Sequence[Sequence[Any]], own_rank: int) -> "PeerTable":
         """From ``[(host, port), ...]`` in rank order (one ``allgather`` of :func:`own_host` and the port)."""
         return cls([Peer(r, str(h), int(p)) for r, (h, p) in enumerate(gathered)], own_rank)
 
@@ -203,7 +203,7 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
             # rank 0 has left (waiting on would end in its SIGKILL, 137)
             flag = backup.signal_flag
 
-            def leave_after_rank_0():
+            def leave_after_rank_0() -> None:
                 seen = flag.count
                 table.wait_until_gone(0, timeout=LEAVE_WAIT_S, stop=lambda: flag.count > seen)
 

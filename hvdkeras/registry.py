@@ -1,11 +1,11 @@
 """A name -> builder table, used for datasets, models and optimizers."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, TypeVar
+from typing import Any, Callable, Dict, List, TypeVar
 
 from hvdkeras.errors import ConfigError
 
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Registry:
@@ -16,10 +16,10 @@ class Registry:
     name came from (:func:`hvdkeras.config.locate`).
     """
 
-    def __init__(self, kind: str, key: str):
+    def __init__(self, kind: str, key: str) -> None:
         self.kind = kind
         self.key = key
-        self._builders: Dict[str, Callable] = {}
+        self._builders: Dict[str, Callable[..., Any]] = {}
 
     def register(self, name: str) -> Callable[[F], F]:
         def decorate(fn: F) -> F:
@@ -30,7 +30,7 @@ class Registry:
 
         return decorate
 
-    def get(self, name: str, extra: str = "") -> Callable:
+    def get(self, name: str, extra: str = "") -> Callable[..., Any]:
         """The builder registered as ``name``; ``extra`` adds to the list of allowed names in the error."""
         try:
             return self._builders[name]

@@ -146,7 +146,7 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
 
     fig = Figure(figsize=(11, 7.5), dpi=100)
     FigureCanvasAgg(fig)  # Agg, without pyplot's global state
-    axes = fig.subplots(2, 2)
+    axes = fig.subplots(2, 2, squeeze=False)  # a 2 x 2 array of Axes, typed as one
     first, last = int(records[0]["epoch"]), int(records[-1]["epoch"])
     for ax, (panel, ylabel, lines) in zip(axes.flat, panel_lines(records)):
         ax.set_title(panel, fontsize=12)

@@ -38,7 +38,7 @@ pipeline and the dry run all use these.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from hvdkeras.config import DataConfig, OptimizerConfig
 from hvdkeras.errors import ConfigError
@@ -48,6 +48,8 @@ def global_batch(data: DataConfig, num_ranks: int) -> int:
     """``data.global_batch_size``, or ``data.per_rank_batch_size * num_ranks`` (Horovod's convention)."""
     if data.global_batch_size is not None:
         return data.global_batch_size
+    if data.per_rank_batch_size is None:  # config.validate refuses this first, naming where each value came from
+        raise ConfigError("set one of data.global_batch_size and data.per_rank_batch_size")
     return data.per_rank_batch_size * num_ranks
 
 
@@ -60,6 +62,13 @@ def for_world(data: DataConfig, num_ranks: int) -> DataConfig:
     """``data`` with the global batches of ``num_ranks`` ranks written in (what the data pipeline reads)."""
     return dataclasses.replace(data, global_batch_size=global_batch(data, num_ranks),
                                eval_global_batch_size=eval_global_batch(data, num_ranks), per_rank_batch_size=None)
+
+
+def world_batches(data: DataConfig) -> Tuple[int, int]:
+    """(global batch, validation global batch) of a :func:`for_world` view of the data config."""
+    if data.global_batch_size is None or data.eval_global_batch_size is None:
+        raise ValueError("this data config is not one world's view: pass it through hvdkeras.scaling.for_world")
+    return data.global_batch_size, data.eval_global_batch_size
 
 
 def per_rank_batch(global_batch_size: int, num_ranks: int) -> int:

@@ -31,6 +31,8 @@ import bisect
 import math
 from typing import Callable, Sequence
 
+from hvdkeras.config.schema import ScheduleConfig
+
 
 def warmup_lr(epoch: float, initial_lr: float, warmup_epochs: float, start_lr: float) -> float:
     """Warmup rate at fractional ``epoch``, from ``start_lr``; ``initial_lr`` once ``epoch >= warmup_epochs``."""
@@ -67,12 +69,13 @@ def polynomial_decay(start_epoch: float, end_epoch: float, end_fraction: float =
                      power: float = 1.0) -> Callable[[float], float]:
     def multiplier(epoch: float) -> float:
         p = _progress(epoch, start_epoch, end_epoch)
-        return end_fraction + (1.0 - end_fraction) * (1.0 - p) ** power
+        decayed: float = (1.0 - p) ** power  # float ** float is typed Any (a negative base gives a complex)
+        return end_fraction + (1.0 - end_fraction) * decayed
 
     return multiplier
 
 
-def multiplier_from_config(schedule, total_epochs: int) -> Callable[[float], float]:
+def multiplier_from_config(schedule: ScheduleConfig, total_epochs: int) -> Callable[[float], float]:
     """The post-warmup multiplier for a :class:`hvdkeras.config.ScheduleConfig`."""
     if schedule.name == "constant":
         return constant()

@@ -34,7 +34,7 @@ def _error(key: str, source: Optional[str], spec: str, what: str) -> ConfigError
     return ConfigError.for_key(key, f"name a callable as package.module:function ({what})", spec, source)
 
 
-def resolve(spec: str, key: str, source: Optional[str] = None, folder: Optional[str] = None) -> Callable:
+def resolve(spec: str, key: str, source: Optional[str] = None, folder: Optional[str] = None) -> Callable[..., Any]:
     """The callable ``spec`` (``package.module:function``) names, for config key ``key`` set in ``source``.
 
     ``folder``: the config file's folder, searched after ``PYTHONPATH``. Raises a one-line
@@ -64,4 +64,5 @@ def resolve(spec: str, key: str, source: Optional[str] = None, folder: Optional[
     if not callable(target):
         kind = type(target).__name__
         raise _error(key, source, spec, f"{attribute} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not callable")
-    return target
+    function: Callable[..., Any] = target
+    return function

@@ -4,12 +4,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError, builder, checks, patches
 from hvdkeras.build_horovod import plan as plans
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m hvdkeras.build_horovod",
         description="Builds Horovod 0.28.1 from the registry's source, patched for current TensorFlow, against the "
@@ -28,7 +29,7 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         plan = plans.discover(mpi=args.mpi, gpu=args.gpu)

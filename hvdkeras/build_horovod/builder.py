@@ -26,6 +26,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError
 from hvdkeras.build_horovod import patches as patch_files
@@ -41,11 +42,11 @@ def log(message: str) -> None:
     print(f"[build_horovod] {message}", flush=True)
 
 
-def cache_root(cache_dir=None) -> pathlib.Path:
+def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> pathlib.Path:
     return pathlib.Path(cache_dir or os.environ.get("HVDKERAS_WHEEL_CACHE") or DEFAULT_CACHE)
 
 
-def _sha256(path) -> str:
+def _sha256(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -91,7 +92,7 @@ def compile_error(log_text: str, source_dir: str = "") -> str:
     return re.sub(r"\s+", " ", line)[:400]
 
 
-def _nccl_link_dir(plan: BuildPlan, work: str) -> dict:
+def _nccl_link_dir(plan: BuildPlan, work: str) -> dict[str, str]:
     """A folder with ``libnccl.so`` pointing at the wheel's ``libnccl.so.2`` (CMake looks for the unversioned name)."""
     if not (plan.gpu and plan.nccl_home):
         return {}
@@ -104,7 +105,7 @@ def _nccl_link_dir(plan: BuildPlan, work: str) -> dict:
     return {"HOROVOD_NCCL_LIB": link_dir}
 
 
-def build_wheel(plan: BuildPlan, root: pathlib.Path, selected) -> pathlib.Path:
+def build_wheel(plan: BuildPlan, root: pathlib.Path, selected: Sequence[patch_files.Patch]) -> pathlib.Path:
     """Builds (or finds in the cache) the wheel for ``plan`` with ``selected`` patches; returns its folder."""
     bid = build_id(plan, patch_files.digest(selected))
     folder = root / bid

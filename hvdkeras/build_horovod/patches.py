@@ -19,6 +19,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError
 
@@ -37,7 +38,7 @@ class Patch:
         return self.path.name
 
 
-def read(path) -> Patch:
+def read(path: str | os.PathLike[str]) -> Patch:
     path = pathlib.Path(path)
     for line in path.read_text().splitlines():
         if line.startswith("Builds:"):
@@ -50,7 +51,8 @@ def read(path) -> Patch:
     raise BuildError(f"patch file has no 'Builds: all' or 'Builds: gpu' line in its header. Received: {path}")
 
 
-def select(gpu: bool, patch_dir=PATCH_DIR, skip: str | None = None, extra: str | None = None) -> list:
+def select(gpu: bool, patch_dir: str | os.PathLike[str] = PATCH_DIR, skip: str | None = None,
+           extra: str | None = None) -> list[Patch]:
     """The patches for a CPU (``gpu=False``) or GPU build, in name order: the shipped ones minus
     ``$HVDKERAS_HOROVOD_SKIP_PATCHES``, plus ``$HVDKERAS_HOROVOD_EXTRA_PATCHES``."""
     skip = os.environ.get(SKIP_ENV, "") if skip is None else skip
@@ -65,7 +67,7 @@ def select(gpu: bool, patch_dir=PATCH_DIR, skip: str | None = None, extra: str |
     return [p for p in chosen if (gpu or p.builds == "all") and not (prefixes and p.name.startswith(prefixes))]
 
 
-def digest(patches) -> str:
+def digest(patches: Sequence[Patch]) -> str:
     """sha256 over the selected patch files' names and contents."""
     h = hashlib.sha256()
     for p in patches:
@@ -73,7 +75,7 @@ def digest(patches) -> str:
     return h.hexdigest()
 
 
-def apply(patches, source_dir) -> None:
+def apply(patches: Sequence[Patch], source_dir: str | os.PathLike[str]) -> None:
     """Applies ``patches`` to the unpacked source in ``source_dir``; a patch that does not apply is a BuildError."""
     tool = shutil.which("patch")
     if tool is None:

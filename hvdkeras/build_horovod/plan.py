@@ -42,7 +42,7 @@ class BuildPlan:
     python_tag: str             # e.g. "py311"
     mpi: bool                   # build the MPI controller too (Gloo always)
     gpu: bool                   # CUDA + NCCL allreduce
-    include_dirs: tuple = ()    # extra -I directories for the compile
+    include_dirs: tuple[str, ...] = ()  # extra -I directories for the compile
     nccl_home: str | None = None  # NCCL headers and library for a GPU build (None: Horovod's own search)
     compiler: str = ""          # first line of `c++ --version`
     extra_cxxflags: str = ""    # the user's CXXFLAGS, kept
@@ -56,7 +56,7 @@ class BuildPlan:
         return "gpu-nccl" if self.gpu else "cpu"
 
 
-def tf_minor(version: str) -> tuple:
+def tf_minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int("".join(ch for ch in minor if ch.isdigit()))
 
@@ -76,7 +76,7 @@ def check_supported(tf_version: str) -> None:
         )
 
 
-def build_env(plan: BuildPlan) -> dict:
+def build_env(plan: BuildPlan) -> dict[str, str]:
     """The environment variables of the compile (added to the caller's environment)."""
     env = {
         "HOROVOD_WITH_TENSORFLOW": "1",
@@ -112,7 +112,7 @@ def build_id(plan: BuildPlan, patch_digest: str) -> str:
 
 # ---- reading the environment -------------------------------------------------------------------
 
-def installed_tensorflow() -> tuple:
+def installed_tensorflow() -> tuple[str, str]:
     """(distribution, version) of the TensorFlow in this interpreter's environment."""
     for name in TF_DISTRIBUTIONS:
         try:
@@ -134,7 +134,7 @@ def tf_include_root() -> str:
 
 def find_llvm_include() -> str:
     """A folder holding LLVM's headers (llvm/ADT/ArrayRef.h): $HVDKERAS_LLVM_INCLUDE, llvm-config, /usr/lib/llvm-*."""
-    def has_headers(d):
+    def has_headers(d: str) -> bool:
         return bool(d) and os.path.isfile(os.path.join(d, "llvm", "ADT", "ArrayRef.h"))
 
     given = os.environ.get("HVDKERAS_LLVM_INCLUDE")

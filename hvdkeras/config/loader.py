@@ -251,7 +251,8 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
             return {k: plain(v) for k, v in node.items()}
         return node
 
-    return plain(cfg)
+    tree: Dict[str, Any] = plain(cfg)
+    return tree
 
 
 def _scalar_text(value: Any) -> str:

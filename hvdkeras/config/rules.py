@@ -27,7 +27,7 @@ def locate(cfg: Config, error: ConfigError) -> ConfigError:
     if not error.key:
         return error
     named = f"{error.key}.{error.received}" if isinstance(error.received, str) else None
-    return error.with_source(cfg.sources.get(named) or source_of(cfg, error.key))
+    return error.with_source((cfg.sources.get(named) if named else None) or source_of(cfg, error.key))
 
 
 def value_of(cfg: Config, key: str) -> Any:
@@ -43,7 +43,7 @@ class _Rules:
     """``need(ok, key, rule)`` raises ``<key> in <source> must <rule>; received: <value>`` unless ``ok``; with
     ``name`` (one name of a mapping), the source is where that name came from if it has its own."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
 
     def __call__(self, ok: bool, key: str, rule: str, name: Any = None) -> None:
@@ -71,7 +71,7 @@ ESTIMATOR_IGNORES = {
 }
 
 
-def _estimator_rules(cfg: Config, need) -> None:
+def _estimator_rules(cfg: Config, need: _Rules) -> None:
     defaults = Config()
     for key, why in ESTIMATOR_IGNORES.items():
         default = value_of(defaults, key)
@@ -86,7 +86,7 @@ def _estimator_rules(cfg: Config, need) -> None:
              " whose model function has its own loss and accuracy")
 
 
-def _output_rules(trainer: TrainerConfig, need) -> None:
+def _output_rules(trainer: TrainerConfig, need: _Rules) -> None:
     """``trainer.loss``, ``trainer.metrics`` and ``trainer.loss_weights``, alone and by output name. Whether the
     names are the model's outputs is checked when the model is built (:mod:`hvdkeras.tasks`)."""
     loss, metrics, weights = trainer.loss, trainer.metrics, trainer.loss_weights

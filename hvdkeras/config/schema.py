@@ -284,6 +284,6 @@ class Config:
     folder: Optional[str] = dataclasses.field(default=None, compare=False, repr=False, metadata={"internal": True})
 
 
-def fields(cls: type) -> Tuple[dataclasses.Field, ...]:
+def fields(cls: type) -> Tuple[dataclasses.Field[Any], ...]:
     """The config keys of section (or top-level) class ``cls``, without internal fields."""
     return tuple(f for f in dataclasses.fields(cls) if not f.metadata.get("internal"))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from hvdkeras.errors import LaunchError
 
@@ -15,7 +15,7 @@ class Host:
 
 def parse_hosts(text: str) -> Tuple[Host, ...]:
     """``"a:4,b:4"`` -> (Host("a", 4), Host("b", 4)); a host without ``:slots`` has 1 slot (as in horovodrun)."""
-    hosts = []
+    hosts: List[Host] = []
     for entry in text.split(","):
         entry = entry.strip()
         name, _, slots = entry.partition(":")
@@ -35,8 +35,7 @@ def hosts_text(hosts: Sequence[Host]) -> str:
 
 def world(np_: Optional[int], hosts: Union[None, str, Sequence[Host]]) -> Tuple[int, Tuple[Host, ...]]:
     """The world size and hosts: ``np`` defaults to the hosts' slots (else 1), hosts to ``localhost:np``."""
-    hosts_given = hosts is not None and hosts != ""
-    parsed = (parse_hosts(hosts) if isinstance(hosts, str) else tuple(hosts)) if hosts_given else ()
+    parsed = parse_hosts(hosts) if isinstance(hosts, str) and hosts else tuple(hosts or ())
     if np_ is not None and np_ < 1:
         raise LaunchError(f"--np must be >= 1; received: {np_}")
     if not parsed:

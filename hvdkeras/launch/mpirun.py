@@ -21,7 +21,7 @@ def mpirun_flags(gpus: bool = False) -> Tuple[str, ...]:
     return MPIRUN_FLAGS + (MPIRUN_GPU_FLAGS if gpus else ())
 
 
-def mpirun_args(p: Plan, hosts: bool = True) -> list:
+def mpirun_args(p: Plan, hosts: bool = True) -> list[str]:
     """Horovod's Open MPI recipe (docs/mpi.rst) for the plan, as a list (``-H`` only when ``hosts``)."""
     return (["mpirun", "-np", str(p.np)] + (["-H", hosts_text(p.hosts)] if hosts else [])
             + list(mpirun_flags(p.gpus_per_host > 0))

@@ -8,6 +8,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 from hvdkeras import config as config_lib
 from hvdkeras import data_sizes, horovod_env, scaling
 from hvdkeras.errors import ConfigError, LaunchError
+from hvdkeras.horovod_env import ThreadBudget
 from hvdkeras.launch.hosts import Host, world
 
 
@@ -40,7 +41,7 @@ class Plan:
     # Horovod and threads.
     horovod: config_lib.HorovodConfig  # resolved for the hosts (automatic knobs filled in)
     horovod_env: Dict[str, str]
-    threads: Tuple[Tuple[int, object], ...]  # (ranks on a host, horovod_env.ThreadBudget), one per distinct count
+    threads: Tuple[Tuple[int, ThreadBudget], ...]  # (ranks on a host, its budget), one per distinct count
 
     @property
     def uniform_slots(self) -> Optional[int]:
