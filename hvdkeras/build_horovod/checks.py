@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError
 from hvdkeras.build_horovod.plan import HOROVOD_VERSION, BuildPlan
@@ -24,17 +25,17 @@ def horovodrun() -> str:
     return os.path.join(os.path.dirname(sys.executable), "horovodrun")
 
 
-def _env() -> dict:
+def _env() -> dict[str, str]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return env
 
 
-def required_frameworks(plan: BuildPlan) -> list:
+def required_frameworks(plan: BuildPlan) -> list[str]:
     return ["TensorFlow", "Gloo"] + (["MPI"] if plan.mpi else []) + (["NCCL"] if plan.gpu else [])
 
 
-def missing_from_check_build(output: str, required) -> list:
+def missing_from_check_build(output: str, required: Sequence[str]) -> list[str]:
     """The names in ``required`` that ``horovodrun --check-build``'s output does not mark ``[X]``."""
     return [name for name in required if not re.search(rf"\[X\]\s+{re.escape(name)}\b", output)]
 
@@ -53,7 +54,7 @@ def smoke_failure(output: str, returncode: int) -> str | None:
     """What went wrong in a two-rank smoke run (None when both ranks passed every op)."""
     failed = re.findall(r"SMOKE FAILED (.*)", output)
     if failed:
-        return failed[0].strip()
+        return str(failed[0]).strip()
     if returncode != 0 or not re.search(r"SMOKE ok broadcast", output):
         lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
         errors = [ln for ln in lines if re.search(r"Error|error:|Traceback", ln) and "Traceback" not in ln]
