@@ -34,8 +34,7 @@ from horovod.common.elastic import ObjectState, run_fn
 from horovod.common.exceptions import HorovodInternalError
 
 from hvdkeras import compat, distributed
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 def run(func):

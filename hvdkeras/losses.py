@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from hvdkeras import compat
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 def make_loss(num_classes: int, label_smoothing: float = 0.0):

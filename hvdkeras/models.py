@@ -12,12 +12,11 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from hvdkeras import compat
+from hvdkeras.compat import keras
 from hvdkeras.config import ModelConfig
 from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
 
-keras = compat.keras
 layers = keras.layers
 
 REGISTRY = Registry("model", "model.name")

@@ -9,13 +9,12 @@ a name added here reaches both.
 from __future__ import annotations
 
 from hvdkeras import compat
+from hvdkeras.compat import keras
 from hvdkeras.config import DataConfig, HorovodConfig, OptimizerConfig
 from hvdkeras.errors import ConfigError
 from hvdkeras.gradient_exchange import DistributedOptimizer
 from hvdkeras.registry import Registry
 from hvdkeras.scaling import scaled_learning_rate
-
-keras = compat.keras
 
 REGISTRY = Registry("optimizer", "optimizer.name")
 

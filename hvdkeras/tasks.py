@@ -27,9 +27,8 @@ from hvdkeras import compat, user_code
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import models as models_lib
+from hvdkeras.compat import keras
 from hvdkeras.losses import make_loss
-
-keras = compat.keras
 
 
 class Task:

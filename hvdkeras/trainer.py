@@ -38,11 +38,11 @@ from hvdkeras import data as data_lib
 from hvdkeras import export as export_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
+from hvdkeras.compat import keras
 from hvdkeras.errors import ConfigError, SetupError
 from hvdkeras.workdir import Workdir, save_config
 from hvdkeras.xla_gradients import use_xla_gradients
 
-keras = compat.keras
 
 def _ranks(n: int) -> str:
     return f"{n} rank" if n == 1 else f"{n} ranks"

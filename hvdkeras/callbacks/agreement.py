@@ -7,8 +7,7 @@ ranks, with one small collective where the decision is taken.
 from __future__ import annotations
 
 from hvdkeras import compat, distributed, log
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 class TerminateOnNaN(keras.callbacks.TerminateOnNaN):

@@ -9,9 +9,8 @@ import hvdkeras
 from hvdkeras import checkpointing, compat, distributed, log
 from hvdkeras.callbacks import divergence
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
+from hvdkeras.compat import keras
 from hvdkeras.errors import CheckpointError
-
-keras = compat.keras
 
 
 class BackupAndRestore(keras.callbacks.Callback):

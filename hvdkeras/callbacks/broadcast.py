@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from hvdkeras import compat, distributed
 from hvdkeras.callbacks import divergence
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from hvdkeras import compat, distributed
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 _HOOKS = (
     "set_model", "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",

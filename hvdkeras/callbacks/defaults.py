@@ -15,8 +15,7 @@ from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
 from hvdkeras.callbacks.model_statistics import AverageModelStatisticsCallback
 from hvdkeras.callbacks.profiler import ProfileBatches
 from hvdkeras.callbacks.throughput import ThroughputLogger
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 def default_callbacks(

@@ -39,9 +39,9 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from hvdkeras import compat, distributed
+from hvdkeras.compat import keras
 from hvdkeras.errors import DivergenceError
 
-keras = compat.keras
 tf = compat.tf
 
 BLOCK = 1024  # values per block of the position-weighted sum (a power of two; fewer when a size is no multiple)

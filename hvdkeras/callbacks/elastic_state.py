@@ -15,9 +15,7 @@ and the attributes the callback updates (:class:`hvdkeras.elastic.KerasState`).
 """
 from __future__ import annotations
 
-from hvdkeras import compat
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 class CommitStateCallback(keras.callbacks.Callback):

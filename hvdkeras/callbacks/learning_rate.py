@@ -30,8 +30,7 @@ from typing import Optional
 import tensorflow as tf
 
 from hvdkeras import compat, distributed, log, schedules
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 class _EpochRangeLearningRate(keras.callbacks.Callback):

@@ -6,8 +6,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from hvdkeras import compat, distributed
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 def _metric_states(metrics: Sequence) -> List[np.ndarray]:

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import time
 
-from hvdkeras import compat, distributed
+from hvdkeras import distributed
+from hvdkeras.compat import keras
 from hvdkeras.workdir import append_metrics, keep_metrics_through
-
-keras = compat.keras
 
 
 class JsonlMetricsLogger(keras.callbacks.Callback):

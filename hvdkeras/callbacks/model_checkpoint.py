@@ -9,9 +9,8 @@ import numpy as np
 
 from hvdkeras import compat, distributed, log
 from hvdkeras.callbacks import divergence
+from hvdkeras.compat import keras
 from hvdkeras.workdir import atomic_save
-
-keras = compat.keras
 
 
 def _remove_saved(path: str) -> None:

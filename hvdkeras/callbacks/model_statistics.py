@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from hvdkeras import compat, distributed
-
-keras = compat.keras
+from hvdkeras.compat import keras
 
 
 def statistics_variables(model):

@@ -5,9 +5,8 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, log
-
-keras = compat.keras
+from hvdkeras import distributed, log
+from hvdkeras.compat import keras
 
 
 class ProfileBatches(keras.callbacks.Callback):

@@ -6,9 +6,8 @@ from typing import Optional
 
 import numpy as np
 
-from hvdkeras import compat, distributed
-
-keras = compat.keras
+from hvdkeras import distributed
+from hvdkeras.compat import keras
 
 
 def _examples_seen(model) -> Optional[float]:
