@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-from typing import Optional
+from typing import Any, List, Optional
 
 import numpy as np
 import tensorflow as tf  # the command lines import it first, quietly: hvdkeras.tensorflow_import.load()
@@ -217,7 +217,7 @@ def count_examples_in_output_losses(model) -> None:
     compile_loss = getattr(model, "_compile_loss", None) if KERAS_3 else None
     if compile_loss is None or getattr(compile_loss, "_hvdkeras_counts_examples", False):
         return
-    sizes = []  # the size of the batch whose loss is being computed (traced)
+    sizes: List[Any] = []  # the size of the batch whose loss is being computed (traced)
     call, build = compile_loss.call, compile_loss.build
 
     def count(metric):

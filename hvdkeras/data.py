@@ -47,7 +47,7 @@ from hvdkeras.config import DataConfig
 from hvdkeras.data_sizes import DIGITS_FILE, digits_split
 from hvdkeras.errors import ConfigError
 from hvdkeras.registry import Registry
-from hvdkeras.scaling import for_world, global_order_steps, per_rank_batch, steps_per_epoch
+from hvdkeras.scaling import for_world, global_order_steps, per_rank_batch, steps_per_epoch, world_batches
 
 REGISTRY = Registry("dataset", "data.name")
 
@@ -138,9 +138,10 @@ def shuffled_epochs(x: np.ndarray, y: np.ndarray, batch: int, steps: int, seed: 
 def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
               num_classes: int, threads: Optional[int] = None) -> Datasets:
     """Shards, batches and shuffles arrays already in memory (see the module docstring)."""
-    batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
-    available = global_order_steps(len(x_train), cfg.global_batch_size)
+    global_batch_size, eval_global_batch_size = world_batches(cfg)
+    batch = per_rank_batch(global_batch_size, shard.count)
+    eval_batch = per_rank_batch(eval_global_batch_size, shard.count)
+    available = global_order_steps(len(x_train), global_batch_size)
     if available == 0:
         raise ConfigError(
             f"data.global_batch_size={cfg.global_batch_size} is larger than the {len(x_train)} training examples of"
@@ -152,7 +153,7 @@ def in_memory(x_train, y_train, x_val, y_val, cfg: DataConfig, shard: Shard, see
             "raise data.validation_fraction or use fewer ranks"
         )
     steps = steps or available
-    _check_epoch_fits(len(x_train), cfg.global_batch_size, steps)
+    _check_epoch_fits(len(x_train), global_batch_size, steps)
 
     def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
         return finish(shuffled_epochs(x_train, y_train, batch, steps, seed, shard, start_epoch, end_epoch), cfg,
@@ -204,9 +205,10 @@ def synthetic(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
     synthetic benchmarks, so the input pipeline costs nothing. An epoch is
     ``train_examples // global_batch_size`` steps (or ``trainer.steps_per_epoch``).
     """
-    batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
-    steps = steps or global_order_steps(cfg.train_examples, cfg.global_batch_size)
+    global_batch_size, eval_global_batch_size = world_batches(cfg)
+    batch = per_rank_batch(global_batch_size, shard.count)
+    eval_batch = per_rank_batch(eval_global_batch_size, shard.count)
+    steps = steps or global_order_steps(cfg.train_examples, global_batch_size)
     if steps == 0:
         raise ConfigError(
             f"data.train_examples={cfg.train_examples} is smaller than data.global_batch_size="
@@ -364,11 +366,12 @@ def from_tfds(cfg: DataConfig, shard: Shard, seed: int, steps: Optional[int],
         raise ConfigError(f"data.pipeline is auto but {cfg.name} has no standard pipeline; set data.pipeline to one"
                           f" of {', '.join(sorted(preprocessing.pipelines(224)))}")
     pipeline = preprocessing.pipelines(cfg.image_shape[0])[family]
-    batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
+    global_batch_size, eval_global_batch_size = world_batches(cfg)
+    batch = per_rank_batch(global_batch_size, shard.count)
+    eval_batch = per_rank_batch(eval_global_batch_size, shard.count)
     train_records = tfds_records(builder, cfg.train_split, shard, pipeline.encoded, cfg)
     total = split_size(builder, cfg.train_split)
-    available = steps_per_epoch(total, cfg.global_batch_size, shard.count)
+    available = steps_per_epoch(total, global_batch_size, shard.count)
     if available == 0 and not steps:
         raise ConfigError(f"data.global_batch_size={cfg.global_batch_size} is larger than the {total} examples of"
                           f" {cfg.name}[{cfg.train_split}]; use a smaller global batch")
@@ -442,9 +445,10 @@ def from_function(function: Callable, cfg: DataConfig, shard: Shard, seed: int, 
     train, validation = returned
     _check_pairs(train, "train", cfg.name)
     total = _size(train, "train", cfg.name)
-    batch = per_rank_batch(cfg.global_batch_size, shard.count)
-    eval_batch = per_rank_batch(cfg.eval_global_batch_size, shard.count)
-    available = steps_per_epoch(total, cfg.global_batch_size, shard.count)
+    global_batch_size, eval_global_batch_size = world_batches(cfg)
+    batch = per_rank_batch(global_batch_size, shard.count)
+    eval_batch = per_rank_batch(eval_global_batch_size, shard.count)
+    available = steps_per_epoch(total, global_batch_size, shard.count)
     if available == 0:
         raise ConfigError(f"data.global_batch_size={cfg.global_batch_size} is larger than the {total} training"
                           f" examples of {cfg.name} on {shard.count} ranks; use a smaller global batch")

@@ -25,10 +25,11 @@ import hashlib
 import itertools
 import os
 import random
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import horovod.tensorflow as hvd
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from hvdkeras import compat, horovod_env, log
@@ -130,7 +131,7 @@ def bind_cpus(cpus: Sequence[int]) -> None:
 
 # The cores this process was given before hvdkeras bound it, and the setting: an elastic job binds again
 # from them after its ranks change (:func:`reinit`).
-_launch_cpus: Optional[tuple] = None
+_launch_cpus: Optional[Tuple[int, ...]] = None
 _binding_setting: Optional[str] = None  # None: not bound by init (a GPU host, or no init yet)
 
 
@@ -140,10 +141,10 @@ def launch_cores() -> int:
     return len(_launch_cpus) if _launch_cpus is not None else horovod_env.host_cores()
 
 
-def _bind_local_rank() -> CpuBinding:
-    binding = cpu_binding(_binding_setting, _launch_cpus, shared_cpus(), hvd.local_rank(), hvd.local_size())
-    if binding.cpus or set(allowed_cpus()) != set(_launch_cpus):  # bound, or bound before and no more
-        bind_cpus(binding.cpus or _launch_cpus)
+def _bind_local_rank(setting: str, launch_cpus: Tuple[int, ...]) -> CpuBinding:
+    binding = cpu_binding(setting, launch_cpus, shared_cpus(), hvd.local_rank(), hvd.local_size())
+    if binding.cpus or set(allowed_cpus()) != set(launch_cpus):  # bound, or bound before and no more
+        bind_cpus(binding.cpus or launch_cpus)
     return binding
 
 
@@ -199,7 +200,8 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     budget = thread_budget(launch_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
     applied = set_thread_budget(budget) if gpu is None else False
     _binding_setting = runtime.cpu_binding if gpu is None else None
-    binding = _bind_local_rank() if gpu is None else CpuBinding((), "a GPU host: the rank is pinned to its GPU")
+    binding = (_bind_local_rank(runtime.cpu_binding, _launch_cpus) if gpu is None
+               else CpuBinding((), "a GPU host: the rank is pinned to its GPU"))
     set_seeds(runtime.seed + hvd.rank())
     return ProcessInfo(
         rank=hvd.rank(), size=hvd.size(), local_rank=hvd.local_rank(), local_size=hvd.local_size(),
@@ -212,8 +214,8 @@ def reinit() -> None:
     hvd.shutdown()
     hvd.init()
     reset_cycled_names()
-    if _binding_setting is not None:  # the ranks on this host may have changed: each binds to its new block
-        _bind_local_rank()
+    if _binding_setting is not None and _launch_cpus is not None:  # the ranks on this host may have changed:
+        _bind_local_rank(_binding_setting, _launch_cpus)  # each binds to its new block
 
 
 # --------------------------------------------------------------------------- collectives
@@ -263,25 +265,25 @@ def is_horovod_op_failure(exc: BaseException) -> bool:
     return isinstance(exc, tf.errors.UnknownError) and any(m in (exc.message or "") for m in _HOROVOD_OP_MARKERS)
 
 
-def allreduce_sum(values: np.ndarray, name: str) -> np.ndarray:
+def allreduce_sum(values: npt.ArrayLike, name: str) -> np.ndarray:
     """Element-wise sum over ranks of a float64 array (exact for counts below 2**53)."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
     return hvd.allreduce(tensor, op=hvd.Sum, name=name).numpy()
 
 
-def allreduce_max(values: np.ndarray, name: str) -> np.ndarray:
+def allreduce_max(values: npt.ArrayLike, name: str) -> np.ndarray:
     """Element-wise maximum over ranks of a float64 array."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
     return hvd.allreduce(tensor, op=hvd.Max, name=name).numpy()
 
 
-def broadcast_array(values: np.ndarray, name: str, root_rank: int = ROOT_RANK) -> np.ndarray:
+def broadcast_array(values: npt.ArrayLike, name: str, root_rank: int = ROOT_RANK) -> np.ndarray:
     """Rank ``root_rank``'s float64 array on every rank."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64))
     return hvd.broadcast(tensor, root_rank=root_rank, name=name).numpy()
 
 
-def allgather_array(values: np.ndarray, name: str) -> np.ndarray:
+def allgather_array(values: npt.ArrayLike, name: str) -> np.ndarray:
     """Every rank's float64 vector (the same length on every rank), one row per rank in rank order."""
     tensor = tf.convert_to_tensor(np.asarray(values, dtype=np.float64).reshape(1, -1))
     return hvd.allgather(tensor, name=name).numpy()

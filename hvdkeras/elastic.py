@@ -26,7 +26,7 @@ is Horovod's elastic API, also for scripts of one's own (:mod:`hvdkeras.keras`).
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -84,7 +84,7 @@ class KerasState(ObjectState):
                              f"Received: model={getattr(model, 'name', model)!r} with no variables")
         self.model = model
         self.optimizer = optimizer if optimizer is not None else model.optimizer
-        self._saved: List[Tuple[object, np.ndarray]] = []
+        self._saved: List[Tuple[Any, np.ndarray]] = []  # (Keras or TensorFlow variable, its value)
         super().__init__(bcast_object=lambda obj: distributed.broadcast_object(obj, name="hvdkeras.elastic"),
                          get_rank=distributed.rank, **kwargs)
         self._save_variables()

@@ -98,7 +98,7 @@ def resnet50(input_shape: Tuple[int, ...], num_classes: int, cfg: ModelConfig) -
     return keras.Model(inputs, _classifier(x, num_classes, cfg), name="resnet50_v1_5")
 
 
-class ZeroPadChannels(layers.Layer):
+class ZeroPadChannels(keras.layers.Layer):
     """Appends zero channels: the parameter-free "option A" shortcut of He et al.'s CIFAR ResNets."""
 
     def __init__(self, extra: int, **kwargs):

@@ -141,7 +141,7 @@ class ConfigTask(Task):
             one_loss = make_loss(data.num_classes, config.trainer.label_smoothing)
         else:
             one_loss = self._keras_or_own(config, "trainer.loss", loss, "loss")
-        return {output: one_loss for output in self.outputs} if self._several_outputs() else one_loss
+        return {output: one_loss for output in self.outputs or ()} if self._several_outputs() else one_loss
 
     def _metric_list(self, config, names: Sequence[str]) -> List[Any]:
         built = []
@@ -160,7 +160,7 @@ class ConfigTask(Task):
                 return self._metric_list(config, metrics.get(one, ()))
             return {output: self._metric_list(config, names) for output, names in metrics.items() if names}
         if self._several_outputs():  # Keras 2's rule on both stacks: each output gets the list, its own objects
-            return {output: self._metric_list(config, metrics) for output in self.outputs}
+            return {output: self._metric_list(config, metrics) for output in self.outputs or ()}
         return self._metric_list(config, metrics)
 
     def loss_weights(self, config, data):

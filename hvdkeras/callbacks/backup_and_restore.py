@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 
 import hvdkeras
 from hvdkeras import checkpointing, compat, distributed, log
@@ -127,6 +127,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self._start is None:
             self.restore(self.model)
+        assert self._start is not None  # restore sets it
         epoch, self._batch_offset = self._start
         compat.start_fit_at_epoch(self.model, epoch)
         divergence.start(self.model)
@@ -208,7 +209,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         if self.check_divergence:
             where = f"epoch {epoch + 1}, batch {batch}" if batch else f"the end of epoch {epoch}"
             divergence.check(self.model, f"at {where}, before the preemption checkpoint")
-        outcome = None
+        outcome: Union[str, CheckpointError, None] = None
         if distributed.is_chief():
             try:
                 meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum, metrics=metrics)

@@ -1,6 +1,8 @@
 """Start every rank from rank 0's model and optimizer state."""
 from __future__ import annotations
 
+from typing import Any, Optional, Set
+
 from hvdkeras import compat, distributed
 from hvdkeras.callbacks import divergence
 from hvdkeras.compat import keras
@@ -42,8 +44,8 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         self.root_rank = root_rank
         self.device = device
         self.check_divergence = check_divergence
-        self._local = set()
-        self._optimizer_variable_count = None
+        self._local: Set[Any] = set()
+        self._optimizer_variable_count: Optional[int] = None
         self._after_first_step = False
         if local_variables is None:
             local_variables = []

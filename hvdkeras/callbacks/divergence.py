@@ -198,8 +198,9 @@ def compare(model, where: str) -> None:
         keys = tuple(compat.variable_key(v) for v in state.variables)
         if state.fingerprint is None or state.fingerprint.keys != keys:
             state.fingerprint = Fingerprint(state.variables)
-    variables = state.variables
-    everyone = distributed.allgather_array(state.fingerprint().reshape(-1),
+    variables, fingerprint = state.variables, state.fingerprint
+    assert fingerprint is not None  # made with the variables it compares
+    everyone = distributed.allgather_array(fingerprint().reshape(-1),
                                            name=distributed.cycled_name("hvdkeras.divergence"))
     differs = np.any(everyone != everyone[0], axis=0).reshape(-1, 2).any(axis=1)  # per variable
     if not differs.any():

@@ -25,7 +25,7 @@ and works on any Keras. It costs one multiply over the slots per rate change
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -182,12 +182,18 @@ class LearningRateScheduleCallback(_EpochRangeLearningRate):
         super().__init__(start_epoch, end_epoch, staircase and not schedule, steps_per_epoch, verbose,
                          momentum_correction, initial_batch)
         self.initial_lr = initial_lr
+        self.multiplier: Callable[[float], float]
         if schedule:
-            self.multiplier = lambda epoch: float(multiplier((epoch - self.start_epoch) * self._steps))
+            def scheduled(epoch: float) -> float:
+                assert self._steps, "not staircase: on_train_begin has the steps per epoch or refused to train"
+                return float(multiplier((epoch - self.start_epoch) * self._steps))
+
+            self.multiplier = scheduled
         elif callable(multiplier):
             self.multiplier = multiplier
         else:
-            self.multiplier = lambda epoch, m=float(multiplier): m
+            constant = float(multiplier)
+            self.multiplier = lambda epoch: constant
 
     def lr_at(self, epoch: float) -> float:
         return self.initial_lr * self.multiplier(epoch)

@@ -97,7 +97,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
             raise ValueError(f"batch_frequency must be >= 1 or None; received: batch_frequency={batch_frequency}")
         self.batch_frequency = batch_frequency
         self._in_epoch = False
-        self._train_states = None
+        self._train_states: Optional[List[np.ndarray]] = None
         self._epoch = 0
 
     def set_model(self, model):
@@ -133,7 +133,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         metrics = list(self.model.metrics)
         names = _result_keys(metrics)
         validated = self._train_states is not None
-        train_states = self._train_states if validated else _metric_states(metrics)
+        train_states = self._train_states if self._train_states is not None else _metric_states(metrics)
         val_states = _metric_states(metrics) if validated else []
         others = sorted(k for k in logs if (k[4:] if k.startswith("val_") else k) not in names)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 from hvdkeras import distributed
 from hvdkeras.compat import keras
@@ -23,7 +24,7 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
     def __init__(self, path: str):
         super().__init__()
         self.path = path
-        self._epoch_start = None
+        self._epoch_start: Optional[float] = None
         self._first_epoch = True
 
     def on_train_begin(self, logs=None):

@@ -112,6 +112,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
         values["epoch"] = epoch + 1
         if batch is not None:
             values["batch"] = batch + 1
+        assert self.filepath is not None  # on_train_begin refuses a fit without one
         try:
             return self.filepath.format(**values)
         except (KeyError, IndexError, ValueError) as exc:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
+
+import numpy as np
 
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again later", distinct from a failure (1, 2) and a kill (137, 143)
 
@@ -93,7 +95,7 @@ class StopAgreement:
     ("a tensor with the same name ... is currently being processed").
     """
 
-    def __init__(self, reduce: Callable[[Sequence[float], str], Sequence[float]], is_root: bool,
+    def __init__(self, reduce: Callable[[Sequence[float], str], Union[Sequence[float], np.ndarray]], is_root: bool,
                  names: Optional[Callable[[], str]] = None, interval_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic):
         self.reduce = reduce

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 
@@ -50,11 +50,11 @@ class ThroughputLogger(keras.callbacks.Callback):
         super().__init__()
         self.unit = unit
         self.batch_size = batch_size
-        self._start = None
-        self._train_end = None
-        self._examples = None
-        self._batch_start = None
-        self._batch_times = []
+        self._start: Optional[float] = None
+        self._train_end: Optional[float] = None
+        self._examples: Optional[float] = None
+        self._batch_start: Optional[float] = None
+        self._batch_times: List[float] = []
         self._cpu_start = self._cpu_end = 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -85,7 +85,7 @@ class ThroughputLogger(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._stop_clock()
-        if self._start is None:
+        if self._start is None or self._train_end is None:  # the clock stops whenever it started
             return
         train_time = max(self._train_end - self._start, 1e-9)
         rate = (self._examples or 0.0) / train_time

@@ -28,8 +28,9 @@ def data_config_for(cfg: config_lib.Config, initial_size: int, size: int) -> con
     initial = scaling.for_world(cfg.data, initial_size)
     if cfg.elastic.on_resize == "keep_global_batch":
         return initial
-    per_rank = initial.global_batch_size // initial_size
-    eval_per_rank = initial.eval_global_batch_size // initial_size
+    global_batch_size, eval_global_batch_size = scaling.world_batches(initial)
+    per_rank = global_batch_size // initial_size
+    eval_per_rank = eval_global_batch_size // initial_size
     return dataclasses.replace(initial, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
 
 
@@ -75,7 +76,7 @@ class ElasticDriver:
         data_cfg = data_config_for(cfg, self.initial_size, size)
         config_lib.validate_for_world(dataclasses.replace(cfg, data=data_cfg), size)
         self.data = trainer.data_for_world(data_cfg, rank, size)
-        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, data_cfg.global_batch_size)
+        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.world_batches(data_cfg)[0])
         trainer.preflight(self.data, scaled_lr)
         epoch, batch = checkpointing.next_position(state.epoch, state.batch, self.data.steps_per_epoch)
         log.info(f"rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"

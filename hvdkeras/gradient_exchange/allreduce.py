@@ -75,7 +75,8 @@ def allreduce_gradients(grads: Sequence, variables: Optional[Sequence] = None,
     common = dict(op=options.op, prescale_factor=prescale, postscale_factor=postscale,
                   compression=options.compression, device_dense=options.device_dense,
                   device_sparse=options.device_sparse, process_set=options.process_set)
-    sent, kept = [], []
+    sent: List[int] = []
+    kept: List[int] = []
     # Backward order: the last variables' gradients are computed first.
     for i in reversed(range(len(out))):
         if out[i] is None or (keys[i] is not None and keys[i] in skip):
@@ -90,13 +91,13 @@ def allreduce_gradients(grads: Sequence, variables: Optional[Sequence] = None,
         for i in dense:
             out[i] = hvd.allreduce(out[i], name=f"{prefix}.grad.{i}", **common)
     else:
-        if isinstance(groups, list):
+        if isinstance(groups, int):
+            runs = split_groups(dense, groups) if dense else []
+        else:  # lists of variables (the options made every sequence a list)
             position = {keys[i]: i for i in dense}
             runs = [[position.pop(compat.variable_key(v)) for v in group if compat.variable_key(v) in position]
                     for group in groups]
             runs = [run for run in runs if run] + [[i] for i in dense if i in position.values()]
-        else:
-            runs = split_groups(dense, groups) if dense else []
         for g, members in enumerate(runs):
             reduced = hvd.grouped_allreduce([out[i] for i in members], name=f"{prefix}.grads.{g}", **common)
             for i, r in zip(members, reduced):

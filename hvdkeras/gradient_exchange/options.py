@@ -55,7 +55,7 @@ class ExchangeOptions:
             raise ValueError(f"gradient_predivide_factor must be > 0; received: {self.gradient_predivide_factor}")
         if int(self.backward_passes_per_step) < 1:
             raise ValueError(f"backward_passes_per_step must be >= 1; received: {self.backward_passes_per_step}")
-        groups = self.groups
+        groups: Any = self.groups  # as given: checked and normalised here
         if isinstance(groups, (list, tuple)):
             if not all(isinstance(g, (list, tuple)) for g in groups):
                 raise ValueError("groups must be a number of groups or a list of lists of variables; received: "
