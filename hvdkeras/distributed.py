@@ -1,7 +1,11 @@
-"""The one place that talks to Horovod's process state.
+"""The one place that talks to Horovod's process state: its initialisation, the rank and the number of ranks.
 
 Everything else in hvdkeras that runs inside a rank asks this module for the rank, the number of ranks,
-whether it is the chief, and for collectives. Only Horovod's plain TensorFlow ops
+whether it is the chief, and for the collectives of its own bookkeeping; the gradient exchange and the
+Estimator's graph hooks call Horovod's ops themselves. The exceptions are Horovod's names that
+:mod:`hvdkeras.keras` and :mod:`hvdkeras.tensorflow` re-export for your scripts, :mod:`hvdkeras.log`
+(it reads the rank of a Horovod already imported, without importing TensorFlow) and the build's smoke
+check, a program of its own. Only Horovod's plain TensorFlow ops
 (``allreduce``, ``broadcast``, ``broadcast_object``) are used here, never its Keras
 layer, so this module works unchanged on any Keras version Horovod's ops run on.
 
@@ -48,7 +52,7 @@ from hvdkeras.horovod_env import (
     thread_budget,
 )
 
-__all__ = ["ROOT_RANK", "ProcessInfo", "init", "rank", "size", "local_rank", "local_size", "is_chief",
+__all__ = ["ROOT_RANK", "ProcessInfo", "init", "init_horovod", "rank", "size", "local_rank", "local_size", "is_chief",
            "pin_local_gpu", "bind_cpus", "launch_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
            "allreduce_max",
            "broadcast_array", "allgather_array", "any_rank", "root_decides", "allgather_object", "agree_min",
@@ -58,6 +62,12 @@ ROOT_RANK = 0
 
 
 # --------------------------------------------------------------------------- process state
+
+
+def init_horovod() -> None:
+    """``hvd.init()`` alone, without :func:`init`'s environment, pinning, threads and seeds: the Estimator API,
+    whose session config pins and budgets each rank (:func:`hvdkeras.estimator.session_config`)."""
+    hvd.init()
 
 
 def rank() -> int:

@@ -80,14 +80,14 @@ v1 = tf.compat.v1
 
 
 def session_config(runtime: RuntimeConfig = RuntimeConfig(), num_gpus: Optional[int] = None,
-                   local_rank: Optional[int] = None, local_size: Optional[int] = None) -> "v1.ConfigProto":
+                   local_rank: Optional[int] = None, local_size: Optional[int] = None) -> tf.compat.v1.ConfigProto:
     """The session config of this rank: its local GPU only, or its CPU thread budget.
 
     ``num_gpus`` defaults to the GPUs TensorFlow finds; tests pass a number to check
     the rule on CPU-only machines.
     """
-    local_rank = hvd.local_rank() if local_rank is None else local_rank
-    local_size = hvd.local_size() if local_size is None else local_size
+    local_rank = distributed.local_rank() if local_rank is None else local_rank
+    local_size = distributed.local_size() if local_size is None else local_size
     if num_gpus is None:
         num_gpus = len(tf.config.list_physical_devices("GPU"))
     config = v1.ConfigProto()
@@ -120,7 +120,7 @@ def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
 # --------------------------------------------------------------------------- hooks
 
 
-class SumMetricStatesHook(v1.train.SessionRunHook):
+class SumMetricStatesHook(tf.compat.v1.train.SessionRunHook):
     """At the end of an evaluation, replaces every metric state variable by its sum over ranks.
 
     Runs before Estimator reads the metric values (its final-ops hook comes last),
@@ -179,8 +179,8 @@ class HorovodEstimator:
             raise ValueError("give exactly one of model_fn or keras_model")
         if model_dir is None:
             raise ValueError("model_dir is required: rank 0 keeps its checkpoints and summaries there")
-        hvd.init()
-        self.rank, self.size = hvd.rank(), hvd.size()
+        distributed.init_horovod()
+        self.rank, self.size = distributed.rank(), distributed.size()
         self.model_dir = model_dir  # rank 0's, the one that matters
         if self.rank == distributed.ROOT_RANK:
             own_dir = model_dir
@@ -238,6 +238,7 @@ class HorovodEstimator:
         start = int(distributed.broadcast_array([_latest_step(self.own_model_dir)], name="hvdkeras.est_step",
                                                 root_rank=distributed.ROOT_RANK)[0])
         last = start + steps if steps is not None else max_steps
+        assert last is not None  # one of the two was given
         if start >= last:  # decided together: no rank waits in a broadcast the others skip
             return self
         self.estimator.train(self._wrap_input_fn(input_fn), max_steps=last,
@@ -338,7 +339,7 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
     # hvd.init (cycle time, fusion, stall inspector, timeline, autotune), then pinning, threads and seeds
     distributed.init(cfg.runtime, horovod_cfg=cfg.horovod, workdir=workdir)
     v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank
-    rank, size = hvd.rank(), hvd.size()
+    rank, size = distributed.rank(), distributed.size()
     config_lib.validate_for_world(cfg, size)
     if rank == 0:
         save_config(cfg, files.config)

@@ -30,6 +30,8 @@ PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again later", distinct from a failure (
 class Preempted(SystemExit):
     """Leaves ``fit`` (and the process, if uncaught) with status :data:`PREEMPTED_EXIT`."""
 
+    code: int  # PREEMPTED_EXIT (SystemExit's code may be any status)
+
     def __init__(self, line: str):
         super().__init__(PREEMPTED_EXIT)
         self.line = line

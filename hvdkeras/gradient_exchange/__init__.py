@@ -18,6 +18,8 @@ This is the only module besides :mod:`hvdkeras.compat` that reads the Keras vers
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 import horovod.tensorflow as hvd
 
 from hvdkeras import compat, distributed
@@ -26,6 +28,7 @@ from hvdkeras.gradient_exchange.options import ExchangeOptions
 from hvdkeras.gradient_exchange.tape import DistributedGradientTape, PartialDistributedGradientTape
 from hvdkeras.horovod_env import resolve_compression
 
+_exchange: ModuleType  # keras3 or keras2, by the stack
 if compat.KERAS_3:
     from hvdkeras.gradient_exchange import keras3 as _exchange
 else:

@@ -39,7 +39,7 @@ others skipped).
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -56,7 +56,7 @@ def is_distributed(optimizer) -> bool:
     return bool(getattr(optimizer, _MARK, False))
 
 
-def distributed_class(base: type, options: ExchangeOptions = ExchangeOptions()) -> type:
+def distributed_class(base: Any, options: ExchangeOptions = ExchangeOptions()) -> Any:
     """The subclass of the Keras 3 optimizer class ``base`` whose ``apply`` first combines the gradients over ranks.
 
     It has ``base``'s name and module (Horovod's convention), so a model saved with it

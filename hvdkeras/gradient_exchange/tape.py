@@ -13,7 +13,7 @@ a distributed optimizer that applies them does not average them again.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple, Type
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
@@ -25,7 +25,7 @@ from hvdkeras.gradient_exchange.options import ExchangeOptions
 
 # Executing eagerly: one traced exchange per (options, variables, local variables), as Horovod caches its own.
 _EAGER_EXCHANGES: Dict[Tuple, Any] = {}
-_tape_classes: Dict[type, type] = {}
+_tape_classes: Dict[type, Type[_Distributed]] = {}
 
 
 def _options_key(options: ExchangeOptions) -> Tuple:
@@ -53,6 +53,7 @@ def _exchange(grads: List, sources: List, options: ExchangeOptions, local: froze
 class _Distributed:
     """The methods every distributed tape adds to the class of the tape it wraps."""
 
+    _hvd_base: Any  # the tf.GradientTape class it wraps
     _hvd_options: ExchangeOptions
     _hvd_local: set
 
@@ -81,7 +82,7 @@ class _Distributed:
         return local, [(s, g) for s, g in pairs if compat.variable_key(s) not in self._hvd_local]
 
 
-def _tape_class(base: type) -> type:
+def _tape_class(base: type) -> Type[_Distributed]:
     cls = _tape_classes.get(base)
     if cls is None:
         cls = _tape_classes[base] = type(base.__name__, (_Distributed, base), {"_hvd_base": base,

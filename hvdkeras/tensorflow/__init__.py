@@ -112,7 +112,8 @@ if compat.KERAS_3:
             "across ranks. Use keras.layers.BatchNormalization (hvdkeras' AverageModelStatisticsCallback averages the "
             "moving statistics at each epoch end), or the keras2 stack")
 else:
-    from horovod.tensorflow import SyncBatchNormalization  # noqa: F401
+    # Horovod's layer where Keras 3 has the function above (one name, two kinds: mypy's no-redef).
+    from horovod.tensorflow import SyncBatchNormalization  # type: ignore[no-redef]  # noqa: F401
 
 allreduce = _on_tf_values(_hvd.allreduce)
 grouped_allreduce = _on_tf_values(_hvd.grouped_allreduce)
