@@ -16,6 +16,8 @@ LAUNCHER ?= gloo
 CONFIG   ?= configs/digits.yaml
 WORKDIR  ?= runs/digits
 PY       := $(VENV)/bin/python
+# mypy's cache beside each stack's packages: the stacks' NumPy and Matplotlib differ.
+MYPY     := $(VENV)/bin/mypy --cache-dir $(VENV)/.mypy_cache
 # Horovod is built with MPI when OpenMPI is installed: the stamp records which build this venv has.
 MPI      := $(if $(shell command -v mpicxx 2>/dev/null),mpi,gloo-only)
 STAMP    := $(VENV)/.hvdkeras-installed-$(MPI)
@@ -75,12 +77,15 @@ test:
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
 	$(VENV)/bin/ruff check .
+	$(MYPY)
 	$(PY) -m pytest -q -rs --durations=5 -n 2 tests/unit
 	$(PY) -m pytest -q -rs --durations=0 --durations-min=1 tests/distributed
 
-# ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks.
+# ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks; then mypy
+# (its [tool.mypy]): the package, strict on the layer without TensorFlow, clean on every stack.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(MYPY)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -rs -n 2 tests/unit

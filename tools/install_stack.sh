@@ -42,7 +42,7 @@ echo "[install] pinned stack $STACK (stacks/$STACK/constraints.txt)"
 # The direct requirements, Horovod's own dependencies and the build/test tools;
 # every version comes from the constraints.
 pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" \
-  wheel setuptools "cmake<4" pytest pytest-xdist ruff cloudpickle psutil packaging
+  wheel setuptools "cmake<4" pytest pytest-xdist ruff mypy types-PyYAML types-psutil cloudpickle psutil packaging
 
 echo "[install] hvdkeras (editable)"
 pip_run install -q --no-deps --no-build-isolation -e "$HERE"
