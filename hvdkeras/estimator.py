@@ -62,15 +62,15 @@ if compat.estimator_unavailable():
     raise ImportError(compat.estimator_unavailable())
 _ESTIMATOR = tf.estimator
 
-import horovod.tensorflow as hvd  # noqa: E402
+import horovod.tensorflow as hvd
 
-from hvdkeras import config as config_lib  # noqa: E402
-from hvdkeras import data as data_lib  # noqa: E402
-from hvdkeras import distributed, horovod_env, log, optimizers, scaling, schedules, tasks  # noqa: E402
-from hvdkeras.config import HorovodConfig, RuntimeConfig  # noqa: E402
-from hvdkeras.errors import ConfigError  # noqa: E402
-from hvdkeras.gradient_exchange.compression import horovod_compression  # noqa: E402
-from hvdkeras.workdir import Workdir, append_metrics, save_config  # noqa: E402
+from hvdkeras import config as config_lib
+from hvdkeras import data as data_lib
+from hvdkeras import distributed, horovod_env, log, optimizers, scaling, schedules, tasks
+from hvdkeras.config import HorovodConfig, RuntimeConfig
+from hvdkeras.errors import ConfigError
+from hvdkeras.gradient_exchange.compression import horovod_compression
+from hvdkeras.workdir import Workdir, append_metrics, save_config
 
 tf_estimator = _ESTIMATOR
 v1 = tf.compat.v1

@@ -20,13 +20,13 @@ from typing import Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
-from hvdkeras import config as config_lib  # noqa: E402
+from hvdkeras import config as config_lib
 from hvdkeras import (
-    log,  # noqa: E402
-    workdir_guard,  # noqa: E402
+    log,
+    workdir_guard,
 )
-from hvdkeras.errors import CheckpointError, HvdkerasError  # noqa: E402
-from hvdkeras.workdir import Workdir  # noqa: E402
+from hvdkeras.errors import CheckpointError, HvdkerasError
+from hvdkeras.workdir import Workdir
 
 
 def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float], str]:

@@ -16,17 +16,17 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep its C++ chatter out
 
-from absl import app, flags  # noqa: E402
+from absl import app, flags
 
-from hvdkeras import config as config_lib  # noqa: E402
+from hvdkeras import config as config_lib
 from hvdkeras import (
-    log,  # noqa: E402
-    workdir_guard,  # noqa: E402
+    log,
+    workdir_guard,
 )
-from hvdkeras.errors import HvdkerasError, SetupError  # noqa: E402
-from hvdkeras.horovod_env import launcher_rank  # noqa: E402
-from hvdkeras.launch import cli as dry_run  # noqa: E402
-from hvdkeras.workdir import check_writable  # noqa: E402
+from hvdkeras.errors import HvdkerasError, SetupError
+from hvdkeras.horovod_env import launcher_rank
+from hvdkeras.launch import cli as dry_run
+from hvdkeras.workdir import check_writable
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", None, "YAML config file (see configs/).")

@@ -23,7 +23,7 @@ from keras.models import Sequential
 import hvdkeras.keras as hvd  # was: import horovod.keras as hvd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import offline_mnist  # noqa: E402
+import offline_mnist
 
 parser = argparse.ArgumentParser(description="Keras MNIST Example")
 parser.add_argument("--batch-size", type=int, default=128, metavar="N", help="input batch size for training")

@@ -19,7 +19,7 @@ import tensorflow as tf
 import hvdkeras.keras as hvd  # was: import horovod.tensorflow.keras as hvd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import offline_mnist  # noqa: E402
+import offline_mnist
 
 parser = argparse.ArgumentParser(description="Tensorflow 2.0 Keras MNIST Example")
 parser.add_argument("--use-mixed-precision", action="store_true", default=False,

@@ -22,7 +22,7 @@ import tensorflow as tf
 import hvdkeras.tensorflow as hvd  # was: import horovod.tensorflow as hvd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import offline_mnist  # noqa: E402
+import offline_mnist
 
 
 def optimizer_variables(opt):

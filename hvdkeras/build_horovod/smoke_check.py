@@ -13,9 +13,9 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import horovod.tensorflow as hvd  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import horovod.tensorflow as hvd
+import numpy as np
+import tensorflow as tf
 
 
 def value(r):

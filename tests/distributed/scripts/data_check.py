@@ -16,10 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tiny_tfds  # noqa: E402  (registers the hvdkeras_tiny builder)
+import tiny_tfds  # registers the hvdkeras_tiny builder
 
-from hvdkeras import config as config_lib  # noqa: E402
-from hvdkeras import data  # noqa: E402
+from hvdkeras import config as config_lib
+from hvdkeras import data
 
 mode = sys.argv[1]
 hvd.init()

@@ -38,7 +38,7 @@ from hvdkeras import data as data_lib
 from hvdkeras import trainer as trainer_lib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import training_paths  # noqa: E402  (this directory's module)
+import training_paths  # this directory's module
 
 keras = compat.keras
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -50,11 +50,11 @@ def recording_ckpt_write(self, file_prefix, *args, **kwargs):
 
 tf.train.Checkpoint.write = recording_ckpt_write
 
-import tiny_tfds  # noqa: E402,F401  (registers the hvdkeras_tiny TFDS builder for data tests)
+import tiny_tfds  # noqa: F401  (registers the hvdkeras_tiny TFDS builder for data tests)
 
-from hvdkeras import config as config_lib  # noqa: E402
-from hvdkeras import data as data_lib  # noqa: E402
-from hvdkeras.trainer import Trainer  # noqa: E402
+from hvdkeras import config as config_lib
+from hvdkeras import data as data_lib
+from hvdkeras.trainer import Trainer
 
 cfg = config_lib.load(config_path, overrides)
 trainer = Trainer.from_config(cfg, workdir)
