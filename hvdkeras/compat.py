@@ -327,8 +327,8 @@ def trace_horovod_without_autograph() -> None:
     branches on tensors are explicit ``tf.cond``, so autograph's conversion adds
     nothing to the graph. It still costs time at every job's start: on Keras 2 the
     traced step reaches Horovod's ``allreduce_grads``, ``allreduce`` and their helpers,
-    and converting them took about 0.7 s of a two-rank digits job's 6.8 s (measured on
-    2 cores). The rule is added to autograph's table (``CONVERSION_RULES``, where
+    and converting them is a noticeable part of a short job
+    (docs/performance.md#figures-behind-defaults). The rule is added to autograph's table (``CONVERSION_RULES``, where
     TensorFlow lists its own and Keras' modules) once; a TensorFlow without that table
     is left as it is.
     """

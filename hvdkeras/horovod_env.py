@@ -66,11 +66,9 @@ def thread_budget(cores: int, ranks_on_host: int, intra_op: Optional[int] = None
 
     At least two inter-op threads: with one, the op that hands a ready gradient to Horovod waits in
     that thread's queue behind the backward pass's compute ops, so the exchange starts late and
-    overlaps little. Measured in the lab (MobileNetV2 224, batch 16, one core per host, fp32
-    gradients at the GPU-equivalent 230 Mbit/s, three rounds): one inter-op thread 22.6-30.2
-    images/s, exposed communication 0.14 s a step (median); two 32.3-34.4 images/s, 0.05 s, at 0.96
-    of the communication-free ceiling. On one host (two ranks on two cores) the two are level. The
-    second thread mostly waits: it adds no compute of its own.
+    overlaps little; with two it overlaps the backward pass, and on one host the two are level
+    (docs/performance.md#the-fp32-rows-and-the-inter-op-threads). The second thread mostly waits:
+    it adds no compute of its own.
     """
     intra = intra_op if intra_op is not None else max(1, cores // max(1, ranks_on_host))
     inter = inter_op if inter_op is not None else max(2, intra // 4)
@@ -160,10 +158,8 @@ def cpu_binding(setting: str, allowed: Sequence[int], shared: Sequence[int], loc
     ``taskset``) is kept. The thread budget is computed from ``n`` first, so each rank's intra-op threads
     match its block. Why: unbound, the ranks' compute threads, Horovod's background threads and
     TensorFlow's inter-op threads migrate between the cores, and the ranks wait for each other at
-    every step; bound, each rank keeps its core. Measured on one host, two ranks on two cores
-    (MobileNetV2 224, batch 16, fp32 gradients, three rounds side by side): unbound 29.7-31.1
-    images/s, bound 34.2-36.0, against a communication-free ceiling of 35.1 unbound, 37.1 bound
-    (docs/performance.md).
+    every step; bound, each rank keeps its core, and the ranks train faster
+    (docs/performance.md#one-host-cpu-binding).
     """
     shared = tuple(sorted(shared))
     n, k = len(shared), max(1, ranks_on_host)

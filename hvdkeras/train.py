@@ -52,8 +52,9 @@ def _leave_after_preemption(status: int) -> None:
 
     Rank 0's checkpoint is written and its process is gone (the preemption callback waited for
     that), so nothing is left to coordinate; Horovod's shutdown would wait on the departed peer
-    until the launcher kills this rank (status 137 after horovodrun's grace, seen in a fresh-clone
-    run). The command line owns the process, so it may end it like this; the library does not.
+    until the launcher kills this rank (status 137 after horovodrun's grace:
+    docs/reliability.md#preemption-in-detail). The command line owns the process, so it may end it
+    like this; the library does not.
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -141,9 +142,8 @@ def run():
 def _quick_teardown() -> None:
     """Spares the ending process the interpreter's last garbage collection (``gc.freeze``).
 
-    With TensorFlow loaded, that collection walks TensorFlow's object graph for about 0.7 s
-    (this machine: 0.69 s from the last line to the exit of a process that only imported
-    TensorFlow, 0.05 s with the freeze), on every rank at the end of every run. Everything
+    With TensorFlow loaded, that collection walks TensorFlow's object graph, on every rank at
+    the end of every run (its cost: docs/performance.md#figures-behind-defaults). Everything
     the run writes is written and closed before this (checkpoints, the export, metrics.jsonl, the
     Keras callbacks' writers at ``on_train_end``); the teardown itself still runs (``atexit``,
     Horovod's shutdown, the flush of stdout and stderr, each module's objects released by

@@ -61,8 +61,8 @@ class DataConfig:
     # tf.data: parallel map calls (-1: autotune), prefetch depth in batches (-1: autotune, 0: none),
     # autotuning, deterministic order, private thread pool size (null: the rank's intra-op threads).
     # Autotuning is off by default: its thread holds an iterator's end (fit's, each validation pass's) until its
-    # next optimization, up to 60 s, in TensorFlow 2.15-2.21; without it -1 means the thread pool's size (at most
-    # 16) and a prefetch buffer that grows while training waits, the same input rate here (docs/performance.md).
+    # next optimization; without it -1 means the thread pool's size (at most 16) and a prefetch buffer that grows
+    # while training waits, at the same input rate (docs/performance.md#figures-behind-defaults).
     parallel_calls: int = -1
     prefetch: int = -1
     autotune: bool = False
@@ -204,15 +204,13 @@ class HorovodConfig:
     # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
     stall_warning_seconds: int = 60
     stall_shutdown_seconds: int = 0
-    # Horovod's runtime knobs, set before hvd.init(). cycle_time_ms null: Horovod's own 1 ms (measured
-    # here against 10 ms: the digits job trained in 0.70-0.77 of the time in five rounds of six, and
-    # the lab's rows were level or ahead; docs/guarantees.md). fusion_threshold_mb null: Horovod's own
-    # default; an explicit value crashes
-    # Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
+    # Horovod's runtime knobs, set before hvd.init(). cycle_time_ms null: Horovod's own 1 ms, ahead of 10 ms
+    # (docs/performance.md#figures-behind-defaults). fusion_threshold_mb null: Horovod's own default; an
+    # explicit value crashes Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
     cycle_time_ms: Optional[float] = None
     # A rank with no tensor pending waits up to this long for one to be enqueued instead of
     # coordinating with the others every cycle (hvdkeras's Horovod build, patch 0008; 0: Horovod's
-    # own loop). Measured in the lab, one core per host: see docs/performance.md, "Idle cycles".
+    # own loop). Measured in the lab, one core per host: docs/performance.md#idle-cycles.
     idle_wait_ms: float = 50.0
     fusion_threshold_mb: Optional[int] = None
     cache_capacity: int = 1024
