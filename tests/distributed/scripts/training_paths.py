@@ -3,9 +3,9 @@
 Imported by ``same_training.py`` (run on 1 and on 2 ranks): each case trains the same small
 model from the same weights for ``STEPS`` batches of the global batch of 64 (1 x 64 or
 2 x 32) and returns its weights. Data-parallel training is right on a path when two ranks
-end with one process's weights. The cases, with ``hvdkeras.keras as hvd``:
+end with one process's weights (``model.fit``'s own step is ``same_training.py``'s part 2). The
+cases, with ``hvdkeras.keras as hvd``:
 
-* ``fit``: ``model.fit``'s own step, ``hvd.DistributedOptimizer``;
 * ``apply_gradients``: keras.io's custom ``train_step`` (its own tape, then
   ``self.optimizer.apply_gradients``), also with ``backward_passes_per_step=2``
   (``apply_gradients_accumulated``) and under a ``LossScaleOptimizer`` (``apply_gradients_loss_scale``);
@@ -109,13 +109,6 @@ def _dataset(batches):
     return tf.data.Dataset.from_tensor_slices((xs, ys))
 
 
-def _fit(batches):
-    model = keras.Sequential(_layers())
-    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(LR)), loss=LOSS)
-    model.fit(_dataset(batches), epochs=1, steps_per_epoch=STEPS, verbose=0)
-    return model
-
-
 def _tape_loop(batches, optimizer, eager=False, **tape_args):
     model = keras.Sequential(_layers())
 
@@ -144,7 +137,6 @@ def run(rank, size):
     batches = _batches(rank, size)
     sgd = keras.optimizers.SGD
     cases = {
-        "fit": lambda: _fit(batches),
         "apply_gradients": lambda: _custom_step(batches, "apply_gradients", hvd.DistributedOptimizer(sgd(LR))),
         "apply_gradients_accumulated": lambda: _custom_step(
             batches, "apply_gradients", hvd.DistributedOptimizer(sgd(LR), backward_passes_per_step=2)),
