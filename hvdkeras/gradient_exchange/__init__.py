@@ -24,7 +24,7 @@ import horovod.tensorflow as hvd
 
 from hvdkeras import compat, distributed
 from hvdkeras.gradient_exchange.compression import COMPRESSIONS
-from hvdkeras.gradient_exchange.options import ExchangeOptions
+from hvdkeras.gradient_exchange.options import ExchangeOptions, local_layer_list
 from hvdkeras.gradient_exchange.tape import DistributedGradientTape, PartialDistributedGradientTape
 from hvdkeras.horovod_env import resolve_compression
 
@@ -97,16 +97,11 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sp
     are looked up when the gradients are first applied, so layers built lazily (by the
     first step) are local too.
     """
-    if local_layers is None:
-        local_layers = []
-    elif isinstance(local_layers, compat.keras.layers.Layer):
-        local_layers = [local_layers]
-    elif not all(isinstance(layer, compat.keras.layers.Layer) for layer in local_layers):
-        raise ValueError(f"local_layers must be Keras layers; received: {local_layers!r}")
+    local_layers = local_layer_list(local_layers)
     optimizer = DistributedOptimizer(
         optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
         sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
         backward_passes_per_step=backward_passes_per_step, average_aggregated_gradients=average_aggregated_gradients,
         groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
-    _exchange.add_local_layers(optimizer, list(local_layers))
+    _exchange.add_local_layers(optimizer, local_layers)
     return optimizer

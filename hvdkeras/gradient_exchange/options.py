@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence, Union
 
 import horovod.tensorflow as hvd
 
+from hvdkeras import compat
 from hvdkeras.gradient_exchange.compression import horovod_compression
 
 
@@ -73,3 +74,14 @@ class ExchangeOptions:
         if self.op == hvd.Average:
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
+
+
+def local_layer_list(local_layers) -> list:
+    """``local_layers`` (``None``, one Keras layer or several) as a list; raises ``ValueError`` naming anything else."""
+    if local_layers is None:
+        return []
+    if isinstance(local_layers, compat.keras.layers.Layer):
+        return [local_layers]
+    if not all(isinstance(layer, compat.keras.layers.Layer) for layer in local_layers):
+        raise ValueError(f"local_layers must be Keras layers; received: {local_layers!r}")
+    return list(local_layers)

@@ -21,7 +21,7 @@ import tensorflow as tf
 from hvdkeras import compat
 from hvdkeras.gradient_exchange import averaged
 from hvdkeras.gradient_exchange.allreduce import allreduce_gradients, keys_of
-from hvdkeras.gradient_exchange.options import ExchangeOptions
+from hvdkeras.gradient_exchange.options import ExchangeOptions, local_layer_list
 
 # Executing eagerly: one traced exchange per (options, variables, local variables), as Horovod caches its own.
 _EAGER_EXCHANGES: Dict[Tuple, Any] = {}
@@ -127,12 +127,7 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", 
                                    process_set=hvd.global_process_set, local_layers=None,
                                    scale_local_gradients=True):
     """:func:`DistributedGradientTape` whose ``local_layers``' trainable variables keep their gradients local."""
-    if local_layers is None:
-        local_layers = []
-    elif isinstance(local_layers, compat.keras.layers.Layer):
-        local_layers = [local_layers]
-    elif not all(isinstance(layer, compat.keras.layers.Layer) for layer in local_layers):
-        raise ValueError(f"local_layers must be Keras layers; received: {local_layers!r}")
+    local_layers = local_layer_list(local_layers)
     tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
                                    gradient_predivide_factor, num_groups, groups, process_set,
                                    scale_local_gradients)
