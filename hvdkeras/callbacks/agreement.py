@@ -18,6 +18,7 @@ class TerminateOnNaN(keras.callbacks.TerminateOnNaN):
     """
 
     def on_batch_end(self, batch, logs=None):
+        """Runs Keras' check on this rank's loss, then stops every rank if any rank saw an invalid loss."""
         local = bool(self.model.stop_training)
         super().on_batch_end(batch, logs)  # Keras' check on this rank's loss
         saw_nan = bool(self.model.stop_training) and not local
@@ -38,6 +39,7 @@ class EarlyStopping(keras.callbacks.EarlyStopping):
     """
 
     def on_epoch_end(self, epoch, logs=None):
+        """Takes Keras' decision, then makes rank 0's decision (and its restored weights) every rank's."""
         super().on_epoch_end(epoch, logs)
         stop = distributed.root_decides(self.model.stop_training, name="hvdkeras.early_stopping")
         if stop and not self.model.stop_training:
@@ -55,6 +57,7 @@ class ReduceLROnPlateau(keras.callbacks.ReduceLROnPlateau):
     """
 
     def on_epoch_end(self, epoch, logs=None):
+        """Takes Keras' decision, then sets rank 0's learning rate on every rank and logs it as ``lr``."""
         super().on_epoch_end(epoch, logs)
         lr = compat.get_learning_rate(self.model.optimizer)
         agreed = float(distributed.broadcast_array([lr], name="hvdkeras.reduce_lr_on_plateau")[0])

@@ -71,6 +71,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         return compat.optimizer_variables(self.model.optimizer)
 
     def on_train_begin(self, logs=None):
+        """Builds the optimizer's slots and broadcasts the model and optimizer variables before step one."""
         divergence.start(self.model)
         divergence.exclude(self.model, self._local)
         self._optimizer_variable_count = None
@@ -86,6 +87,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         self._optimizer_variable_count = len(opt_vars)
 
     def on_train_batch_end(self, batch, logs=None):
+        """After the first step, broadcasts what that step created (lazily built weights or optimizer slots)."""
         if self._after_first_step:
             self._after_first_step = False
             self._broadcast(self.model.variables)
@@ -99,5 +101,6 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         self._optimizer_variable_count = None  # checked once, after the first step
 
     def on_epoch_end(self, epoch, logs=None):
+        """Compares the ranks' trainable weights (``check_divergence``)."""
         if self.check_divergence:
             divergence.check(self.model, f"at the end of epoch {epoch + 1}")

@@ -39,7 +39,9 @@ def default_callbacks(
     profile_batches: Optional[Sequence[int]] = None,
     check_divergence: bool = True,
 ) -> List[keras.callbacks.Callback]:
-    """Returns, in order (each only if asked for):
+    """Builds the recommended callback list for ``model.fit``, in the order that makes it correct.
+
+    The list holds, in this order (each only if asked for):
 
     1. ``BroadcastGlobalVariablesCallback``: the same start on every rank.
     2. ``DivergenceGuard`` (``check_divergence``): at every epoch end, weights that differ
@@ -47,24 +49,49 @@ def default_callbacks(
     3. ``AverageModelStatisticsCallback``: batch-norm statistics agree.
     4. ``MetricAverageCallback``: everything after it reads global metrics.
     5. ``TerminateOnNaN``: a NaN on any rank stops all ranks at the same batch.
-    6. ``LearningRateWarmupCallback(initial_lr, warmup_epochs)`` (``initial_lr`` is the
-       scaled rate) and, from ``warmup_epochs`` on,
-       ``LearningRateScheduleCallback(initial_lr, lr_schedule)``: ``lr_schedule`` is a
-       multiplier (number, function of the epoch, or Keras ``LearningRateSchedule``).
+    6. ``LearningRateWarmupCallback(initial_lr, warmup_epochs)`` and, from ``warmup_epochs`` on,
+       ``LearningRateScheduleCallback(initial_lr, lr_schedule)``.
     7. ``ThroughputLogger``: examples per second in the logs.
     8. Rank 0 only: ``ProgbarLogger``, ``TensorBoard(tensorboard_dir)``,
        ``ProfileBatches(profile_dir, profile_batches)``, ``JsonlMetricsLogger(metrics_file)``.
-    9. ``BackupAndRestore(backup)`` (a directory, or your own instance): resume on every rank.
+    9. ``BackupAndRestore(backup)``: resume on every rank.
 
     This docstring is the one description of the order; the trainer uses this list.
-    ``initial_batch``: the first epoch of the coming ``fit`` starts at that batch
-    (a run resumed mid-epoch); the learning-rate callbacks count from it.
     Pass ``verbose=1`` (or 2) to ``fit`` on every rank: only rank 0 prints.
-    The warmup starts at ``warmup_start_lr``; its default is Horovod's
-    ``initial_lr / size`` (``size`` defaults to the number of ranks).
-    ``check_divergence=False`` turns the comparison of the ranks' weights off: no guard, and the
-    ``BackupAndRestore`` this function makes does not compare before it saves (your own
-    instance keeps its own setting).
+
+    Args:
+        initial_lr: The scaled learning rate. ``None``: no learning-rate callbacks.
+        warmup_epochs: Epochs of ``LearningRateWarmupCallback`` (none if 0), after which
+            ``LearningRateScheduleCallback`` takes over.
+        lr_schedule: A multiplier of ``initial_lr``: a number, a function of the epoch, or a
+            Keras ``LearningRateSchedule``. ``None``: 1.0. Needs ``initial_lr``.
+        staircase: Passed to ``LearningRateScheduleCallback``: the rate changes at epoch
+            starts only, instead of every batch.
+        momentum_correction: Passed to both learning-rate callbacks.
+        steps_per_epoch: Passed to both learning-rate callbacks (``None``: ``fit``'s steps).
+        initial_batch: The first epoch of the coming ``fit`` starts at that batch (a run
+            resumed mid-epoch); the learning-rate callbacks count from it.
+        backup: A directory for a new ``BackupAndRestore``, or your own instance.
+        metrics_file: Path of ``JsonlMetricsLogger``'s file.
+        tensorboard_dir: Log directory of ``TensorBoard``.
+        progress: Adds ``ProgbarLogger``.
+        terminate_on_nan: Adds ``TerminateOnNaN``.
+        throughput_unit: The unit ``ThroughputLogger`` counts (``<unit>_per_sec``).
+        root_rank: The rank ``BroadcastGlobalVariablesCallback`` broadcasts from.
+        size: The number of ranks for the warmup's default start (``None``: the number of ranks).
+        warmup_start_lr: The rate the warmup starts at; the default is Horovod's
+            ``initial_lr / size``.
+        profile_dir: Where ``ProfileBatches`` writes (default ``tensorboard_dir``, else ``"profile"``).
+        profile_batches: ``(start, stop)`` training batches to profile on rank 0.
+        check_divergence: ``False`` turns the comparison of the ranks' weights off: no guard, and
+            the ``BackupAndRestore`` this function makes does not compare before it saves (your
+            own instance keeps its own setting).
+
+    Returns:
+        The callbacks, to pass to ``model.fit`` on every rank.
+
+    Raises:
+        ValueError: ``lr_schedule`` without ``initial_lr``.
     """
     callbacks: List[keras.callbacks.Callback] = [BroadcastGlobalVariablesCallback(root_rank=root_rank,
                                                                                   check_divergence=False)]

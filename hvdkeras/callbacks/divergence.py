@@ -105,6 +105,7 @@ class Fingerprint:
             self._segments, self._positions) if count else None)
 
     def __call__(self) -> np.ndarray:
+        """Returns the fingerprint of the variables' current values, one ``[sum, weighted sum]`` row per variable."""
         if self._function is None:
             return np.zeros((0, 2))
         return self._function(self._segments, self._positions).numpy().astype(np.float64)
@@ -261,8 +262,10 @@ class DivergenceGuard(keras.callbacks.Callback):
         self.local_variables = list(local_variables)
 
     def on_train_begin(self, logs=None):
+        """Prepares the model's comparison, leaving out ``local_variables``."""
         start(self.model)
         exclude(self.model, self.local_variables)
 
     def on_epoch_end(self, epoch, logs=None):
+        """Compares the ranks' trainable weights; a difference stops every rank."""
         check(self.model, f"at the end of epoch {epoch + 1}")

@@ -33,15 +33,18 @@ class CommitStateCallback(keras.callbacks.Callback):
         self.batches_remaining = self.batches_per_commit
 
     def on_train_begin(self, logs=None):
+        """Restarts the batch count, so all ranks commit at the same batches."""
         self.batches_remaining = self.batches_per_commit
 
     def on_train_batch_end(self, batch, logs=None):
+        """Commits the state every ``batches_per_commit`` batches."""
         self.batches_remaining -= 1
         if self.batches_remaining == 0:
             self.state.commit()
             self.batches_remaining = self.batches_per_commit
 
     def on_epoch_end(self, epoch, logs=None):
+        """Commits the state."""
         self.state.commit()
 
 
@@ -58,18 +61,22 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):
         self.steps_per_epoch = None
 
     def on_train_begin(self, logs=None):
+        """Forgets the steps per epoch of the previous ``fit``."""
         self.steps_per_epoch = None
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Shortens the epoch by the batches already done (``state.batch``) when its steps are known."""
         if self.params and self.params.get("steps"):
             if self.steps_per_epoch is None:
                 self.steps_per_epoch = self.params.get("steps")
             self.params["steps"] = self.steps_per_epoch - self.state.batch
 
     def on_train_batch_end(self, batch, logs=None):
+        """Records the finished batch in ``state.batch``."""
         self.state.batch = batch
 
     def on_epoch_end(self, epoch, logs=None):
+        """Sets ``state.batch`` back to 0."""
         self.state.batch = 0
 
 
@@ -87,7 +94,9 @@ class UpdateEpochStateCallback(keras.callbacks.Callback):
         self.initial_epoch = self.state.epoch
 
     def on_train_begin(self, logs=None):
+        """Notes the epochs already finished (``state.epoch``) as this ``fit``'s offset."""
         self.initial_epoch = self.state.epoch
 
     def on_epoch_end(self, epoch, logs=None):
+        """Sets ``state.epoch`` to the number of epochs finished over all resets."""
         self.state.epoch = self.initial_epoch + epoch + 1

@@ -101,6 +101,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         self._epoch = 0
 
     def set_model(self, model):
+        """Sets the model and makes Keras 3 count each output loss's examples, so sums over ranks are exact."""
         super().set_model(model)
         # Keras 3 counts a batch of unknown size once in each output's loss (<output>_loss): count its examples
         compat.count_examples_in_output_losses(model)
@@ -109,6 +110,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
         return self.batch_frequency is not None
 
     def on_train_batch_end(self, batch, logs=None):
+        """Every ``batch_frequency`` batches, replaces the batch logs' training values with global ones."""
         if self.batch_frequency is None or not logs or (batch + 1) % self.batch_frequency:
             return
         with compat.tf.device(self.device):
@@ -118,15 +120,18 @@ class MetricAverageCallback(keras.callbacks.Callback):
                 logs[key] = results[key]
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Notes the epoch and that training metrics are being accumulated."""
         self._epoch = epoch
         self._in_epoch = True
         self._train_states = None
 
     def on_test_begin(self, logs=None):
+        """Saves the training metrics' state before validation inside ``fit`` resets it."""
         if self._in_epoch:  # validation inside fit: training metrics are about to be reset
             self._train_states = _metric_states(self.model.metrics)
 
     def on_epoch_end(self, epoch, logs=None):
+        """Replaces the epoch's log values with their values over all ranks, in one collective."""
         self._in_epoch = False
         if not logs:
             return

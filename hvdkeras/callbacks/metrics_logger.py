@@ -28,15 +28,18 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
         self._first_epoch = True
 
     def on_train_begin(self, logs=None):
+        """Marks the coming epoch as this ``fit``'s first."""
         self._first_epoch = True
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Starts the epoch's clock; at ``fit``'s first epoch, rank 0 drops lines for later epochs."""
         if self._first_epoch and distributed.is_chief():
             keep_metrics_through(self.path, epoch)  # fit(initial_epoch=epoch) resumes here
         self._first_epoch = False
         self._epoch_start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
+        """Appends the epoch's line on rank 0."""
         self._epoch_start, start = None, self._epoch_start
         if not distributed.is_chief() or start is None:
             return

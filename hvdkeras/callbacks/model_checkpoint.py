@@ -87,6 +87,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
         return self.save_freq != "epoch"
 
     def on_train_begin(self, logs=None):
+        """Checks that ``filepath`` is set and fits the save format; prepares the divergence check."""
         if self.filepath is None:
             raise ValueError(f"{type(self).__name__} has no filepath: set `callback.filepath` (for example "
                              "'best.keras') before fit. Received: filepath=None")
@@ -94,9 +95,11 @@ class ModelCheckpoint(keras.callbacks.Callback):
         divergence.start(self.model)
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Notes the epoch, for saves every ``save_freq`` batches."""
         self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
+        """Saves every ``save_freq`` batches (an integer ``save_freq``)."""
         if self.save_freq == "epoch":
             return
         self._batches_seen += 1
@@ -104,6 +107,7 @@ class ModelCheckpoint(keras.callbacks.Callback):
             self._save(self._epoch, batch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
+        """Saves at the epoch's end (``save_freq='epoch'``)."""
         if self.save_freq == "epoch":
             self._save(epoch, None, logs)
 

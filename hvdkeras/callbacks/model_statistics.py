@@ -45,15 +45,18 @@ class AverageModelStatisticsCallback(keras.callbacks.Callback):
         self._synced_this_epoch = True
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Notes the epoch; its statistics are not averaged yet."""
         self._in_epoch = True
         self._synced_this_epoch = False
         self._epoch = epoch
 
     def on_test_begin(self, logs=None):
+        """Averages the statistics before validation inside ``fit``."""
         if self._in_epoch and not self._synced_this_epoch:
             self._sync(f"{self._epoch}")
 
     def on_epoch_end(self, epoch, logs=None):
+        """Averages the statistics, unless validation already did this epoch."""
         if not self._synced_this_epoch:
             self._sync(f"{epoch}")
         self._in_epoch = False

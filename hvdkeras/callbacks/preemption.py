@@ -52,6 +52,7 @@ class SignalFlag:
 
     @property
     def pending(self) -> bool:
+        """Whether a signal has been received."""
         return self.signum is not None
 
     def install(self) -> bool:
@@ -64,6 +65,7 @@ class SignalFlag:
         return True
 
     def uninstall(self) -> None:
+        """Puts back the handlers :meth:`install` replaced."""
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous = {}
@@ -74,6 +76,7 @@ class SignalFlag:
             self.signum, self.received_at = signum, time.monotonic()
 
     def seconds_since(self) -> Optional[float]:
+        """Seconds since the first signal, or ``None`` if none came."""
         return None if self.received_at is None else time.monotonic() - self.received_at
 
 

@@ -33,9 +33,11 @@ class ProfileBatches(keras.callbacks.Callback):
         return distributed.is_chief() and self._seen < self.stop
 
     def on_train_begin(self, logs=None):
+        """Restarts the batch count for this ``fit``."""
         self._seen = 0
 
     def on_train_batch_begin(self, batch, logs=None):
+        """Counts the batch on rank 0 and starts the trace at batch ``start``."""
         if not distributed.is_chief():
             return
         self._seen += 1
@@ -44,10 +46,12 @@ class ProfileBatches(keras.callbacks.Callback):
             self._tracing = True
 
     def on_train_batch_end(self, batch, logs=None):
+        """Stops the trace after batch ``stop``."""
         if self._tracing and self._seen >= self.stop:
             self._finish()
 
     def on_train_end(self, logs=None):
+        """Stops a trace still running when ``fit`` ends before ``stop``."""
         if self._tracing:
             self._finish()
 

@@ -58,6 +58,7 @@ class ThroughputLogger(keras.callbacks.Callback):
         self._cpu_start = self._cpu_end = 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Starts the epoch's wall and CPU clocks."""
         self._start = time.perf_counter()
         self._cpu_start = time.process_time()
         self._train_end = None
@@ -65,9 +66,11 @@ class ThroughputLogger(keras.callbacks.Callback):
         self._batch_times = []
 
     def on_train_batch_begin(self, batch, logs=None):
+        """Starts the batch's clock."""
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
+        """Records the batch's time."""
         if self._batch_start is not None:
             self._batch_times.append(time.perf_counter() - self._batch_start)
 
@@ -81,9 +84,11 @@ class ThroughputLogger(keras.callbacks.Callback):
                 self._examples = _examples_seen(self.model)
 
     def on_test_begin(self, logs=None):
+        """Stops the training clocks: validation is not counted."""
         self._stop_clock()  # validation inside fit: training time ends here
 
     def on_epoch_end(self, epoch, logs=None):
+        """Adds the epoch's rates, times, CPU use and peak memory over all ranks to the logs."""
         self._stop_clock()
         if self._start is None or self._train_end is None:  # the clock stops whenever it started
             return
