@@ -11,6 +11,7 @@ from hvdkeras.build_horovod import plan as plans
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parses ``python -m hvdkeras.build_horovod``'s command line."""
     p = argparse.ArgumentParser(
         prog="python -m hvdkeras.build_horovod",
         description="Builds Horovod 0.28.1 from the registry's source, patched for current TensorFlow, against the "
@@ -30,6 +31,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Builds, installs and checks Horovod as the command line asks.
+
+            Returns:
+                The exit status: 0 on success, 1 after a ``BuildError`` (its message printed to stderr).
+    """
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         plan = plans.discover(mpi=args.mpi, gpu=args.gpu)

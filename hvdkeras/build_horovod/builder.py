@@ -39,10 +39,12 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
 def log(message: str) -> None:
+    """Prints one ``[build_horovod]`` progress line."""
     print(f"[build_horovod] {message}", flush=True)
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> pathlib.Path:
+    """The wheel cache folder: ``cache_dir``, else ``$HVDKERAS_WHEEL_CACHE``, else ``~/.cache/hvdkeras/wheels``."""
     return pathlib.Path(cache_dir or os.environ.get("HVDKERAS_WHEEL_CACHE") or DEFAULT_CACHE)
 
 
@@ -158,6 +160,7 @@ def build_wheel(plan: BuildPlan, root: pathlib.Path, selected: Sequence[patch_fi
 
 
 def installed_build() -> str:
+    """The build id of the Horovod this builder installed in this environment (empty if none)."""
     try:
         return INSTALLED_MARK.read_text().strip()
     except OSError:

@@ -22,6 +22,7 @@ SMOKE_TIMEOUT_S = 240
 
 
 def horovodrun() -> str:
+    """The ``horovodrun`` beside this interpreter."""
     return os.path.join(os.path.dirname(sys.executable), "horovodrun")
 
 
@@ -32,6 +33,7 @@ def _env() -> dict[str, str]:
 
 
 def required_frameworks(plan: BuildPlan) -> list[str]:
+    """The frameworks ``horovodrun --check-build`` must mark for the plan: TensorFlow, Gloo, MPI, NCCL."""
     return ["TensorFlow", "Gloo"] + (["MPI"] if plan.mpi else []) + (["NCCL"] if plan.gpu else [])
 
 
@@ -41,6 +43,11 @@ def missing_from_check_build(output: str, required: Sequence[str]) -> list[str]:
 
 
 def check_build(plan: BuildPlan) -> str:
+    """Runs ``horovodrun --check-build`` and returns its output.
+
+            Raises:
+                BuildError: It failed, or does not mark every framework the plan built.
+    """
     proc = subprocess.run([horovodrun(), "--check-build"], capture_output=True, text=True, env=_env())
     missing = missing_from_check_build(proc.stdout, required_frameworks(plan))
     if proc.returncode != 0 or missing:

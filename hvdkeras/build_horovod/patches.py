@@ -30,15 +30,22 @@ EXTRA_ENV = "HVDKERAS_HOROVOD_EXTRA_PATCHES"
 
 @dataclasses.dataclass(frozen=True)
 class Patch:
+    """One patch file of the Horovod source and the builds it applies to (``all`` or ``gpu``)."""
     path: pathlib.Path
     builds: str  # "all" or "gpu"
 
     @property
     def name(self) -> str:
+        """The patch's file name."""
         return self.path.name
 
 
 def read(path: str | os.PathLike[str]) -> Patch:
+    """Reads a patch file's ``Builds:`` header line.
+
+            Raises:
+                BuildError: The header has no ``Builds: all`` or ``Builds: gpu`` line.
+    """
     path = pathlib.Path(path)
     for line in path.read_text().splitlines():
         if line.startswith("Builds:"):

@@ -37,6 +37,7 @@ TF_EXTRA_INCLUDES = ("external/highwayhash", "external/farmhash_archive/src")
 
 @dataclasses.dataclass(frozen=True)
 class BuildPlan:
+    """What a Horovod build is made against: TensorFlow, Python, controllers, devices, compiler, flags."""
     tf_distribution: str        # e.g. "tensorflow-cpu"
     tf_version: str             # e.g. "2.21.0"
     python_tag: str             # e.g. "py311"
@@ -49,19 +50,23 @@ class BuildPlan:
 
     @property
     def controllers(self) -> str:
+        """The controllers built: ``gloo`` or ``gloo-mpi``."""
         return "gloo-mpi" if self.mpi else "gloo"
 
     @property
     def devices(self) -> str:
+        """The devices built for: ``cpu`` or ``gpu-nccl``."""
         return "gpu-nccl" if self.gpu else "cpu"
 
 
 def tf_minor(version: str) -> tuple[int, int]:
+    """The (major, minor) of a TensorFlow version string."""
     major, minor = version.split(".")[:2]
     return int(major), int("".join(ch for ch in minor if ch.isdigit()))
 
 
 def supported_range() -> str:
+    """The supported TensorFlow versions, as text (``2.x to 2.y``)."""
     (lo_major, lo_minor), (hi_major, hi_minor) = SUPPORTED_TF
     return f"{lo_major}.{lo_minor} to {hi_major}.{hi_minor}"
 
@@ -126,6 +131,11 @@ def installed_tensorflow() -> tuple[str, str]:
 
 
 def tf_include_root() -> str:
+    """TensorFlow's include folder in this interpreter's environment.
+
+            Raises:
+                BuildError: TensorFlow's package folder was not found.
+    """
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.submodule_search_locations:
         raise BuildError(f"TensorFlow's package folder was not found for {sys.executable}; reinstall TensorFlow")
@@ -168,10 +178,16 @@ def find_nccl_home() -> str | None:
 
 
 def mpi_available() -> bool:
+    """Whether OpenMPI's ``mpicxx`` and ``mpirun`` are on PATH."""
     return bool(shutil.which("mpicxx") and shutil.which("mpirun"))
 
 
 def compiler_version() -> str:
+    """The first line of the C++ compiler's ``--version`` (``$CXX``, else ``c++`` or ``g++``).
+
+            Raises:
+                BuildError: No C++ compiler was found.
+    """
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not cxx:
         raise BuildError("no C++ compiler found (c++ or g++): install one (Debian/Ubuntu: sudo apt-get install g++)")

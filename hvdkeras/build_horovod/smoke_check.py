@@ -76,12 +76,14 @@ def checks(rank, size):
 
 
 def show(v) -> str:
+    """A value (or nested list of values) as one line of text."""
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(show(x) for x in v) + "]"
     return np.array2string(np.asarray(v), separator=",").replace("\n", "") if not isinstance(v, str) else v
 
 
 def same(got, expected) -> bool:
+    """Whether ``got`` equals ``expected`` exactly, in shape and values (lists element by element)."""
     if isinstance(expected, list):
         return len(got) == len(expected) and all(same(g, e) for g, e in zip(got, expected))
     got, expected = np.asarray(got), np.asarray(expected)
@@ -89,6 +91,7 @@ def same(got, expected) -> bool:
 
 
 def main() -> int:
+    """Runs every op on this rank and prints one line per op; returns 1 if any failed, else 0."""
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     failed = 0

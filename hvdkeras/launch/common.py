@@ -16,6 +16,7 @@ TRAIN_MODULE = ("python", "-m", "hvdkeras.train")
 
 
 def check_launcher(launcher: str) -> None:
+    """Raises LaunchError unless ``launcher`` is one of :data:`LAUNCHERS`."""
     if launcher not in LAUNCHERS:
         raise LaunchError(f"--launcher {launcher} is not one of {', '.join(LAUNCHERS)}")
 
@@ -32,12 +33,14 @@ def uses_gloo(p: Plan) -> bool:
 
 
 def job_name(p: Plan) -> str:
+    """The job's name: ``hvdkeras-`` and the ``--config`` file's stem (``job`` without one)."""
     config = next((p.train_args[i + 1] for i, a in enumerate(p.train_args[:-1]) if a == "--config"), "job")
     stem = os.path.splitext(os.path.basename(config))[0]
     return "hvdkeras-" + (re.sub(r"[^a-z0-9-]+", "-", stem.lower()).strip("-") or "job")
 
 
 def need_uniform(p: Plan, launcher: str) -> int:
+    """The processes per host; raises LaunchError if the hosts' slots differ (``launcher`` needs them equal)."""
     slots = p.uniform_slots
     if slots is None:
         raise LaunchError(f"--launcher {launcher} runs the same number of processes on every host; --hosts "
@@ -46,6 +49,7 @@ def need_uniform(p: Plan, launcher: str) -> int:
 
 
 def no_elastic(p: Plan, launcher: str) -> None:
+    """Raises LaunchError if the config asks for elastic training: only horovodrun runs it."""
     if p.config.elastic.enabled:
         raise LaunchError(f"elastic.enabled=true runs only under horovodrun (Horovod's elastic driver), not --launcher"
                           f" {launcher}; use --launcher horovodrun or --set elastic.enabled=false")

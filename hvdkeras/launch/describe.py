@@ -108,6 +108,7 @@ def cpu_binding_note(setting: str, p: Plan) -> str:
 
 
 def launcher_note(p: Plan, launcher: str) -> str:
+    """One line naming the launcher and what it needs (MPI, elastic, Gloo)."""
     if launcher == "horovodrun":
         if p.config.elastic.enabled:
             return "horovodrun, elastic (docs/elastic.md)"

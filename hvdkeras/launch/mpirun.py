@@ -29,6 +29,7 @@ def mpirun_args(p: Plan, hosts: bool = True) -> list[str]:
 
 
 def mpirun_command(p: Plan) -> str:
+    """The mpirun command line for the plan, user arguments shell-quoted; raises LaunchError for elastic."""
     no_elastic(p, "mpirun")
     args = mpirun_args(p)
     return shell(args[:len(args) - len(p.train_args)], p.train_args)
