@@ -47,6 +47,8 @@ _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointInfo:
+    """One checkpoint folder: its path, the epochs (and batches of the next epoch) it holds, its metadata."""
+
     path: str
     epoch: int  # number of completed epochs it holds
     meta: Dict[str, Any]
@@ -54,6 +56,7 @@ class CheckpointInfo:
 
     @property
     def prefix(self) -> str:
+        """The TensorFlow checkpoint prefix inside the folder (``<path>/ckpt``)."""
         return os.path.join(self.path, PREFIX)
 
     @property
@@ -62,6 +65,7 @@ class CheckpointInfo:
         return self.epoch, self.batch
 
     def describe(self) -> str:
+        """What the checkpoint holds, in words: ``epoch 3`` or ``epoch 3, batch 40 of epoch 4``."""
         return f"epoch {self.epoch}" + (f", batch {self.batch} of epoch {self.epoch + 1}" if self.batch else "")
 
 

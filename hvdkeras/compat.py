@@ -77,6 +77,7 @@ def build_optimizer(optimizer, variables) -> None:
 
 
 def optimizer_built(optimizer) -> bool:
+    """Whether the optimizer's variables are built (Keras 2 and Keras 3 attributes)."""
     return bool(getattr(optimizer, "built", False)) or bool(getattr(optimizer, "_built", False))
 
 
@@ -115,6 +116,7 @@ def start_fit_at_epoch(model, epoch: int) -> None:
 
 
 def clear_fit_start(model) -> None:
+    """Undoes :func:`start_fit_at_epoch`: the next ``model.fit`` starts where its arguments say."""
     if KERAS_3:
         model._initial_epoch = None
     elif isinstance(getattr(model, "_training_state", None), _ResumeAt):
@@ -278,6 +280,7 @@ def unpack_batch(data):
 
 
 def compute_loss(model, x, y, y_pred, sample_weight):
+    """The model's training loss for one batch, with the Keras 2 or Keras 3 signature of ``compute_loss``."""
     if KERAS_3:
         return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
     return model.compute_loss(x, y, y_pred, sample_weight)

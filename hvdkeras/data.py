@@ -53,11 +53,14 @@ REGISTRY = Registry("dataset", "data.name")
 
 
 def names():
+    """The registered dataset names (``data.name``)."""
     return REGISTRY.names()
 
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
+    """This rank's share of the data: its index among ``count`` ranks."""
+
     index: int  # this rank
     count: int  # number of ranks
 
@@ -304,6 +307,11 @@ def tfds_records(builder, split: str, shard: Shard, encoded: bool, cfg: DataConf
 
 
 def split_size(builder, split: str) -> int:
+    """The number of examples in a TFDS builder's ``split``, counted from the dataset if its info lacks it.
+
+            Raises:
+                ConfigError: The count is unknown either way.
+    """
     try:
         return int(builder.info.splits[split].num_examples)
     except (KeyError, ValueError, TypeError):  # mocked or unusual builders: count from the dataset itself

@@ -80,6 +80,7 @@ def tfds_split_examples(info_file: str, split: str) -> Optional[int]:
 
 
 def not_prepared_line(data: DataConfig) -> str:
+    """One line saying the TFDS dataset is not prepared in its data directory, and the command that prepares it."""
     directory = tfds_data_dir(data)
     return (f"{data.name} is not prepared in {directory} (data.data_dir); `tfds build {data.name.split(':')[0]}"
             f" --data_dir={directory}` prepares it (the trainer's error names the files a manual download needs)")

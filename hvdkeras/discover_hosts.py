@@ -36,6 +36,7 @@ def host_lines(text: str) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
+    """Prints the hosts file's host lines (nothing when the file is missing); returns 0."""
     environ = os.environ if environ is None else environ
     path = environ.get(HOSTS_FILE_VARIABLE) or DEFAULT_HOSTS_FILE
     try:

@@ -71,18 +71,22 @@ def init_horovod() -> None:
 
 
 def rank() -> int:
+    """This process's Horovod rank."""
     return hvd.rank()
 
 
 def size() -> int:
+    """The number of Horovod ranks."""
     return hvd.size()
 
 
 def local_rank() -> int:
+    """This process's rank among the ranks on its host."""
     return hvd.local_rank()
 
 
 def local_size() -> int:
+    """The number of ranks on this host."""
     return hvd.local_size()
 
 
@@ -159,6 +163,7 @@ def _bind_local_rank(setting: str, launch_cpus: Tuple[int, ...]) -> CpuBinding:
 
 
 def set_seeds(seed: int) -> None:
+    """Seeds Python's, NumPy's and TensorFlow's random generators with ``seed``."""
     random.seed(seed)
     np.random.seed(seed % (2**32))
     tf.random.set_seed(seed)
@@ -166,6 +171,8 @@ def set_seeds(seed: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ProcessInfo:
+    """What :func:`init` set up for this process: ranks, thread budget, GPU and CPU binding."""
+
     rank: int
     size: int
     local_rank: int
@@ -177,6 +184,7 @@ class ProcessInfo:
 
     @property
     def is_chief(self) -> bool:
+        """True on rank 0."""
         return self.rank == ROOT_RANK
 
 

@@ -51,6 +51,8 @@ def launcher_job() -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class ThreadBudget:
+    """TensorFlow's intra-op and inter-op thread counts for one rank."""
+
     intra_op: int
     inter_op: int
 
@@ -131,6 +133,7 @@ class CpuBinding:
     reason: str
 
     def describe(self) -> str:
+        """The binding in words, for the rank's start-up line."""
         if not self.cpus:
             return f"unbound ({self.reason})"
         return f"cores {format_cpu_list(self.cpus)} ({self.reason})"

@@ -106,9 +106,11 @@ class ZeroPadChannels(keras.layers.Layer):
         self.extra = extra
 
     def call(self, x):
+        """Pads the channel axis with ``extra`` zero channels, split between both sides."""
         return tf.pad(x, [[0, 0], [0, 0], [0, 0], [self.extra // 2, self.extra - self.extra // 2]])
 
     def get_config(self):
+        """The layer's config, with ``extra``."""
         return dict(super().get_config(), extra=self.extra)
 
 

@@ -25,21 +25,25 @@ def _common(cfg: OptimizerConfig) -> dict:
 
 @REGISTRY.register("sgd")
 def sgd(cfg: OptimizerConfig, lr: float):
+    """Keras SGD with the config's momentum, Nesterov flag and clipnorm, at ``lr``."""
     return keras.optimizers.SGD(learning_rate=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **_common(cfg))
 
 
 @REGISTRY.register("adam")
 def adam(cfg: OptimizerConfig, lr: float):
+    """Keras Adam with the config's clipnorm, at ``lr``."""
     return keras.optimizers.Adam(learning_rate=lr, **_common(cfg))
 
 
 @REGISTRY.register("adamw")
 def adamw(cfg: OptimizerConfig, lr: float):
+    """Keras AdamW with the config's weight decay and clipnorm, at ``lr``."""
     return keras.optimizers.AdamW(learning_rate=lr, weight_decay=cfg.weight_decay, **_common(cfg))
 
 
 @REGISTRY.register("rmsprop")
 def rmsprop(cfg: OptimizerConfig, lr: float):
+    """Keras RMSprop with the config's momentum and clipnorm, at ``lr``."""
     return keras.optimizers.RMSprop(learning_rate=lr, momentum=cfg.momentum, **_common(cfg))
 
 
@@ -50,16 +54,19 @@ V1 = Registry("optimizer", "optimizer.name")
 
 @V1.register("sgd")
 def sgd_v1(cfg: OptimizerConfig, lr):
+    """``tf.compat.v1.train.MomentumOptimizer`` with the config's momentum and Nesterov flag, at ``lr``."""
     return compat.tf.compat.v1.train.MomentumOptimizer(lr, momentum=cfg.momentum, use_nesterov=cfg.nesterov)
 
 
 @V1.register("adam")
 def adam_v1(cfg: OptimizerConfig, lr):
+    """``tf.compat.v1.train.AdamOptimizer`` at ``lr``."""
     return compat.tf.compat.v1.train.AdamOptimizer(lr)
 
 
 @V1.register("rmsprop")
 def rmsprop_v1(cfg: OptimizerConfig, lr):
+    """``tf.compat.v1.train.RMSPropOptimizer`` with the config's momentum, at ``lr``."""
     return compat.tf.compat.v1.train.RMSPropOptimizer(lr, momentum=cfg.momentum)
 
 

@@ -30,6 +30,7 @@ EVAL_CROP_FRACTION = 0.875
 
 
 def normalize(image: tf.Tensor, mean, std) -> tf.Tensor:
+    """The image as float32, minus ``mean`` and divided by ``std`` per channel."""
     image = tf.cast(image, tf.float32)
     return (image - tf.constant(mean, tf.float32)) / tf.constant(std, tf.float32)
 
@@ -59,6 +60,7 @@ def _image_shape(image_bytes: tf.Tensor) -> tf.Tensor:
 
 
 def imagenet_train(image_bytes: tf.Tensor, seed: tf.Tensor, size: int = 224) -> tf.Tensor:
+    """ImageNet training input from encoded bytes: seeded random crop resized to ``size``, flip, normalize."""
     crop_seed, flip_seed = _split(seed, 2)
     shape = _image_shape(image_bytes)
     whole = tf.constant([0.0, 0.0, 1.0, 1.0], dtype=tf.float32, shape=[1, 1, 4])
@@ -74,6 +76,7 @@ def imagenet_train(image_bytes: tf.Tensor, seed: tf.Tensor, size: int = 224) -> 
 
 
 def imagenet_eval(image_bytes: tf.Tensor, size: int = 224) -> tf.Tensor:
+    """ImageNet evaluation input: shorter side to ``size / EVAL_CROP_FRACTION``, center crop, normalize."""
     image = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
     image.set_shape([None, None, 3])
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
@@ -87,6 +90,7 @@ def imagenet_eval(image_bytes: tf.Tensor, size: int = 224) -> tf.Tensor:
 
 
 def cifar_train(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """CIFAR training augmentation: pad by 4, seeded random 32x32 crop and flip, normalize."""
     crop_seed, flip_seed = _split(seed, 2)
     image = tf.image.pad_to_bounding_box(image, 4, 4, 40, 40)
     image = tf.image.stateless_random_crop(image, [32, 32, 3], crop_seed)
@@ -95,10 +99,12 @@ def cifar_train(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
 
 
 def cifar_eval(image: tf.Tensor) -> tf.Tensor:
+    """CIFAR evaluation: normalize only."""
     return normalize(image, CIFAR_MEAN, CIFAR_STD)
 
 
 def scale_unit(image: tf.Tensor) -> tf.Tensor:
+    """The image as float32 in ``[0, 1]``."""
     return tf.cast(image, tf.float32) / 255.0
 
 

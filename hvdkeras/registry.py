@@ -22,6 +22,7 @@ class Registry:
         self._builders: Dict[str, Callable[..., Any]] = {}
 
     def register(self, name: str) -> Callable[[F], F]:
+        """Decorator registering a builder as ``name``; raises ValueError if ``name`` is taken."""
         def decorate(fn: F) -> F:
             if name in self._builders:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
@@ -38,4 +39,5 @@ class Registry:
             raise ConfigError.for_key(self.key, f"be one of {', '.join(self.names())}{extra}", name) from None
 
     def names(self) -> List[str]:
+        """The registered names, sorted."""
         return sorted(self._builders)

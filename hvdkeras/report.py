@@ -200,6 +200,7 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m hvdkeras.report``: draws a workdir's ``metrics.jsonl`` into a PNG; returns 0, or 2 on an error."""
     parser = argparse.ArgumentParser(
         prog="python -m hvdkeras.report",
         description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, images/s by epoch) into a PNG;"

@@ -43,10 +43,12 @@ def warmup_lr(epoch: float, initial_lr: float, warmup_epochs: float, start_lr: f
 
 
 def constant() -> Callable[[float], float]:
+    """The multiplier 1.0 at every epoch."""
     return lambda epoch: 1.0
 
 
 def step_decay(boundaries: Sequence[float], decay_rate: float) -> Callable[[float], float]:
+    """The multiplier ``decay_rate ** n``, ``n`` the number of ``boundaries`` at or before the epoch."""
     bounds = sorted(boundaries)
     return lambda epoch: decay_rate ** bisect.bisect_right(bounds, epoch)
 
@@ -58,6 +60,7 @@ def _progress(epoch: float, start: float, end: float) -> float:
 
 
 def cosine_decay(start_epoch: float, end_epoch: float, end_fraction: float = 0.0) -> Callable[[float], float]:
+    """A multiplier falling from 1 to ``end_fraction`` along a half cosine between the two epochs."""
     def multiplier(epoch: float) -> float:
         p = _progress(epoch, start_epoch, end_epoch)
         return end_fraction + (1.0 - end_fraction) * 0.5 * (1.0 + math.cos(math.pi * p))
@@ -67,6 +70,7 @@ def cosine_decay(start_epoch: float, end_epoch: float, end_fraction: float = 0.0
 
 def polynomial_decay(start_epoch: float, end_epoch: float, end_fraction: float = 0.0,
                      power: float = 1.0) -> Callable[[float], float]:
+    """A multiplier falling from 1 to ``end_fraction`` as ``(1 - progress) ** power`` between the two epochs."""
     def multiplier(epoch: float) -> float:
         p = _progress(epoch, start_epoch, end_epoch)
         decayed: float = (1.0 - p) ** power  # float ** float is typed Any (a negative base gives a complex)

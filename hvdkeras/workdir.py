@@ -39,26 +39,32 @@ class Workdir:
 
     @property
     def config(self) -> str:
+        """The run's ``config.yaml``."""
         return os.path.join(self.path, CONFIG_FILE)
 
     @property
     def metrics(self) -> str:
+        """The run's ``metrics.jsonl``."""
         return os.path.join(self.path, METRICS_FILE)
 
     @property
     def checkpoints(self) -> str:
+        """The run's ``checkpoints/`` folder."""
         return os.path.join(self.path, CHECKPOINT_DIR)
 
     @property
     def tensorboard(self) -> str:
+        """The run's ``tensorboard/`` folder."""
         return os.path.join(self.path, TENSORBOARD_DIR)
 
     @property
     def estimator(self) -> str:
+        """The run's ``estimator/`` folder (the Estimator API's model directory)."""
         return os.path.join(self.path, ESTIMATOR_DIR)
 
     @property
     def report(self) -> str:
+        """The run's ``report.png``."""
         return os.path.join(self.path, REPORT_FILE)
 
 
@@ -97,6 +103,7 @@ def check_writable(path: str) -> None:
 
 
 def fsync_dir(path: str) -> None:
+    """Flushes a folder's entries (a rename or new file in it) to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -64,6 +64,7 @@ class Claim:
 
     @property
     def held(self) -> bool:
+        """Whether the claim still holds the lock file."""
         return self._fd is not None
 
     def release(self) -> None:

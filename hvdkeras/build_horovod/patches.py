@@ -31,6 +31,7 @@ EXTRA_ENV = "HVDKERAS_HOROVOD_EXTRA_PATCHES"
 @dataclasses.dataclass(frozen=True)
 class Patch:
     """One patch file of the Horovod source and the builds it applies to (``all`` or ``gpu``)."""
+
     path: pathlib.Path
     builds: str  # "all" or "gpu"
 

@@ -38,6 +38,7 @@ TF_EXTRA_INCLUDES = ("external/highwayhash", "external/farmhash_archive/src")
 @dataclasses.dataclass(frozen=True)
 class BuildPlan:
     """What a Horovod build is made against: TensorFlow, Python, controllers, devices, compiler, flags."""
+
     tf_distribution: str        # e.g. "tensorflow-cpu"
     tf_version: str             # e.g. "2.21.0"
     python_tag: str             # e.g. "py311"

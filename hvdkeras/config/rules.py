@@ -31,6 +31,7 @@ def locate(cfg: Config, error: ConfigError) -> ConfigError:
 
 
 def value_of(cfg: Config, key: str) -> Any:
+    """The config value at a dotted key (``trainer.epochs``), tuples given as lists (also inside a mapping)."""
     node: Any = cfg
     for part in key.split("."):
         node = getattr(node, part)

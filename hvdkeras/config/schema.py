@@ -125,6 +125,8 @@ class ScheduleConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
+    """Training loop: API, epochs, steps, validation, progress output, losses and metrics, checks, exports."""
+
     # keras: hvdkeras.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
     api: str = dataclasses.field(default="keras", metadata=_choices("keras", "estimator"))
     epochs: int = 10
@@ -163,6 +165,8 @@ class TrainerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
+    """Checkpoints in ``<workdir>/checkpoints``: how often, how many kept, resume, preemption, errors."""
+
     enabled: bool = True
     # Save after every N epochs (the last epoch is always saved).
     every_epochs: int = 1
@@ -264,6 +268,8 @@ class ElasticConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    """The whole training config: one frozen section per YAML top-level key, and where each value came from."""
+
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
     optimizer: OptimizerConfig = OptimizerConfig()

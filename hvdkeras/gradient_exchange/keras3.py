@@ -53,6 +53,7 @@ _MARK = "_hvdkeras_distributed"
 
 
 def is_distributed(optimizer) -> bool:
+    """Whether the optimizer is one of :func:`distributed_class`'s (its gradients are already combined)."""
     return bool(getattr(optimizer, _MARK, False))
 
 

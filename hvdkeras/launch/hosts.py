@@ -10,6 +10,7 @@ from hvdkeras.errors import LaunchError
 @dataclasses.dataclass(frozen=True)
 class Host:
     """One host of ``--hosts`` and its slots."""
+
     name: str
     slots: int  # processes on this host
 
