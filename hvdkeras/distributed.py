@@ -192,14 +192,18 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
          horovod_cfg: Optional[HorovodConfig] = None, workdir: Optional[str] = None) -> ProcessInfo:
     """Initialises Horovod and this process (see the module docstring).
 
-    ``runtime`` is a :class:`hvdkeras.config.RuntimeConfig`, ``horovod_cfg`` a
-    :class:`hvdkeras.config.HorovodConfig`: its knobs (resolved for this host by
-    :func:`resolve_horovod`) reach Horovod through ``HOROVOD_*`` environment
-    variables before ``hvd.init``, in one step (:func:`hvdkeras.horovod_env.apply_environment`):
-    values an earlier job in this process set are replaced, a variable set by hand wins and is
-    named in a warning line. Relative
-    timeline and autotune-log paths are placed in ``workdir``. ``gpus`` defaults to
-    the physical GPUs TensorFlow finds.
+    Args:
+        runtime: The process setup (:class:`hvdkeras.config.RuntimeConfig`).
+        gpus: The GPUs to choose from; defaults to the physical GPUs TensorFlow finds.
+        horovod_cfg: A :class:`hvdkeras.config.HorovodConfig`: its knobs (resolved for this host by
+            :func:`resolve_horovod`) reach Horovod through ``HOROVOD_*`` environment variables
+            before ``hvd.init``, in one step (:func:`hvdkeras.horovod_env.apply_environment`):
+            values an earlier job in this process set are replaced, a variable set by hand wins
+            and is named in a warning line.
+        workdir: Where relative timeline and autotune-log paths are placed.
+
+    Returns:
+        What was set up for this process.
     """
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")

@@ -50,23 +50,32 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     """``optimizer`` with its gradients averaged over ranks before they are applied.
 
     Horovod's ``DistributedOptimizer`` (``horovod.tensorflow.keras``): the same arguments,
-    defaults and meaning, on Keras 2 and Keras 3. ``name``: prefix of the allreduce
-    requests (default "Distributed<optimizer class>"); ``device_dense`` /
-    ``device_sparse``: where the requests of dense and sparse gradients are placed;
-    ``compression``: the wire format, Horovod's ``hvd.Compression.none`` /
-    ``hvd.Compression.fp16`` or hvdkeras' names "none", "fp16" and "auto" (fp16 when the
-    ranks span several hosts, else none, see :func:`hvdkeras.horovod_env.resolve_compression`);
-    ``sparse_as_dense``: embedding gradients averaged as dense tensors;
-    ``gradient_predivide_factor``, ``op``, ``process_set``, ``scale_local_gradients``: see
-    :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`;
-    ``backward_passes_per_step = N``: gradients summed locally for ``N`` batches, then one
-    allreduce and one update (divided by ``N`` with ``average_aggregated_gradients``);
-    ``groups`` (``num_groups``, Horovod's older name): ``None`` or 0, one request per
-    gradient sent as soon as the backward pass produces it; ``k``: ``k`` grouped requests;
-    a list of lists of variables: one request per list.
+    defaults and meaning, on Keras 2 and Keras 3.
 
-    The returned optimizer is an instance of the original optimizer's class (a subclass
-    with the same name, so a model saved with it loads without hvdkeras).
+    Args:
+        optimizer: The Keras optimizer to wrap.
+        name: Prefix of the allreduce requests (default "Distributed<optimizer class>").
+        device_dense: Where the requests of dense gradients are placed.
+        device_sparse: Where the requests of sparse gradients are placed.
+        compression: The wire format: Horovod's ``hvd.Compression.none`` /
+            ``hvd.Compression.fp16`` or hvdkeras' names "none", "fp16" and "auto" (fp16 when the
+            ranks span several hosts, else none, see :func:`hvdkeras.horovod_env.resolve_compression`).
+        sparse_as_dense: Embedding gradients averaged as dense tensors.
+        gradient_predivide_factor: See :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`.
+        op: See :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`.
+        backward_passes_per_step: ``N``: gradients summed locally for ``N`` batches, then one
+            allreduce and one update.
+        average_aggregated_gradients: The ``N`` batches' sum is divided by ``N``.
+        num_groups: Horovod's older name of ``groups``.
+        groups: ``None`` or 0, one request per gradient sent as soon as the backward pass
+            produces it; ``k``: ``k`` grouped requests; a list of lists of variables: one
+            request per list.
+        process_set: See :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`.
+        scale_local_gradients: See :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`.
+
+    Returns:
+        An instance of the original optimizer's class (a subclass with the same name, so a
+        model saved with it loads without hvdkeras).
     """
     if num_groups and groups is None:
         groups = num_groups  # Horovod's deprecated name

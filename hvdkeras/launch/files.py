@@ -18,9 +18,20 @@ def dry_run(config_path: str, overrides: Sequence[str] = (), workdir: Optional[s
             cores_per_host: Optional[int] = None, output: Optional[str] = None) -> str:
     """What ``python -m hvdkeras.train --dry_run`` prints: the summary, then the command or file.
 
-    ``workdir`` is the ``--workdir`` given (repeated in the command); ``default_workdir``
-    the one the trainer would use without it. With ``output`` the launch file is also
-    written there. Nothing else is written.
+    Nothing is written but ``output``.
+
+    Args:
+        config_path: The config file.
+        overrides: The ``--set`` values.
+        workdir: The ``--workdir`` given (repeated in the command).
+        default_workdir: The workdir the trainer would use without ``--workdir``.
+        np: The number of processes.
+        hosts: ``--hosts`` (``"a:4,b:4"``).
+        launcher: One of :data:`~hvdkeras.launch.common.LAUNCHERS`.
+        image: The container image of the Kubernetes job.
+        gpus_per_host: GPUs on each host (0: CPU hosts).
+        cores_per_host: Cores on each host (default: this machine's).
+        output: Where the launch file is also written, if given.
     """
     check_launcher(launcher)
     cfg = config_lib.load(config_path, overrides)

@@ -79,9 +79,17 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
          workdir: Optional[str] = None) -> Plan:
     """Resolves ``config`` for ``np`` processes on ``hosts`` (``"a:4,b:4"``) without starting anything.
 
-    ``cores_per_host`` defaults to this machine's cores; ``workdir`` places relative
-    timeline and autotune-log paths as the trainer would. Raises :class:`ConfigError`
-    (or :class:`LaunchError`) with one line for anything the trainer would refuse.
+    Args:
+        config: The training config.
+        np: The number of processes (see :func:`hvdkeras.launch.hosts.world`).
+        hosts: The hosts and their slots, as text (``"a:4,b:4"``) or :class:`Host` entries.
+        gpus_per_host: GPUs on each host (0: CPU hosts).
+        cores_per_host: Cores on each host; defaults to this machine's cores.
+        train_args: The training command's arguments.
+        workdir: Places relative timeline and autotune-log paths as the trainer would.
+
+    Raises:
+        ConfigError: With one line for anything the trainer would refuse (or :class:`LaunchError`).
     """
     np_, hosts_ = world(np, hosts)
     if gpus_per_host < 0:
