@@ -35,6 +35,7 @@ from horovod.common.exceptions import HorovodInternalError
 
 from hvdkeras import compat, distributed
 from hvdkeras.compat import keras
+from hvdkeras.position import RunPosition
 
 
 def run(func):
@@ -114,24 +115,40 @@ class KerasState(ObjectState):
 
 
 class CommitPositionCallback(keras.callbacks.Callback):
-    """The elastic driver's: records the position (``epoch``, batches done) after every batch; commits every
-    ``every_batches`` batches and at epoch ends."""
-    def __init__(self, state: KerasState, every_batches: int, batch_offset: int = 0):
+    """The elastic driver's: moves the run's position after every batch and copies it into the elastic state;
+    commits every ``every_batches`` batches and at epoch ends.
+
+    Args:
+        state: the elastic state whose ``epoch`` and ``batch`` are committed.
+        every_batches: how many batches between commits.
+        position: the run's position (:class:`hvdkeras.position.RunPosition`); its start must be decided
+            (``continue_at``) before ``fit``.
+    """
+
+    def __init__(self, state: KerasState, every_batches: int, position: RunPosition):
         super().__init__()
         self.state = state
         self.every_batches = every_batches
-        self.batch_offset = batch_offset  # batches of this epoch done before this fit (a resumed epoch)
+        self.position = position
+
+    def on_train_begin(self, logs=None):
+        """Starts counting at the position decided for this ``fit``."""
+        self.position.begin_fit()
 
     def on_epoch_begin(self, epoch, logs=None):
+        """Moves the position and the state to epoch index ``epoch``."""
+        self.position.begin_epoch(epoch)
         self.state.epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
-        self.state.batch = self.batch_offset + batch + 1
+        """Records the batches done of this epoch; commits every ``every_batches``."""
+        self.position.end_batch(batch)
+        self.state.batch = self.position.batch
         if self.state.batch % self.every_batches == 0:
             self.state.commit()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.batch_offset = 0
-        self.state.epoch = epoch + 1
-        self.state.batch = 0
+        """Commits the start of the next epoch."""
+        self.position.end_epoch(epoch)
+        self.state.epoch, self.state.batch = self.position.epoch, self.position.batch
         self.state.commit()

@@ -64,13 +64,13 @@ _ESTIMATOR = tf.estimator
 
 import horovod.tensorflow as hvd
 
+from hvdkeras import assembly, distributed, horovod_env, log, optimizers, scaling, schedules
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
-from hvdkeras import distributed, horovod_env, log, optimizers, scaling, schedules, tasks
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.errors import ConfigError
 from hvdkeras.gradient_exchange.compression import horovod_compression
-from hvdkeras.workdir import Workdir, append_metrics, save_config
+from hvdkeras.workdir import append_metrics
 
 tf_estimator = _ESTIMATOR
 v1 = tf.compat.v1
@@ -334,25 +334,22 @@ def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
 
 
 def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
-    files = Workdir(workdir)
-    # the same process setup as the Keras trainer: the horovod section's settings reach Horovod before
-    # hvd.init (cycle time, fusion, stall inspector, timeline, autotune), then pinning, threads and seeds
-    distributed.init(cfg.runtime, horovod_cfg=cfg.horovod, workdir=workdir)
+    # the same process setup and parts as the Keras trainer's (hvdkeras.assembly): the horovod section's
+    # settings reach Horovod before hvd.init, then pinning, threads and seeds; the task's data, model and loss
+    world = assembly.start(cfg, workdir)
     v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank
-    rank, size = distributed.rank(), distributed.size()
-    config_lib.validate_for_world(cfg, size)
-    if rank == 0:
-        save_config(cfg, files.config)
+    parts = assembly.assemble(cfg, world, workdir=workdir, agree=False, with_model=False)
+    parts.write_config()
+    rank, size = world.rank, world.size
+    files, task, probe, scaled_lr = parts.files, parts.task, parts.data, parts.scaled_lr
+    view = parts.job.for_world(size)
+    cfg = parts.config
     shard = data_lib.Shard(rank, size)
-    task = tasks.for_config(cfg)  # the same data, model and loss as the Keras trainer's
 
     def datasets():
-        return task.datasets(cfg, scaling.for_world(cfg.data, size), shard, cfg.runtime.seed,
-                             cfg.trainer.steps_per_epoch, None)
+        return task.datasets(view, shard, cfg.trainer.steps_per_epoch, world.threads.intra_op)
 
-    probe = datasets()
     steps_per_epoch = probe.steps_per_epoch
-    scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.global_batch(cfg.data, size))
 
     def model_fn(features, labels, mode, params):
         model = task.model(cfg, probe)

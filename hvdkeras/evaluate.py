@@ -36,11 +36,11 @@ def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float],
     from hvdkeras.trainer import Trainer
 
     trainer = Trainer.from_config(config, workdir)
-    if trainer.backup is None:
+    if trainer.position.store is None:
         raise CheckpointError("checkpoint.enabled is false in the config, so there are no checkpoints to evaluate;"
                               " leave it at true")
-    trainer.backup.restore(trainer.model)
-    found = trainer.backup.restored
+    trainer.position.restore(trainer.model)
+    found = trainer.position.restored
     if found is None:
         raise CheckpointError(f"no intact checkpoint in {Workdir(workdir).checkpoints}; train first with"
                               " python -m hvdkeras.train and the same --config and --workdir")

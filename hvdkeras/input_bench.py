@@ -56,16 +56,14 @@ def _time_step(model, batch, batches: int, per_rank_batch: int) -> float:
 
 
 def measure(cfg, rounds: int, batches: int):
-    """(pipeline images/s, step images/s) per measured round, for this rank."""
-    from hvdkeras import data, distributed, models, optimizers, scaling
-    from hvdkeras.losses import make_loss
+    """(pipeline images/s, step images/s) per measured round, for this rank.
 
-    info = distributed.init(cfg.runtime)
-    datasets = data.build(cfg.data, data.Shard(info.rank, info.size), seed=cfg.runtime.seed,
-                          threads=info.threads.intra_op)
-    model = models.build(datasets.input_shape, datasets.num_classes, cfg.model)
-    optimizer, _ = optimizers.build(cfg.optimizer, cfg.horovod, cfg.data, scaling.global_batch(cfg.data, info.size))
-    model.compile(optimizer, make_loss(datasets.num_classes, cfg.trainer.label_smoothing))
+    The data and the compiled model are the trainer's own (:func:`hvdkeras.assembly.assemble`).
+    """
+    from hvdkeras import assembly, distributed
+
+    parts = assembly.assemble(cfg, assembly.start(cfg), workdir=None, agree=False)
+    datasets, model = parts.data, parts.model
     distributed.broadcast_variables(model.variables)
     batch = next(iter(datasets.train(0, 1)))
     pipeline, step = [], []

@@ -144,6 +144,15 @@ class PeerTable:
         peer = self.peers[rank]
         return wait_until_gone(peer.host, peer.port, timeout, stop=stop)
 
+    def wait_until_root_gone(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Waits until rank 0's process is gone, at most :data:`LEAVE_WAIT_S` s, or ``stop()`` is true.
+
+        After a preemption the other ranks leave this way, because a launcher stops the whole
+        job when its first rank exits (``stop``: a further SIGTERM, which horovodrun sends to
+        the ranks still running once rank 0 has left).
+        """
+        return self.wait_until_gone(0, timeout=LEAVE_WAIT_S, stop=stop)
+
 
 def wait_until_gone(host: str, port: int, timeout: float, first_poll_s: float = 0.05, max_poll_s: float = 0.1,
                     probe_timeout: float = 1.0, stop: Callable[[], bool] = lambda: False) -> bool:
@@ -182,32 +191,32 @@ def lost_line(findings: Sequence[Finding], timeout: float = PROBE_TIMEOUT_S, lim
 
 @contextlib.contextmanager
 def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
-             is_collective_failure: Callable[[BaseException], bool], backup: Any = None,
+             is_collective_failure: Callable[[BaseException], bool],
+             resume_point: Callable[[], Optional[str]] = lambda: None,
              stall_shutdown_seconds: Optional[float] = None) -> Iterator[PeerTable]:
     """Collective: a collective that fails inside names the lost ranks and hosts in one line.
 
     Every rank opens a :class:`Beacon` and the ranks exchange their addresses with
-    ``gather_objects`` (an allgather of one object per rank); when a Horovod op fails
-    (``is_collective_failure``: Gloo's timeout, "Horovod has been shut down"), the other
-    ranks are probed and, if any is gone, :class:`PeerLostError` replaces Horovod's
-    error. If every rank is alive, Horovod shut down and ``stall_shutdown_seconds`` is
-    set, its stall inspector stopped the job: :class:`StallError`. Other errors pass
-    through unchanged. ``backup`` (a :class:`hvdkeras.callbacks.BackupAndRestore`)
-    names the checkpoint to resume from, and after a preemption makes the other ranks
-    leave once rank 0's process is gone, not a fixed time after it.
+    ``gather_objects``; when a Horovod op fails, the other ranks are probed and, if any is
+    gone, :class:`PeerLostError` replaces Horovod's error. If every rank is alive, Horovod
+    shut down and ``stall_shutdown_seconds`` is set, its stall inspector stopped the job:
+    :class:`StallError`. Other errors pass through unchanged.
+
+    Args:
+        rank: this process's rank.
+        gather_objects: an allgather of one object per rank.
+        is_collective_failure: whether an exception is a failed Horovod op (Gloo's timeout,
+            "Horovod has been shut down").
+        resume_point: the checkpoint a rerun would continue from, described, named in the line
+            (:meth:`hvdkeras.position.RunPosition.resume_point`).
+        stall_shutdown_seconds: Horovod's stall shutdown, if set.
+
+    Returns:
+        A context manager giving the :class:`PeerTable` (e.g. for
+        :meth:`PeerTable.wait_until_root_gone` after a preemption).
     """
     with Beacon() as beacon:
         table = PeerTable.from_gathered(gather_objects((own_host(), beacon.port)), rank)
-        if backup is not None:
-            # ... or at once on a further SIGTERM: horovodrun sends one to the ranks still running as soon as
-            # rank 0 has left (waiting on would end in its SIGKILL, 137)
-            flag = backup.signal_flag
-
-            def leave_after_rank_0() -> None:
-                seen = flag.count
-                table.wait_until_gone(0, timeout=LEAVE_WAIT_S, stop=lambda: flag.count > seen)
-
-            backup.wait_to_leave = leave_after_rank_0
         try:
             yield table
         except SystemExit:  # leaving the process (a preemption's Preempted is one)
@@ -217,9 +226,9 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
             if isinstance(exc, HvdkerasError) or not is_collective_failure(exc):
                 raise
             line = lost_line(table.lost())
-            saved = backup and (backup.last_saved or backup.restored)
+            saved = resume_point()
             resume = "rerun the same command to resume from the last checkpoint" + (
-                f" (checkpoint {saved.describe()})" if saved else "")
+                f" (checkpoint {saved})" if saved else "")
             if line is not None:
                 raise PeerLostError(f"{line}; {resume}") from exc
             if stall_shutdown_seconds and "shut down" in str(exc):

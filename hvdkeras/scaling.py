@@ -133,3 +133,26 @@ def formula(opt: OptimizerConfig, data: DataConfig, num_ranks: int) -> str:
         return (f"{scaled:g} = {opt.learning_rate:g} x {batch} / data.per_rank_batch_size"
                 f" {data.per_rank_batch_size} (Horovod's lr x {num_ranks} ranks)")
     return f"{scaled:g} = optimizer.learning_rate, unscaled (optimizer.lr_scaling: none)"
+
+
+def for_resized_world(data: DataConfig, on_resize: str, initial_size: int, size: int) -> DataConfig:
+    """The data section ``size`` ranks train with, in a job that started with ``initial_size`` (elastic).
+
+    Args:
+        data: the config's data section.
+        on_resize: ``elastic.on_resize``. ``"keep_global_batch"``: the global batch of the initial
+            world stays, each rank's becomes ``global / size``. ``"keep_rank_batch"``: each rank keeps
+            its initial batch, the global batch becomes ``per-rank batch x size``.
+        initial_size: the number of ranks the job started with.
+        size: the number of ranks now.
+
+    Returns:
+        A :func:`for_world` view; with ``size == initial_size``, ``for_world(data, size)`` under either rule.
+    """
+    initial = for_world(data, initial_size)
+    if on_resize == "keep_global_batch":
+        return initial
+    global_batch_size, eval_global_batch_size = world_batches(initial)
+    per_rank = global_batch_size // initial_size
+    eval_per_rank = eval_global_batch_size // initial_size
+    return dataclasses.replace(initial, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)

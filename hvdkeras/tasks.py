@@ -6,7 +6,7 @@ gradient exchange, exact global metrics, checkpoints) stays the trainer's::
 
     class Task:
         throughput_unit: str                                   # "images", "tokens", "examples" ...
-        def datasets(config, data_config, shard, seed, steps, threads) -> hvdkeras.data.Datasets
+        def datasets(config, shard, steps, threads) -> hvdkeras.data.Datasets
         def model(config, data) -> an uncompiled keras.Model
         def loss(config, data) -> a Keras loss, or a mapping of output name to one
         def metrics(config, data) -> a list of Keras metrics, or a mapping of output name to a list (made exact over
@@ -21,6 +21,7 @@ each output of a model with several).
 """
 from __future__ import annotations
 
+import abc
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from hvdkeras import compat, user_code
@@ -31,27 +32,36 @@ from hvdkeras.compat import keras
 from hvdkeras.losses import make_loss
 
 
-class Task:
-    """The interface (see the module docstring); a subclass overrides every method."""
+class Task(abc.ABC):
+    """What is learned (see the module docstring): a subclass implements every abstract method."""
 
     throughput_unit = "examples"
 
-    def datasets(self, config: config_lib.Config, data_config: config_lib.DataConfig, shard: data_lib.Shard,
-                 seed: int, steps: Optional[int], threads: Optional[int]) -> data_lib.Datasets:
-        """This rank's data for ``shard``; ``data_config`` holds the current world's batches
-        (``global_batch_size`` and ``eval_global_batch_size`` set, :func:`hvdkeras.scaling.for_world`);
-        ``steps`` overrides the steps per epoch when given."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    def datasets(self, config: config_lib.Config, shard: data_lib.Shard, steps: Optional[int],
+                 threads: Optional[int]) -> data_lib.Datasets:
+        """This rank's data.
 
+        Args:
+            config: the config as the current world sees it: ``config.data`` holds the world's
+                batches (``global_batch_size`` and ``eval_global_batch_size`` set,
+                :func:`hvdkeras.scaling.for_world`); the seed is ``config.runtime.seed``.
+            shard: this rank's place in the world.
+            steps: the steps per epoch, when given (else as many as the data holds).
+            threads: the size of tf.data's private thread pool (``None``: TensorFlow's).
+        """
+
+    @abc.abstractmethod
     def model(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """The model to train, not compiled (the trainer compiles it with the distributed optimizer)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def loss(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
-        raise NotImplementedError
+        """A Keras loss, or a mapping of output name to one."""
 
+    @abc.abstractmethod
     def metrics(self, config: config_lib.Config, data: data_lib.Datasets) -> Union[List[Any], Dict[str, List[Any]]]:
-        raise NotImplementedError
+        """A list of Keras metrics, or a mapping of output name to a list (made exact over ranks by the trainer)."""
 
     def loss_weights(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """How much each output's loss counts (``compile``'s ``loss_weights``); None: equally."""
@@ -84,7 +94,9 @@ class ConfigTask(Task):
     def _own(config: config_lib.Config, key: str, name: str) -> Any:
         return user_code.resolve(name, key, config_lib.source_of(config, key), config.folder)
 
-    def datasets(self, config, data_config, shard, seed, steps, threads):
+    def datasets(self, config, shard, steps, threads):
+        """The built-in dataset ``data.name`` names, or your own function's, for ``shard``."""
+        data_config, seed = config.data, config.runtime.seed
         if not config_lib.is_import_path(data_config.name):
             return data_lib.build(data_config, shard, seed=seed, steps=steps, threads=threads)
         function = self._own(config, "data.name", data_config.name)

@@ -1,205 +1,118 @@
-"""``Trainer``: the config-driven data-parallel training loop, composed of parts it can be handed.
+"""``Trainer``: the config-driven data-parallel training loop over a run's parts.
 
-:meth:`Trainer.from_config` builds the parts (Horovod process, this rank's data,
-compiled model at the scaled learning rate, checkpoint callback);
-``Trainer(config, workdir, process=..., data=..., model=..., scaled_lr=...)`` takes
-them as they are. What a driver (:mod:`hvdkeras.drivers`) uses is here, once:
-the pre-flight check, :meth:`Trainer.fit_range` (``model.fit`` with
-:func:`hvdkeras.callbacks.default_callbacks`, the same list a ``model.fit`` user
-gets, in the order documented there), the final global validation and the check
-that all ranks hold identical weights. :meth:`Trainer.fit` hands the trainer to the
-driver the config asks for: plain, or elastic with ``elastic.enabled``.
+:meth:`Trainer.from_config` starts this process and assembles the parts
+(:func:`hvdkeras.assembly.start`, :func:`hvdkeras.assembly.assemble`: the Horovod
+process, this rank's data, the model compiled at the scaled learning rate, the run's
+position and its checkpoint callback); ``Trainer(parts)`` takes them as they are.
+What a driver (:mod:`hvdkeras.drivers`) uses is here, once, and declared as
+:class:`hvdkeras.drivers.Loop`: the pre-flight check, :meth:`Trainer.fit_range`
+(``model.fit`` with :func:`hvdkeras.callbacks.default_callbacks`, the same list a
+``model.fit`` user gets, in the order documented there), the final global validation
+and the check that all ranks hold identical weights. :meth:`Trainer.fit` hands the
+trainer to the driver the config asks for: plain, or elastic with ``elastic.enabled``.
 
-Files under ``workdir`` (:mod:`hvdkeras.workdir`) are written by rank 0 only.
+Files under the workdir (:mod:`hvdkeras.workdir`) are written by rank 0 only.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import horovod
 import tensorflow as tf
 
-from hvdkeras import (
-    checkpointing,
-    compat,
-    distributed,
-    drivers,
-    horovod_env,
-    log,
-    optimizers,
-    scaling,
-    schedules,
-    tasks,
-)
+from hvdkeras import assembly, checkpointing, compat, distributed, drivers, log, scaling, schedules, tasks
 from hvdkeras import config as config_lib
 from hvdkeras import data as data_lib
 from hvdkeras import export as export_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
 from hvdkeras.compat import keras
-from hvdkeras.errors import ConfigError, SetupError
-from hvdkeras.workdir import Workdir, save_config
-from hvdkeras.xla_gradients import use_xla_gradients
+from hvdkeras.position import RunPosition
 
 
 def _ranks(n: int) -> str:
     return f"{n} rank" if n == 1 else f"{n} ranks"
 
 
-# --------------------------------------------------------------------------- building the parts
-
-
-def resolved_for_host(config: config_lib.Config, process: distributed.ProcessInfo) -> config_lib.Config:
-    """``config`` with the automatic choices made for this host (written to config.yaml so a run can be repeated)."""
-    return dataclasses.replace(
-        config,
-        horovod=horovod_env.resolve_horovod(config.horovod, multi_host=process.size > process.local_size),
-        runtime=dataclasses.replace(config.runtime, intra_op_threads=process.threads.intra_op,
-                                    inter_op_threads=process.threads.inter_op))
-
-
-def auto_reasons(requested: config_lib.Config, resolved: config_lib.Config,
-                 process: distributed.ProcessInfo) -> Dict[str, str]:
-    """``{key: why}`` for the values :func:`resolved_for_host` chose (:func:`hvdkeras.horovod_env.auto_reasons`)."""
-    return horovod_env.auto_reasons(requested.horovod, requested.runtime, resolved.horovod, process.threads,
-                                    multi_host=process.size > process.local_size, cores=distributed.launch_cores(),
-                                    ranks_on_host=process.local_size)
-
-
-def build_data(config: config_lib.Config, data_config: config_lib.DataConfig, rank: int, size: int,
-               threads: Optional[int], agree: bool = True, task: Optional[tasks.Task] = None) -> data_lib.Datasets:
-    """This rank's data for ``size`` ranks, from ``task`` (default: the config's, :func:`hvdkeras.tasks.for_config`).
-
-    With ``agree`` (a collective), every rank runs the smallest number of steps any
-    rank can serve, so no rank waits in an allreduce for one that ran out of data.
-    """
-    task = task or tasks.for_config(config)
-    data_config = scaling.for_world(data_config, size)  # the task sees this world's global batches
-
-    def build(steps):
-        return task.datasets(config, data_config, data_lib.Shard(rank, size), config.runtime.seed, steps, threads)
-
-    data = build(config.trainer.steps_per_epoch)
-    if agree:
-        steps = distributed.agree_min(data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
-        if steps != data.steps_per_epoch:
-            data = build(steps)
-    return data
-
-
-def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int,
-                  task: Optional[tasks.Task] = None) -> Tuple[Any, float]:
-    """(``task``'s model compiled with its loss and metrics and the distributed optimizer at the scaled rate,
-    that rate); ``task`` defaults to the config's.
-
-    ``runtime.mixed_precision`` is Keras' global dtype policy while the model and its optimizer
-    are built, and the previous policy again afterwards: the model keeps it, the process does not.
-    """
-    task = task or tasks.for_config(config)
-    with compat.mixed_precision(config.runtime.mixed_precision):
-        model = task.model(config, data)
-        optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data,
-                                                scaling.global_batch(config.data, size))
-        model.compile(
-            optimizer=optimizer,
-            loss=task.loss(config, data),
-            metrics=task.metrics(config, data),
-            loss_weights=task.loss_weights(config, data),
-            # Your data's sample weights weigh the loss; the metrics count every example alike, which [] tells
-            # Keras 2 (it warns at every validation otherwise).
-            weighted_metrics=[] if data.element_spec is not None and len(data.element_spec) == 3 else None,
-            # Horovod's ops have no XLA kernels here: Keras 3's "auto" would compile the whole step on GPU
-            # hosts. runtime.jit_compile compiles the forward and backward pass only (below).
-            jit_compile=False,
-        )
-    compat.count_examples_in_output_losses(model)  # val_<output>_loss over every example, on Keras 3 too
-    # Under mixed_float16 the optimizer is a LossScaleOptimizer that unscales and checks the gradients
-    # after the allreduce, so all ranks skip the same steps.
-    if config.runtime.jit_compile:
-        use_xla_gradients(model)
-    # Slots exist now, so a checkpoint restores the optimizer state immediately.
-    compat.build_optimizer(model.optimizer, model.trainable_variables)
-    return model, scaled_lr
-
-
-def make_backup(config: config_lib.Config, workdir: str) -> Optional[BackupAndRestore]:
-    ckpt = config.checkpoint
-    if not ckpt.enabled:
-        return None
-    return BackupAndRestore(Workdir(workdir).checkpoints, delete_checkpoint=False, keep=ckpt.keep,
-                            every_epochs=ckpt.every_epochs, preemption=ckpt.preemption,
-                            grace_s=ckpt.preemption_grace_s, on_save_error=ckpt.on_save_error,
-                            check_divergence=config.trainer.check_divergence)
-
-
-# --------------------------------------------------------------------------- the trainer
-
-
 class Trainer:
-    """Trains ``config`` into ``workdir`` on all Horovod ranks; call :meth:`fit` on every rank.
+    """Trains a run's parts on all Horovod ranks; call :meth:`fit` on every rank.
 
-    Construction runs no collective and writes no file. ``requested_config`` is what
-    every rank was asked to run (compared across ranks before training; ``config``
-    may hold host-chosen values that differ by host); it defaults to ``config``.
+    Construction runs no collective and writes no file.
+
+    Args:
+        parts: what :func:`hvdkeras.assembly.assemble` built (or stand-ins).
     """
 
-    def __init__(self, config: config_lib.Config, workdir: str, *, process: distributed.ProcessInfo,
-                 data: data_lib.Datasets, model, scaled_lr: float, backup: Optional[BackupAndRestore] = None,
-                 requested_config: Optional[config_lib.Config] = None, task: Optional[tasks.Task] = None):
-        self.config = config
-        self.requested_config = requested_config or config
-        # what was chosen for the user: {key: why}, marked (auto) in the start-up lines and config.yaml
-        self.auto: Dict[str, str] = {}
-        self.workdir = workdir
-        self.files = Workdir(workdir)
-        self.process = process
-        self.data = data
-        self.model = model
-        self.scaled_lr = scaled_lr
-        self.backup = backup
-        self.task = task or tasks.for_config(config)
+    def __init__(self, parts: assembly.Parts):
+        self.parts = parts
 
     @classmethod
     def from_config(cls, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None,
                     task: Optional[tasks.Task] = None) -> "Trainer":
-        """Initialises this process and builds every part from ``config`` and ``task`` (default: the config's,
+        """Initialises this process and assembles every part from ``config`` and ``task`` (default: the config's,
         :func:`hvdkeras.tasks.for_config`).
 
         ``gpus`` overrides the GPUs found on the host (tests pass stand-ins). Except
         in elastic mode, where no collective may run before the state sync, the
         ranks agree here on the steps per epoch (a collective).
         """
-        if config.trainer.tensorboard and not compat.TENSORBOARD_INSTALLED:
-            raise SetupError(f"trainer.tensorboard is true, but TensorFlow {tf.__version__} does not install the"
-                             " tensorboard package: pip install tensorboard, or set trainer.tensorboard=false")
-        process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod, workdir=workdir)
-        config_lib.validate_for_world(config, process.size)
-        resolved = resolved_for_host(config, process)
-        task = task or tasks.for_config(resolved)
-        try:
-            data = build_data(resolved, resolved.data, process.rank, process.size, process.threads.intra_op,
-                              agree=not resolved.elastic.enabled, task=task)
-            model, scaled_lr = compile_model(resolved, data, process.size, task)
-        except ConfigError as exc:
-            raise config_lib.locate(config, exc) from None
-        trainer = cls(resolved, workdir, process=process, data=data, model=model, scaled_lr=scaled_lr,
-                      backup=make_backup(resolved, workdir), requested_config=config, task=task)
-        trainer.auto = auto_reasons(config, resolved, process)
-        return trainer
+        world = assembly.start(config, workdir, gpus)
+        return cls(assembly.assemble(config, world, task, workdir=workdir, agree=not config.elastic.enabled))
+
+    # ------------------------------------------------------------------ the parts, typed
+
+    @property
+    def config(self) -> config_lib.Config:
+        """The resolved config (this host's choices made)."""
+        return self.parts.config
+
+    @property
+    def workdir(self) -> str:
+        """The run's folder."""
+        return self.parts.workdir
+
+    @property
+    def process(self) -> distributed.ProcessInfo:
+        """This process in the world it started in."""
+        return self.parts.process
+
+    @property
+    def data(self) -> data_lib.Datasets:
+        """This rank's data for the world it started in."""
+        return self.parts.data
+
+    @property
+    def model(self) -> Any:
+        """The compiled model."""
+        return self.parts.model
+
+    @property
+    def scaled_lr(self) -> float:
+        """The learning rate for the starting world's global batch."""
+        return self.parts.scaled_lr
+
+    @property
+    def position(self) -> RunPosition:
+        """Where the run is and how it resumes."""
+        return self.parts.position
+
+    @property
+    def backup(self) -> Optional[BackupAndRestore]:
+        """The checkpoint callback (``None`` with ``checkpoint.enabled=false``)."""
+        return self.parts.backup
 
     # ------------------------------------------------------------------ shared by the drivers
 
-    def data_for_world(self, data_config: config_lib.DataConfig, rank: int, size: int) -> data_lib.Datasets:
-        """This rank's data for ``size`` ranks, the steps agreed by all (a collective)."""
-        return build_data(self.config, data_config, rank, size, self.process.threads.intra_op, agree=True,
-                          task=self.task)
+    def data_for_world(self, rank: int, size: int) -> data_lib.Datasets:
+        """This rank's data for ``size`` ranks (:meth:`hvdkeras.assembly.JobConfig.for_world`), the steps agreed
+        by all (a collective)."""
+        return assembly.build_data(self.parts.job, rank, size, self.process.threads.intra_op, agree=True,
+                                   task=self.parts.task)
 
-    def callbacks(self, scaled_lr: float, steps_per_epoch: int, size: int,
-                  initial_batch: int = 0) -> List[keras.callbacks.Callback]:
-        """:func:`hvdkeras.callbacks.default_callbacks` for this config; ``initial_batch``: the first
-        epoch of the coming ``fit`` starts at that batch (a resumed partial epoch)."""
+    def callbacks(self, scaled_lr: float, steps_per_epoch: int, size: int) -> List[keras.callbacks.Callback]:
+        """:func:`hvdkeras.callbacks.default_callbacks` for this config, the learning rate counted from the
+        position's start (a resumed partial epoch starts at its batch)."""
         cfg = self.config
         return default_callbacks(
             initial_lr=scaled_lr,
@@ -208,43 +121,26 @@ class Trainer:
             staircase=cfg.schedule.name in ("constant", "step"),
             momentum_correction=cfg.schedule.momentum_correction,
             steps_per_epoch=steps_per_epoch,
-            initial_batch=initial_batch,
+            initial_batch=self.position.start[1],
             warmup_start_lr=scaling.warmup_start_lr(cfg.optimizer, scaled_lr),
             backup=self.backup,
-            metrics_file=self.files.metrics,
-            tensorboard_dir=self.files.tensorboard if cfg.trainer.tensorboard else None,
-            profile_dir=self.files.tensorboard, profile_batches=cfg.runtime.profile_batches or None,
+            metrics_file=self.parts.files.metrics,
+            tensorboard_dir=self.parts.files.tensorboard if cfg.trainer.tensorboard else None,
+            profile_dir=self.parts.files.tensorboard, profile_batches=cfg.runtime.profile_batches or None,
             progress=cfg.trainer.verbose > 0,
             terminate_on_nan=cfg.trainer.terminate_on_nan,
             check_divergence=cfg.trainer.check_divergence,
-            throughput_unit=self.task.throughput_unit,
+            throughput_unit=self.parts.task.throughput_unit,
             size=size,
         )
 
     def job_lines(self, data: Optional[data_lib.Datasets] = None, size: Optional[int] = None) -> List[str]:
-        """What this job resolved that is not a config key: the global batch, the rate, the warmup, the steps."""
-        cfg, data = self.requested_config, data or self.data
-        size = size or self.process.size
-        steps = ("trainer.steps_per_epoch" if cfg.trainer.steps_per_epoch
-                 else "(auto) as many full global batches as the data holds, the same on every rank")
-        lines = [f"global batch {data.per_rank_batch * size} = {_ranks(size)} x {data.per_rank_batch}"
-                 + (" (data.per_rank_batch_size)" if cfg.data.per_rank_batch_size else " (data.global_batch_size)"),
-                 f"learning rate {scaling.formula(cfg.optimizer, cfg.data, size)}"
-                 f" (optimizer.lr_scaling: {cfg.optimizer.lr_scaling})"]
-        if cfg.schedule.warmup_epochs > 0:
-            start = scaling.warmup_start_lr(cfg.optimizer, self.scaled_lr)
-            lines.append(f"warmup over {cfg.schedule.warmup_epochs:g} epochs, per batch from {start:g} to"
-                         f" {self.scaled_lr:g}" + (" (nothing to warm up: the global batch is not above the"
-                                                   " reference batch)" if start >= self.scaled_lr else ""))
-        lines.append(f"steps per epoch {data.steps_per_epoch}: {steps}")
-        return lines
+        """What this job resolved that is not a config key (:meth:`hvdkeras.assembly.Parts.job_lines`)."""
+        return self.parts.job_lines(data, size)
 
     def write_config(self) -> None:
         """Rank 0 writes the resolved config to ``<workdir>/config.yaml``, each chosen value with its reason."""
-        if distributed.is_chief():
-            footer = [f"Resolved for this job ({_ranks(self.process.size)}), not config keys:"]
-            footer += [f"  {line}" for line in self.job_lines()]
-            save_config(self.config, self.files.config, auto=self.auto, footer=footer)
+        self.parts.write_config()
 
     def preflight(self, data: data_lib.Datasets, scaled_lr: Optional[float] = None) -> None:
         """Collective: stops every rank with a readable diff if ranks differ in config, model, steps or versions.
@@ -262,10 +158,10 @@ class Trainer:
                 else:
                     flat[f"{prefix}{key}"] = value
 
-        flatten(config_lib.to_dict(self.requested_config))
+        flatten(config_lib.to_dict(self.parts.job.requested))
         variables = [(v.name, tuple(v.shape), compat.dtype(v).name) for v in self.model.variables]
         fields = {
-            "config": hashlib.sha256(config_lib.to_yaml(self.requested_config).encode()).hexdigest()[:12],
+            "config": hashlib.sha256(config_lib.to_yaml(self.parts.job.requested).encode()).hexdigest()[:12],
             # resolved by each rank for itself; what the whole job must share (threads may differ by host)
             "gradient compression": self.config.horovod.compression,
             "learning rate": f"{self.scaled_lr if scaled_lr is None else scaled_lr:g}",
@@ -278,7 +174,7 @@ class Trainer:
         distributed.preflight(fields, details={"config": flat})
 
     def fit_range(self, data: data_lib.Datasets, epoch: int, batch: int, scaled_lr: float, size: int,
-                  extra_callbacks: Callable[[int], List[Any]] = lambda initial_batch: []) -> Dict[str, List[float]]:
+                  extra_callbacks: Callable[[], List[Any]] = lambda: []) -> Dict[str, List[float]]:
         """Trains from batch ``batch`` of epoch index ``epoch`` to ``trainer.epochs``; the history of the epochs.
 
         The drivers' one way to train. The position is first taken through
@@ -286,7 +182,9 @@ class Trainer:
         mid-epoch) is a ``fit`` of its own over that epoch's batches from ``batch`` on
         (the same shuffle, ``skip(batch)``), the learning-rate callbacks counting from
         ``batch``; whole epochs follow in one ``fit``, with validation as configured.
-        ``extra_callbacks(initial_batch)`` adds callbacks to each ``fit``.
+        Before each ``fit`` the run's position is set where it starts
+        (:meth:`hvdkeras.position.RunPosition.continue_at`); ``extra_callbacks()`` adds
+        callbacks to each ``fit`` (they read the position there).
         """
         cfg = self.config
         epochs, steps = cfg.trainer.epochs, data.steps_per_epoch
@@ -300,9 +198,8 @@ class Trainer:
         validate = data.validation is not None and cfg.trainer.validation_freq > 0
         history: Dict[str, List[float]] = {}
         for dataset, n, first, last, skip in parts:
-            if self.backup is not None:
-                self.backup.continue_at(first, skip)  # weights are in place: restored, synced or trained
-            callbacks = self.callbacks(scaled_lr, steps, size, initial_batch=skip) + list(extra_callbacks(skip))
+            self.position.continue_at(first, skip)  # weights are in place: restored, synced or trained
+            callbacks = self.callbacks(scaled_lr, steps, size) + list(extra_callbacks())
             # shuffle=False: the dataset shuffles itself, by the seed and the epoch (Keras 3 warns on True).
             result = self.model.fit(dataset, steps_per_epoch=n, epochs=last, initial_epoch=first, shuffle=False,
                                     validation_data=data.validation if validate else None,
@@ -344,6 +241,10 @@ class Trainer:
         return drivers.for_config(self.config)(self).fit()
 
 
-def train_and_evaluate(config: config_lib.Config, workdir: str, **kwargs) -> Dict[str, float]:
-    """Library entry point: ``Trainer.from_config(config, workdir, **kwargs).fit()`` on every rank."""
+def train_and_evaluate(config: config_lib.Config, workdir: str, **kwargs: Any) -> Dict[str, float]:
+    """Library entry point: ``Trainer.from_config(config, workdir, **kwargs).fit()`` on every rank.
+
+    Returns:
+        The final global metrics (``val_<metric>`` over every validation example once).
+    """
     return Trainer.from_config(config, workdir, **kwargs).fit()

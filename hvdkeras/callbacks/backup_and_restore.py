@@ -11,6 +11,7 @@ from hvdkeras.callbacks import divergence
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
 from hvdkeras.compat import keras
 from hvdkeras.errors import CheckpointError
+from hvdkeras.position import RunPosition
 
 
 class BackupAndRestore(keras.callbacks.Callback):
@@ -49,8 +50,10 @@ class BackupAndRestore(keras.callbacks.Callback):
     between ranks stop every rank with one line and are not written. Every rank must run
     this callback (rank 0 alone writes).
 
-    :meth:`restore` can also be called before ``fit`` (collectively) to learn where to
-    start, e.g. to build an input pipeline positioned there: ``restored.position`` is
+    Where the run is and what it resumed from live in its :class:`hvdkeras.position.RunPosition`
+    (``position``: pass one to share it, as the trainer does; by default its own, on
+    ``backup_dir``). :meth:`restore` can also be called before ``fit`` (collectively) to
+    learn where to start, e.g. to build an input pipeline positioned there: it returns
     ``(epoch, batch)``. ``fit`` itself always starts at a whole epoch; to resume a
     mid-epoch backup exactly, run the rest of that epoch as its own ``fit`` over the
     data with ``skip(batch)`` after :meth:`continue_at` ``(epoch, batch)`` (the trainer does).
@@ -62,7 +65,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     def __init__(self, backup_dir: str, save_freq="epoch", delete_checkpoint: bool = True,
                  save_before_preemption: bool = False, keep: int = 1, every_epochs: int = 1,
                  preemption: bool = False, grace_s: float = 30.0, on_save_error: str = "stop",
-                 check_divergence: bool = True):
+                 check_divergence: bool = True, position: Optional[RunPosition] = None):
         super().__init__()
         if save_freq != "epoch":
             raise ValueError(
@@ -83,41 +86,61 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.grace_s = grace_s
         self.on_save_error = on_save_error
         self.check_divergence = check_divergence
-        self.store = checkpointing.CheckpointStore(backup_dir, keep=keep)
-        self.restored: Optional[checkpointing.CheckpointInfo] = None
-        self.last_saved: Optional[checkpointing.CheckpointInfo] = None
+        if position is None or position.store is None:
+            position = RunPosition(checkpointing.CheckpointStore(backup_dir, keep=keep))
+        self.position = position
         self.signal_flag = SignalFlag()
         self._agreement: Optional[StopAgreement] = None
-        self._start: Optional[Tuple[int, int]] = None
-        self._batch_offset = 0
-        self._epoch = 0
-        self._batch = 0
         self._trackable = None
         self._stop_at_epoch_end = False
         self._preempted_line: Optional[str] = None  # agreed on an epoch's last batch: leave when fit ends
         # How a rank other than 0 waits before leaving after a preemption. Launchers stop the whole job when
         # its first rank exits, and SIGTERM kills a Python that is already shutting down: rank 0 leaves
         # first, the others while still catching the signal. Alone in a model.fit, a fixed EXIT_STAGGER_S;
-        # the trainer replaces it with a wait until rank 0's process is gone (hvdkeras.peers).
-        self.wait_to_leave: Callable[[], object] = lambda: time.sleep(self.EXIT_STAGGER_S)
+        # a driver makes it wait until rank 0's process is gone (leave_after, with hvdkeras.peers).
+        self._wait_to_leave: Callable[[], object] = lambda: time.sleep(self.EXIT_STAGGER_S)
 
-    def restore(self, model=None) -> int:
-        """Collective: loads the latest intact backup on rank 0, broadcasts it; returns its completed epochs."""
-        model = model or self.model
-        optimizer = model.optimizer
-        if not compat.optimizer_built(optimizer):
-            compat.build_optimizer(optimizer, model.trainable_variables)
-        self.restored = checkpointing.resume(self.store, checkpointing.trackable_for(model))
-        if self.restored is not None:
-            distributed.broadcast_variables(model.variables)
-            distributed.broadcast_variables(compat.optimizer_variables(optimizer))
-        self._start = self.restored.position if self.restored else (0, 0)
-        return self._start[0]
+    @property
+    def store(self) -> checkpointing.CheckpointStore:
+        """The checkpoint folders in ``backup_dir``."""
+        assert self.position.store is not None  # __init__ gives the position a store
+        return self.position.store
+
+    @property
+    def restored(self) -> Optional[checkpointing.CheckpointInfo]:
+        """The checkpoint the last :meth:`restore` loaded (``None``: there was none)."""
+        return self.position.restored
+
+    @property
+    def last_saved(self) -> Optional[checkpointing.CheckpointInfo]:
+        """The checkpoint rank 0 wrote last (``None`` on the other ranks and before the first save)."""
+        return self.position.last_saved
+
+    def restore(self, model=None) -> Tuple[int, int]:
+        """Collective: loads the latest intact backup on rank 0 and broadcasts it.
+
+        Returns:
+            ``(epoch, batch)`` where the next ``fit`` continues; ``(0, 0)`` with no backup.
+        """
+        return self.position.restore(model or self.model)
 
     def continue_at(self, epoch: int, batch: int = 0) -> None:
         """The next ``fit`` starts at ``epoch`` with the weights it has, loading nothing; its first epoch
         is counted from batch ``batch`` on (a fit over the rest of an interrupted epoch)."""
-        self._start = (epoch, batch)
+        self.position.continue_at(epoch, batch)
+
+    def leave_after(self, wait: Callable[[Callable[[], bool]], object]) -> None:
+        """After a preemption, ranks other than 0 leave once ``wait`` returns, not a fixed time later.
+
+        Args:
+            wait: called with ``stop``, a function that turns true when a further SIGTERM arrives
+                (e.g. :meth:`hvdkeras.peers.PeerTable.wait_until_root_gone`).
+        """
+        def wait_for_root() -> object:
+            seen = self.signal_flag.count
+            return wait(lambda: self.signal_flag.count > seen)
+
+        self._wait_to_leave = wait_for_root
 
     # ------------------------------------------------------------------ hooks
 
@@ -125,10 +148,10 @@ class BackupAndRestore(keras.callbacks.Callback):
         return self.preemption
 
     def on_train_begin(self, logs=None):
-        if self._start is None:
+        """Restores the latest backup unless the start is decided; starts ``fit`` at its epoch."""
+        if not self.position.decided:
             self.restore(self.model)
-        assert self._start is not None  # restore sets it
-        epoch, self._batch_offset = self._start
+        epoch, _ = self.position.begin_fit()
         compat.start_fit_at_epoch(self.model, epoch)
         divergence.start(self.model)
         if distributed.is_chief():
@@ -141,12 +164,14 @@ class BackupAndRestore(keras.callbacks.Callback):
                                             interval_s=self.check_interval_s)
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
+        """Moves the position to epoch index ``epoch``."""
+        self.position.begin_epoch(epoch)
 
     def on_train_batch_end(self, batch, logs=None):
+        """With ``preemption``: counts the batch and stops every rank here once they agree on a signal."""
         if self._agreement is None:
             return
-        self._batch = self._batch_offset + batch + 1
+        self.position.end_batch(batch)
         if not self._agreement.decide(self.signal_flag.pending):
             return
         self._agreement = None
@@ -157,10 +182,11 @@ class BackupAndRestore(keras.callbacks.Callback):
             self._stop_at_epoch_end = True
             self.model.stop_training = True
             return
-        raise Preempted(self._preempt(self._epoch, self._batch, {}))
+        raise Preempted(self._preempt(self.position.epoch, self.position.batch, {}))
 
     def on_epoch_end(self, epoch, logs=None):
-        self._batch_offset = 0
+        """Saves every ``every_epochs`` epochs and the last (rank 0), after the ranks' weights are compared."""
+        self.position.end_epoch(epoch)
         completed = epoch + 1
         metrics = {k: float(v) for k, v in (logs or {}).items()}
         if self._stop_at_epoch_end:
@@ -177,13 +203,13 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._save(completed, 0, dict(self._meta(), metrics=metrics))
 
     def on_train_end(self, logs=None):
+        """Leaves after a preemption agreed on an epoch's last batch; else removes backups if asked to."""
         self._agreement = None
+        self.position.end_fit()  # a later fit looks again
         if self._preempted_line is not None:
             line, self._preempted_line = self._preempted_line, None
-            self._start = None
             raise Preempted(line)
         compat.clear_fit_start(self.model)
-        self._start = None  # a later fit looks again
         if self.delete_checkpoint and distributed.is_chief():
             shutil.rmtree(self.backup_dir, ignore_errors=True)
 
@@ -195,8 +221,9 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def _save(self, epoch: int, batch: int, meta: dict) -> Optional[checkpointing.CheckpointInfo]:
         try:
-            self.last_saved = self.store.save(epoch, self._trackable, meta, batch=batch)
-            return self.last_saved
+            info = self.store.save(epoch, self._trackable, meta, batch=batch)
+            self.position.saved(info)
+            return info
         except CheckpointError as exc:
             if self.on_save_error == "stop":
                 raise
@@ -213,7 +240,9 @@ class BackupAndRestore(keras.callbacks.Callback):
         if distributed.is_chief():
             try:
                 meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum, metrics=metrics)
-                outcome = self.store.save(epoch, self._trackable, meta, batch=batch).path
+                info = self.store.save(epoch, self._trackable, meta, batch=batch)
+                self.position.saved(info)
+                outcome = info.path
             except CheckpointError as exc:
                 outcome = exc
         outcome = distributed.broadcast_object(outcome, name="hvdkeras.preempted")
@@ -227,5 +256,5 @@ class BackupAndRestore(keras.callbacks.Callback):
         line = f"preempted at {where}; checkpoint written: {outcome}"
         log.stop(line)
         if not distributed.is_chief():
-            self.wait_to_leave()  # rank 0 leaves first (see __init__)
+            self._wait_to_leave()  # rank 0 leaves first (see __init__)
         return line

@@ -6,20 +6,25 @@
   may shrink and grow, the position is committed in memory and the data and rate follow
   the world.
 
-Each driver owns its state (the position, the world's data, the history) and uses the
-trainer through a small interface: ``write_config``, ``data_for_world``,
-``preflight``, ``fit_range(data, epoch, batch, scaled_lr, size) -> history``,
-``finish``, and the parts ``config``, ``process``, ``model``, ``data``, ``scaled_lr``,
-``backup``. Where training continues from ``(epoch, batch)`` is
-:func:`hvdkeras.checkpointing.next_position`, for both.
+Each driver owns what changes as it drives (the world's data, the history) and uses
+the trainer through :class:`Loop`, the one declared contract between them. Where the
+run is and how it resumes is the parts' :class:`hvdkeras.position.RunPosition`; where
+training continues from ``(epoch, batch)`` is :func:`hvdkeras.checkpointing.next_position`,
+for both.
 """
+from __future__ import annotations
+
+from typing import Type, Union
+
+from hvdkeras import config as config_lib
 from hvdkeras.drivers.elastic import ElasticDriver
+from hvdkeras.drivers.loop import Loop
 from hvdkeras.drivers.plain import PlainDriver
 
 
-def for_config(config):
+def for_config(config: config_lib.Config) -> Type[Union[PlainDriver, ElasticDriver]]:
     """The driver class ``config`` asks for: elastic with ``elastic.enabled``, else plain."""
     return ElasticDriver if config.elastic.enabled else PlainDriver
 
 
-__all__ = ["ElasticDriver", "PlainDriver", "for_config"]
+__all__ = ["ElasticDriver", "Loop", "PlainDriver", "for_config"]

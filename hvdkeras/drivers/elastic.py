@@ -11,71 +11,58 @@ On a resize, ``elastic.on_resize`` decides:
   ``learning_rate x new global batch / reference batch``.
 
 Either way the rate is :func:`hvdkeras.scaling.scaled_learning_rate` of the new
-world's global batch, printed with the resume line.
+world's global batch, printed with the resume line. The data section of each world
+is :meth:`hvdkeras.assembly.JobConfig.data_for_world` (:func:`hvdkeras.scaling.for_resized_world`).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Dict, List, Tuple
 
 from hvdkeras import checkpointing, distributed, log, scaling
 from hvdkeras import config as config_lib
+from hvdkeras.drivers.loop import Loop
 from hvdkeras.elastic import CommitPositionCallback, KerasState, run
 
 
-def data_config_for(cfg: config_lib.Config, initial_size: int, size: int) -> config_lib.DataConfig:
-    """The data section for ``size`` ranks under ``elastic.on_resize`` (see the module docstring)."""
-    initial = scaling.for_world(cfg.data, initial_size)
-    if cfg.elastic.on_resize == "keep_global_batch":
-        return initial
-    global_batch_size, eval_global_batch_size = scaling.world_batches(initial)
-    per_rank = global_batch_size // initial_size
-    eval_per_rank = eval_global_batch_size // initial_size
-    return dataclasses.replace(initial, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
-
-
 class ElasticDriver:
-    """Trains a :class:`hvdkeras.trainer.Trainer`'s model under :func:`run`, re-forming on every resize.
+    """Trains a trainer's model under :func:`run`, re-forming on every resize.
 
-    It owns what changes with the world: the training position (:class:`KerasState`),
+    It owns what changes with the world: the committed copy of the position
+    (:class:`KerasState`, kept from the run's :class:`hvdkeras.position.RunPosition`),
     the data and learning rate for the current number of ranks, and the history so far.
     Workers that join later start :meth:`fit` while the others are mid-training, so
     every collective happens inside the elastic function, after the state sync: the
     checkpoint is loaded on rank 0 alone and reaches the others through that sync.
     """
 
-    def __init__(self, trainer):
+    def __init__(self, trainer: Loop):
         self.trainer = trainer
-        self.config = trainer.config
-        self.initial_size = trainer.process.size
-        self.data = trainer.data
+        self.parts = trainer.parts
+        self.config = trainer.parts.config
+        self.data = trainer.parts.data
         self.history: Dict[str, List[float]] = {}
 
     def _restored_position(self) -> Tuple[int, int]:
         """Rank 0 alone loads the latest intact checkpoint (the state sync shares it); ``(epoch, batch)``."""
-        backup = self.trainer.backup
-        if backup is None or not self.config.checkpoint.resume or not distributed.is_chief():
+        if not self.config.checkpoint.resume:
             return 0, 0
-        latest = backup.store.latest_intact(warn=log.warning)
-        if latest is None:
-            return 0, 0
-        backup.store.restore(latest, checkpointing.trackable_for(self.trainer.model))
-        return latest.position
+        return self.parts.position.restore_on_chief(self.parts.model)
 
     def fit(self) -> Dict[str, float]:
+        """Trains under Horovod's elastic run from the committed position to the last epoch; the final metrics."""
         self.trainer.write_config()
         epoch, batch = self._restored_position()
-        state = KerasState(self.trainer.model, epoch=epoch, batch=batch)
+        state = KerasState(self.parts.model, epoch=epoch, batch=batch)
         run(self._train)(state)
         return self.trainer.finish({k: float(v[-1]) for k, v in self.history.items()}, self.data)
 
     def _train(self, state: KerasState) -> None:
         """One attempt at the rest of the training in the current world (re-run by Horovod after a reset)."""
-        cfg, trainer = self.config, self.trainer
+        cfg, trainer, job = self.config, self.trainer, self.parts.job
         size, rank = distributed.size(), distributed.rank()
-        data_cfg = data_config_for(cfg, self.initial_size, size)
-        config_lib.validate_for_world(dataclasses.replace(cfg, data=data_cfg), size)
-        self.data = trainer.data_for_world(data_cfg, rank, size)
+        data_cfg = job.data_for_world(size)
+        config_lib.validate_for_world(job.for_world(size), size)
+        self.data = trainer.data_for_world(rank, size)
         scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.world_batches(data_cfg)[0])
         trainer.preflight(self.data, scaled_lr)
         epoch, batch = checkpointing.next_position(state.epoch, state.batch, self.data.steps_per_epoch)
@@ -84,7 +71,8 @@ class ElasticDriver:
                  f" {self.data.per_rank_batch}, lr {scaled_lr:g})", every_rank=True)
         every = cfg.elastic.commit_every_batches
         # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
-        history = trainer.fit_range(self.data, epoch, batch, scaled_lr, size, extra_callbacks=lambda initial_batch: [
-            CommitPositionCallback(state, every, initial_batch)])
+        position = self.parts.position
+        history = trainer.fit_range(self.data, epoch, batch, scaled_lr, size, extra_callbacks=lambda: [
+            CommitPositionCallback(state, every, position)])
         for key, values in history.items():
             self.history.setdefault(key, []).extend(values)

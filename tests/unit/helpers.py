@@ -164,10 +164,15 @@ def hand_built_trainer(cfg, workdir, size=1, scaled_lr=0.1, backup=None):
 
     Enough for what depends on the config alone (the callback list).
     """
+    from hvdkeras import assembly, tasks
+    from hvdkeras.position import RunPosition
     from hvdkeras.trainer import Trainer
 
-    return Trainer(cfg, workdir, process=process_info(size=size, local_size=size), data=object(), model=None,
-                   scaled_lr=scaled_lr, backup=backup)
+    process = process_info(size=size, local_size=size)
+    job = assembly.JobConfig(requested=cfg, resolved=cfg, auto={}, initial_size=size)
+    position = backup.position if backup is not None else RunPosition()
+    return Trainer(assembly.Parts(job=job, workdir=workdir, process=process, task=tasks.for_config(cfg),
+                                  data=object(), model=None, scaled_lr=scaled_lr, position=position, backup=backup))
 
 
 def callback_names(callbacks):

@@ -3,21 +3,26 @@ import pytest
 
 from hvdkeras import config as config_lib
 from hvdkeras import elastic, scaling
-from hvdkeras.drivers import elastic as elastic_driver
+from hvdkeras.position import RunPosition
+
+
+def data_config_for(cfg, initial_size, size):
+    """The data section for ``size`` ranks under ``elastic.on_resize``, as the elastic driver trains with it."""
+    return scaling.for_resized_world(cfg.data, cfg.elastic.on_resize, initial_size, size)
 
 
 def rate_after_resize(cfg, initial_size, size):
     """(global batch, learning rate) after a resize from ``initial_size`` to ``size`` ranks, as the driver computes."""
-    data = elastic_driver.data_config_for(cfg, initial_size, size)
+    data = data_config_for(cfg, initial_size, size)
     return data.global_batch_size, scaling.scaled_learning_rate(cfg.optimizer, cfg.data, data.global_batch_size)
 
 
 def test_elastic_resize_policies():
     cfg = config_lib.load(None, ["elastic.enabled=true", "data.global_batch_size=64"])
-    assert elastic_driver.data_config_for(cfg, initial_size=2, size=1).global_batch_size == 64  # keep_global_batch
+    assert data_config_for(cfg, initial_size=2, size=1).global_batch_size == 64  # keep_global_batch
     cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
                                  "data.global_batch_size=64", "data.eval_global_batch_size=32"])
-    resized = elastic_driver.data_config_for(cfg, initial_size=2, size=3)
+    resized = data_config_for(cfg, initial_size=2, size=3)
     assert resized.global_batch_size == 96 and resized.eval_global_batch_size == 48  # 32 and 16 per rank
 
 
@@ -46,7 +51,7 @@ def test_horovods_convention_under_both_policies():
 def test_keep_rank_batch_without_an_eval_batch_resizes_the_training_batch_for_both():
     cfg = config_lib.load(None, ["elastic.enabled=true", "elastic.on_resize=keep_rank_batch",
                                  "data.global_batch_size=64"])
-    resized = elastic_driver.data_config_for(cfg, initial_size=4, size=2)
+    resized = data_config_for(cfg, initial_size=4, size=2)
     assert (resized.global_batch_size, resized.eval_global_batch_size) == (32, 32)
     config_lib.validate_for_world(config_lib.Config(data=resized), 2)
 
@@ -67,7 +72,10 @@ class RecordingState:
 ])
 def test_commit_every_n_batches_and_at_epoch_ends(offset, batches, expected):
     state = RecordingState()
-    cb = elastic.CommitPositionCallback(state, every_batches=2, batch_offset=offset)
+    position = RunPosition()
+    position.continue_at(1, offset)
+    cb = elastic.CommitPositionCallback(state, every_batches=2, position=position)
+    cb.on_train_begin()
     cb.on_epoch_begin(1)
     for batch in range(batches):
         cb.on_train_batch_end(batch)
@@ -75,4 +83,4 @@ def test_commit_every_n_batches_and_at_epoch_ends(offset, batches, expected):
     assert state.commits == expected and (state.epoch, state.batch) == (2, 0)
     cb.on_epoch_begin(2)
     cb.on_train_batch_end(0)
-    assert state.batch == 1  # the offset was for the first epoch only
+    assert state.batch == 1 and (position.epoch, position.batch) == (2, 1)  # the offset was the first epoch's

@@ -160,19 +160,12 @@ def test_other_errors_pass_through_without_probing(monkeypatch):
 def test_the_checkpoint_to_resume_from_is_named_and_a_preempted_rank_waits_for_rank_0():
     from hvdkeras.errors import PeerLostError
 
-    class Saved:
-        def describe(self):
-            return "epoch 3"
-
-    class Backup:
-        signal_flag = type("Flag", (), {"count": 0})()
-        last_saved, restored, wait_to_leave = Saved(), None, None
-
-    backup = Backup()
+    tables = []
     with pytest.raises(PeerLostError, match=r"; rerun the same command to resume from the last checkpoint"
                                             r" \(checkpoint epoch 3\)$"):
-        with _watching(("127.0.0.1", _closed_port()), backup=backup):
+        with _watching(("127.0.0.1", _closed_port()), resume_point=lambda: "epoch 3") as table:
+            tables.append(table)
             raise ShutDownError("Horovod has been shut down.")
     started = time.monotonic()
-    backup.wait_to_leave()  # rank 0 (here the closed port's) is gone: no wait
+    assert tables[0].wait_until_root_gone()  # rank 0 (here the closed port's) is gone: no wait
     assert time.monotonic() - started < 5

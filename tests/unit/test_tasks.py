@@ -21,11 +21,12 @@ class Regression(tasks.Task):
 
     throughput_unit = "rows"
 
-    def datasets(self, config, data_config, shard, seed, steps, threads):
+    def datasets(self, config, shard, steps, threads):
         rng = np.random.RandomState(0)
         x = rng.normal(size=(96, 5)).astype(np.float32)
         y = (x @ np.arange(1, 6, dtype=np.float32)).astype(np.float32)
-        return data_lib.in_memory(x[:64], y[:64], x[64:], y[64:], data_config, shard, seed, steps, num_classes=0,
+        return data_lib.in_memory(x[:64], y[:64], x[64:], y[64:], config.data, shard, config.runtime.seed, steps,
+                                  num_classes=0,
                                   threads=threads)
 
     def model(self, config, data):
@@ -42,15 +43,20 @@ def test_image_classification_is_the_config_paths_task():
     cfg = config_lib.load(config_file("digits.yaml"), [])
     task = tasks.for_config(cfg)
     assert isinstance(task, tasks.ConfigTask) and task.throughput_unit == "images"
-    data = task.datasets(cfg, cfg.data, data_lib.Shard(0, 1), 42, None, None)
+    data = task.datasets(cfg, data_lib.Shard(0, 1), None, None)
     assert (data.input_shape, data.num_classes) == ((8, 8, 1), 10)
     assert task.model(cfg, data).output_shape == (None, 10)
     assert [m.name for m in task.metrics(cfg, data)] == ["accuracy"]
 
 
 def test_the_interface_says_what_a_task_must_give():
-    with pytest.raises(NotImplementedError):
-        tasks.Task().model(None, None)
+    class NoLoss(tasks.Task):
+        def datasets(self, config, shard, steps, threads): ...
+        def model(self, config, data): ...
+        def metrics(self, config, data): ...
+
+    with pytest.raises(TypeError, match="abstract method.*loss"):
+        NoLoss()
 
 
 def test_a_task_of_ones_own_trains_through_the_trainer(hvd_single, tmp_path, restore_environment):
@@ -90,7 +96,7 @@ def test_your_own_data_model_and_metric_train_and_resume(hvd_single, tmp_path, r
     workdir = str(tmp_path / "run")
     sets = ["trainer.verbose=0", "checkpoint.keep=0"]
     trainer = Trainer.from_config(config_lib.load(TABULAR, sets + ["trainer.epochs=2"]), workdir)
-    assert trainer.task.throughput_unit == "examples"
+    assert trainer.parts.task.throughput_unit == "examples"
     assert trainer.data.input_shape == (6,) and trainer.data.steps_per_epoch == 1200 // 64
     assert trainer.model.output_shape == (None, 3)
     first = trainer.fit()
@@ -273,7 +279,7 @@ def test_two_inputs_two_outputs_and_sample_weights_train_with_a_metric_per_outpu
     from hvdkeras.trainer import Trainer
 
     trainer = Trainer.from_config(config_lib.load(SHOP, SHOP_SETS), str(tmp_path / "run"))
-    assert trainer.task.outputs == ["buy", "price"] and len(trainer.data.element_spec) == 3
+    assert trainer.parts.task.outputs == ["buy", "price"] and len(trainer.data.element_spec) == 3
     final = trainer.fit()
     metrics = {k for k in final if "loss" in k or "accuracy" in k or "mae" in k}
     assert metrics == {"loss", "buy_loss", "price_loss", "buy_binary_accuracy", "price_mae", "val_loss",

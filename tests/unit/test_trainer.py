@@ -1,4 +1,4 @@
-"""hvdkeras.trainer: the parts a Trainer is composed of, its callback list, and a short single-process run."""
+"""hvdkeras.trainer: its callback list, the driver contract, and a short single-process run."""
 import os
 import re
 import time
@@ -6,9 +6,9 @@ import warnings
 
 import pytest
 
+from hvdkeras import assembly, scaling
 from hvdkeras import callbacks as hc
 from hvdkeras import config as config_lib
-from hvdkeras import scaling
 from hvdkeras import trainer as trainer_lib
 from hvdkeras.errors import ConfigError
 from hvdkeras.workdir import Workdir, read_metrics
@@ -16,7 +16,6 @@ from tests.unit.helpers import (
     callback_names,
     config_file,
     hand_built_trainer,
-    process_info,
     regression_model,
     tensorboard_scalars,
 )
@@ -32,35 +31,6 @@ def tiny_config(*overrides):
 
 
 # --------------------------------------------------------------------------- the parts
-
-
-def test_resolved_for_host_fills_in_the_host_choices():
-    cfg = tiny_config()
-    resolved = trainer_lib.resolved_for_host(cfg, process_info())
-    assert cfg.horovod.cycle_time_ms is None and resolved.horovod.cycle_time_ms is None  # Horovod's own 1 ms
-    assert (resolved.runtime.intra_op_threads, resolved.runtime.inter_op_threads) == (1, 1)
-    assert resolved.sources == cfg.sources  # errors still name where values came from
-
-
-def test_compile_model_keeps_mixed_precision_to_the_model(hvd_single):
-    from hvdkeras import compat
-    from hvdkeras import data as data_lib
-
-    cfg = tiny_config("runtime.mixed_precision=mixed_float16")
-    data = data_lib.build(cfg.data, data_lib.Shard(0, 1), seed=0)
-    model, _ = trainer_lib.compile_model(cfg, data, 1)
-    assert compat.keras.mixed_precision.global_policy().name == "float32"  # the process is as it was
-    assert {layer.dtype_policy.name for layer in model.layers if layer.weights} == {"mixed_float16"}
-    assert compat.loss_scale(model.optimizer) is not None  # dynamic loss scaling, as under the policy
-
-
-def test_make_backup_follows_the_checkpoint_section(tmp_path):
-    assert trainer_lib.make_backup(tiny_config(), str(tmp_path)) is None
-    backup = trainer_lib.make_backup(tiny_config("checkpoint.enabled=true", "checkpoint.keep=2",
-                                                 "checkpoint.every_epochs=3"), str(tmp_path))
-    assert backup.backup_dir == Workdir(str(tmp_path)).checkpoints and backup.store.keep == 2
-    assert backup.every_epochs == 3 and backup.delete_checkpoint is False
-    assert not os.listdir(tmp_path)
 
 
 @pytest.mark.parametrize("override, message", [
@@ -90,11 +60,12 @@ def test_tensorboard_callback_only_when_on_and_after_the_log_writers(hvd_single,
     assert not os.path.exists(tmp_path / "tensorboard")
 
 
-def test_callbacks_end_with_the_trainers_backup_and_count_from_initial_batch(tmp_path):
+def test_callbacks_end_with_the_trainers_backup_and_count_from_the_positions_start(tmp_path):
     cfg = tiny_config("checkpoint.enabled=true")
-    backup = trainer_lib.make_backup(cfg, str(tmp_path))
+    backup = assembly.make_backup(cfg, str(tmp_path))
     trainer = hand_built_trainer(cfg, str(tmp_path), size=2, backup=backup)
-    cbs = trainer.callbacks(0.1, 3, 2, initial_batch=2)
+    trainer.position.continue_at(1, 2)
+    cbs = trainer.callbacks(0.1, 3, 2)
     assert cbs[-1] is backup
     rate = [c for c in cbs if isinstance(c, (hc.LearningRateWarmupCallback, hc.LearningRateScheduleCallback))]
     assert [c.initial_batch for c in rate] == [2, 2] and rate[0].size == 2
@@ -201,6 +172,6 @@ def test_fit_returns_at_once_after_its_last_epoch(hvd_single, tmp_path, restore_
     os.makedirs(tmp_path / "run")
     trainer = trainer_lib.Trainer.from_config(tiny_config(), str(tmp_path / "run"))
     end = _train_end_recorder()
-    trainer.fit_range(trainer.data, 0, 0, trainer.scaled_lr, 1, extra_callbacks=lambda initial_batch: [end])
+    trainer.fit_range(trainer.data, 0, 0, trainer.scaled_lr, 1, extra_callbacks=lambda: [end])
     returned = time.monotonic() - end.ended
     assert returned < 5.0, f"fit returned {returned:.1f} s after its last epoch ended"

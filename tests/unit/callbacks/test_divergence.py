@@ -217,8 +217,8 @@ def test_the_preemption_checkpoint_is_not_written_from_weights_that_differ(two_r
 
 
 def test_default_callbacks_and_the_trainer_turn_it_on_and_off(hvd_single, tmp_path):
+    from hvdkeras import assembly
     from hvdkeras import config as config_lib
-    from hvdkeras import trainer as trainer_lib
 
     on = hc.default_callbacks(backup=str(tmp_path))
     assert callback_names(on)[:3] == ["BroadcastGlobalVariablesCallback", "DivergenceGuard",
@@ -229,7 +229,7 @@ def test_default_callbacks_and_the_trainer_turn_it_on_and_off(hvd_single, tmp_pa
 
     for value, guarded in (("true", True), ("false", False)):
         cfg = config_lib.load(config_file("digits.yaml"), [f"trainer.check_divergence={value}"])
-        backup = trainer_lib.make_backup(cfg, str(tmp_path))
+        backup = assembly.make_backup(cfg, str(tmp_path))
         names = callback_names(hand_built_trainer(cfg, str(tmp_path), size=2, backup=backup).callbacks(0.1, 3, 2))
         assert ("DivergenceGuard" in names) is guarded and backup.check_divergence is guarded
     assert not os.listdir(tmp_path)
