@@ -68,7 +68,7 @@ class Trainer:
         return self.parts.config
 
     @property
-    def workdir(self) -> str:
+    def workdir(self) -> Optional[str]:
         """The run's folder."""
         return self.parts.workdir
 
