@@ -26,7 +26,7 @@ import os
 import statistics
 
 from benchmarks.runner import run_variant
-from hvdkeras.processes import kill_group
+from hvdkeras.common.processes import kill_group
 
 
 def fair_share(ranks: int, sessions: int, cores: int) -> float:

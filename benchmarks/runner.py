@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from hvdkeras import horovod_env
+from hvdkeras.common import horovod_env
+from hvdkeras.common.workdir import read_metrics
 from hvdkeras.config import HorovodConfig
-from hvdkeras.workdir import read_metrics
 
 # Every row by name; `make bench`'s default rows (hvdkeras's defaults, `horovod.compression: none`, and Horovod's
 # recipe exchange fp32 gradients alike); the lab's are benchmarks.__main__.LAB_VARIANTS.
@@ -80,14 +80,14 @@ def hvdkeras_horovod_env() -> dict[str, str]:
 
 def horovod_recipe() -> str:
     """Horovod's published Keras recipe where its Keras layer runs, else the same recipe on its TensorFlow ops."""
-    from hvdkeras import compat
+    from hvdkeras.runtime import compat
 
     return os.path.join(RECIPES, "horovod_keras.py" if compat.HOROVOD_KERAS_LAYER else "horovod_ops.py")
 
 
 def mwms_recipe() -> str:
     """``model.fit`` under MultiWorkerMirroredStrategy where Keras supports it, else the custom-loop recipe."""
-    from hvdkeras import compat
+    from hvdkeras.runtime import compat
 
     return os.path.join(RECIPES, "mwms_fit.py" if compat.FIT_UNDER_MULTI_WORKER_STRATEGY else "mwms_loop.py")
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from hvdkeras import DistributedOptimizer  # HVD
 from hvdkeras.callbacks import default_callbacks  # HVD
-from hvdkeras.data import digits_arrays  # the 8x8 digits, shipped with hvdkeras (no download)
+from hvdkeras.training.data import digits_arrays  # the 8x8 digits, shipped with hvdkeras (no download)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=5)

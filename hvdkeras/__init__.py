@@ -1,6 +1,6 @@
 """hvdkeras: correct-by-default data-parallel Keras training on Horovod.
 
-Entry points: ``python -m hvdkeras.train`` (command line), :class:`hvdkeras.trainer.Trainer`
+Entry points: ``python -m hvdkeras.train`` (command line), :class:`hvdkeras.training.trainer.Trainer`
 (library), :mod:`hvdkeras.callbacks` and :func:`hvdkeras.DistributedOptimizer` (for your own
 ``model.fit``, the same call on Keras 2 and Keras 3), and :mod:`hvdkeras.keras`, Horovod's Keras
 API for Horovod scripts (``import hvdkeras.keras as hvd``).

@@ -15,10 +15,10 @@
 What the wrapper does, on every rank:
 
 * **Devices**: the session sees only the GPU at the local rank (with memory growth);
-  on CPU hosts it gets the rank's thread budget (:mod:`hvdkeras.distributed`).
+  on CPU hosts it gets the rank's thread budget (:mod:`hvdkeras.runtime.distributed`).
 * **Learning rate**: ``params["learning_rate"]`` is the rate after the linear
   scaling rule (your ``scaled_learning_rate``, or the config's rule,
-  :mod:`hvdkeras.scaling`).
+  :mod:`hvdkeras.common.scaling`).
 * **Optimizer**: :func:`distributed_optimizer` wraps a ``tf.compat.v1`` optimizer in
   Horovod's ``DistributedOptimizer`` with the configured compression and
   ``backward_passes_per_step``.
@@ -56,7 +56,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 
 if compat.estimator_unavailable():
     raise ImportError(compat.estimator_unavailable())
@@ -64,13 +64,15 @@ _ESTIMATOR = tf.estimator
 
 import horovod.tensorflow as hvd
 
-from hvdkeras import assembly, distributed, horovod_env, log, optimizers, scaling, schedules
 from hvdkeras import config as config_lib
-from hvdkeras import data as data_lib
+from hvdkeras.common import horovod_env, log, scaling, schedules
+from hvdkeras.common.errors import ConfigError
+from hvdkeras.common.workdir import append_metrics
 from hvdkeras.config import HorovodConfig, RuntimeConfig
-from hvdkeras.errors import ConfigError
 from hvdkeras.gradient_exchange.compression import horovod_compression
-from hvdkeras.workdir import append_metrics
+from hvdkeras.runtime import distributed
+from hvdkeras.training import assembly, optimizers
+from hvdkeras.training import data as data_lib
 
 tf_estimator = _ESTIMATOR
 v1 = tf.compat.v1
@@ -107,7 +109,7 @@ def distributed_optimizer(optimizer, horovod: HorovodConfig = HorovodConfig()):
     """Wraps a ``tf.compat.v1.train.Optimizer`` in Horovod's ``DistributedOptimizer`` (gradients averaged).
 
     ``horovod.compression: auto`` is decided here, the trainer's way
-    (:func:`hvdkeras.horovod_env.resolve_compression`: fp16 across hosts, none on one).
+    (:func:`hvdkeras.common.horovod_env.resolve_compression`: fp16 across hosts, none on one).
     """
     compression = horovod_env.resolve_compression(horovod.compression, multi_host=distributed.spans_hosts())
     return hvd.DistributedOptimizer(
@@ -129,12 +131,14 @@ class SumMetricStatesHook(tf.compat.v1.train.SessionRunHook):
     """
 
     def begin(self):
+        """Builds the op that replaces each metric state variable by its allreduced sum over ranks."""
         variables = sorted(v1.get_collection(v1.GraphKeys.METRIC_VARIABLES), key=lambda v: v.name)
         assigns = [v.assign(hvd.allreduce(v.read_value(), op=hvd.Sum, name=f"hvdkeras_metric_{i}"))
                    for i, v in enumerate(variables) if v.dtype.base_dtype.is_floating or v.dtype.base_dtype.is_integer]
         self._sum = tf.group(*assigns) if assigns else None
 
     def end(self, session):
+        """Runs the sum over ranks at the end of the evaluation, before the metrics are read."""
         if self._sum is not None:
             session.run(self._sum)
 
@@ -306,7 +310,7 @@ def keras_estimator(keras_model, model_dir: str, runtime: RuntimeConfig = Runtim
 def learning_rate_tensor(cfg, scaled_lr: float, steps_per_epoch: int, size: int):
     """The configured warmup and schedule at the current global step, as a graph tensor.
 
-    The formulas are :mod:`hvdkeras.schedules`' own, evaluated per step.
+    The formulas are :mod:`hvdkeras.common.schedules`' own, evaluated per step.
     """
     multiplier = schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs)
     warmup = cfg.schedule.warmup_epochs
@@ -334,7 +338,7 @@ def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
 
 
 def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
-    # the same process setup and parts as the Keras trainer's (hvdkeras.assembly): the horovod section's
+    # the same process setup and parts as the Keras trainer's (hvdkeras.training.assembly): the horovod section's
     # settings reach Horovod before hvd.init, then pinning, threads and seeds; the task's data, model and loss
     world = assembly.start(cfg, workdir)
     v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank

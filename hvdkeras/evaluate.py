@@ -8,7 +8,7 @@ every validation example counts once, as in training's final line. Prints one li
 rank 0, ``evaluated <checkpoint> (N ranks, every example once): val_<metric>=...``.
 
 The config must train what the checkpoint holds (the same check as a resume,
-:mod:`hvdkeras.workdir_guard`); the number of ranks may differ from training's. Nothing
+:mod:`hvdkeras.common.workdir_guard`); the number of ranks may differ from training's. Nothing
 is written. Every error a user can fix is one line on stderr and exit status 2.
 """
 from __future__ import annotations
@@ -21,19 +21,16 @@ from typing import Dict, List, Optional, Tuple
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from hvdkeras import config as config_lib
-from hvdkeras import (
-    log,
-    workdir_guard,
-)
-from hvdkeras.errors import CheckpointError, HvdkerasError
-from hvdkeras.workdir import Workdir
+from hvdkeras.common import log, workdir_guard
+from hvdkeras.common.errors import CheckpointError, HvdkerasError
+from hvdkeras.common.workdir import Workdir
 
 
 def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float], str]:
     """Collective: (the validation metrics of ``workdir``'s latest intact checkpoint over every rank's part,
     that checkpoint's folder). Imports TensorFlow and Horovod."""
-    from hvdkeras import distributed
-    from hvdkeras.trainer import Trainer
+    from hvdkeras.runtime import distributed
+    from hvdkeras.training.trainer import Trainer
 
     trainer = Trainer.from_config(config, workdir)
     if trainer.position.store is None:
@@ -63,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Evaluates ``--workdir``'s latest intact checkpoint; returns the exit status (0, or 2 on a user error)."""
     args = _parser().parse_args(argv)
     try:
         cfg = config_lib.load(args.config, args.set)
@@ -73,7 +71,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not os.path.isdir(checkpoints):
             raise CheckpointError(f"{checkpoints} does not exist; pass the --workdir a training wrote")
         workdir_guard.check_same_training(args.workdir, cfg, training=False)
-        from hvdkeras import tensorflow_import
+        from hvdkeras.runtime import tensorflow_import
 
         tensorflow_import.load()
         evaluate(cfg, args.workdir)

@@ -58,9 +58,10 @@ def _time_step(model, batch, batches: int, per_rank_batch: int) -> float:
 def measure(cfg, rounds: int, batches: int):
     """(pipeline images/s, step images/s) per measured round, for this rank.
 
-    The data and the compiled model are the trainer's own (:func:`hvdkeras.assembly.assemble`).
+    The data and the compiled model are the trainer's own (:func:`hvdkeras.training.assembly.assemble`).
     """
-    from hvdkeras import assembly, distributed
+    from hvdkeras.runtime import distributed
+    from hvdkeras.training import assembly
 
     parts = assembly.assemble(cfg, assembly.start(cfg), workdir=None, agree=False)
     datasets, model = parts.data, parts.model
@@ -77,15 +78,16 @@ def measure(cfg, rounds: int, batches: int):
 
 
 def main(argv):
+    """Measures the input pipeline and the training step; rank 0 prints the medians (exit status 2 without --config)."""
     del argv
     from hvdkeras import config as config_lib
-    from hvdkeras import tensorflow_import
+    from hvdkeras.runtime import tensorflow_import
 
     if not FLAGS.config:
         print("hvdkeras: error: --config is required", file=sys.stderr)
         sys.exit(2)
-    tensorflow_import.load()  # before anything else imports it (hvdkeras.tensorflow_import)
-    from hvdkeras import distributed
+    tensorflow_import.load()  # before anything else imports it (hvdkeras.runtime.tensorflow_import)
+    from hvdkeras.runtime import distributed
 
     cfg = config_lib.load(FLAGS.config, FLAGS.set)
     mock = contextlib.nullcontext()
@@ -98,7 +100,7 @@ def main(argv):
         pipeline, step = measure(cfg, FLAGS.rounds, FLAGS.batches)
     import numpy as np
 
-    from hvdkeras import scaling
+    from hvdkeras.common import scaling
 
     gathered = np.array(pipeline + step)
     total = distributed.allreduce_sum(gathered, name="hvdkeras.input_bench") / distributed.size()

@@ -25,9 +25,9 @@ import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hvdkeras import log
-from hvdkeras.errors import ReportError
-from hvdkeras.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
+from hvdkeras.common import log
+from hvdkeras.common.errors import ReportError
+from hvdkeras.common.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
 
 # (panel title, y label, [(record key, legend label, style)])
 PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (

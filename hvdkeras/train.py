@@ -5,7 +5,7 @@ its own flags (``--np``, ``--hosts``, ``--launcher``, ...) are in :mod:`hvdkeras
 
 Run it under a launcher for more than one process, e.g.
 ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train --config configs/digits.yaml``.
-Every error a user can fix (:class:`hvdkeras.errors.HvdkerasError`) ends the run
+Every error a user can fix (:class:`hvdkeras.common.errors.HvdkerasError`) ends the run
 with one line on stderr and exit status 2; any other exception is a bug and keeps
 its traceback (an ``ImportError`` too: a broken install should show where it broke).
 """
@@ -19,14 +19,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: k
 from absl import app, flags
 
 from hvdkeras import config as config_lib
-from hvdkeras import (
-    log,
-    workdir_guard,
-)
-from hvdkeras.errors import HvdkerasError, SetupError
-from hvdkeras.horovod_env import launcher_rank
+from hvdkeras.common import log, workdir_guard
+from hvdkeras.common.errors import HvdkerasError, SetupError
+from hvdkeras.common.horovod_env import launcher_rank
+from hvdkeras.common.workdir import check_writable
 from hvdkeras.launch import cli as dry_run
-from hvdkeras.workdir import check_writable
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", None, "YAML config file (see configs/).")
@@ -42,7 +39,7 @@ flags.DEFINE_bool("dry_run", False, "Print world size, batches, scaled lr, steps
 
 
 def _fail(message: str) -> None:
-    """One line on stderr (:func:`hvdkeras.log.command_error`), then exit status 2."""
+    """One line on stderr (:func:`hvdkeras.common.log.command_error`), then exit status 2."""
     log.command_error(message)
     sys.exit(2)
 
@@ -63,11 +60,11 @@ def _leave_after_preemption(status: int) -> None:
 
 def _train(cfg: config_lib.Config, workdir: str) -> None:
     """Trains on this rank with the API the config names (imports TensorFlow and Horovod)."""
-    from hvdkeras import tensorflow_import
+    from hvdkeras.runtime import tensorflow_import
 
     tensorflow_import.load()  # first, so TensorFlow's start-up lines honour TF_CPP_MIN_LOG_LEVEL
-    from hvdkeras import compat
     from hvdkeras.callbacks.preemption import Preempted
+    from hvdkeras.runtime import compat
 
     if cfg.trainer.api == "estimator":
         if compat.estimator_unavailable():
@@ -76,7 +73,7 @@ def _train(cfg: config_lib.Config, workdir: str) -> None:
 
         train_from_config(cfg, workdir)
         return
-    from hvdkeras.trainer import train_and_evaluate
+    from hvdkeras.training.trainer import train_and_evaluate
 
     try:
         train_and_evaluate(cfg, workdir)
@@ -90,7 +87,7 @@ _CLAIM = None  # rank 0's lock on the workdir, held until the process ends
 
 
 def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
-    """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.workdir_guard), and holds
+    """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.common.workdir_guard), and holds
     no other training's checkpoints (or --fresh moves them aside, or --resume=force takes them as they are)."""
     global _CLAIM
     check_writable(workdir)
@@ -109,6 +106,7 @@ def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
 
 
 def main(argv):
+    """Trains with ``--config`` (or prints the launch with ``--dry_run``); a user error exits with status 2."""
     if len(argv) > 1:
         _fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
     if not FLAGS.config:
@@ -133,6 +131,7 @@ def main(argv):
 
 
 def run():
+    """Runs :func:`main` under absl, which exits with its status, then freezes the garbage collector."""
     try:
         app.run(main)
     finally:

@@ -50,7 +50,7 @@ import tempfile
 import time
 from typing import List, Optional, Tuple
 
-from hvdkeras import processes
+from hvdkeras.common import processes
 
 IFACE = "hvdtest0"
 SUBNET = ipaddress.ip_network("198.18.213.0/24")

@@ -36,7 +36,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-from hvdkeras import processes
+from hvdkeras.common import processes
 from lab import hosts as hosts_lib
 
 FOLDER = "hvdtest-slurm"  # fixed name of the cluster's folder: down() finds the daemons by it

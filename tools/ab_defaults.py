@@ -49,7 +49,7 @@ def run(what: str, key: str, value: str, sets, workdir: str) -> float:
     found = re.search(r"trained epochs \d+-\d+ in ([0-9.]+)s", done.stdout)
     if found:
         return float(found.group(1))
-    from hvdkeras.workdir import read_metrics
+    from hvdkeras.common.workdir import read_metrics
 
     records = read_metrics(os.path.join(workdir, "metrics.jsonl"))
     return sum(r["epoch_time_s"] for r in records)

@@ -28,7 +28,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from hvdkeras.workdir import read_metrics
+from hvdkeras.common.workdir import read_metrics
 from lab import hosts as lab_hosts
 
 MODELS = {"small_cnn": [], "resnet20": ["model.name=resnet20", "model.weight_decay=1e-4"]}

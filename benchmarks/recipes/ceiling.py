@@ -21,7 +21,7 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 from common import Clock, batch, data, lockstep, make_model, report, steps, use_hvdkeras_threads
 
-from hvdkeras import distributed
+from hvdkeras.runtime import distributed
 
 hvd.init()
 use_hvdkeras_threads(hvd.local_size())

@@ -8,7 +8,7 @@ batch.
 
 With ``BENCH_CPU_BINDING=1`` in the environment (the runner sets it for the ceiling and for ``horovod-tuned``,
 the rows with hvdkeras's host settings), each process binds itself as hvdkeras's ``runtime.cpu_binding: auto``
-does (:func:`hvdkeras.horovod_env.cpu_binding`), from the launcher's local rank, as this module is imported.
+does (:func:`hvdkeras.common.horovod_env.cpu_binding`), from the launcher's local rank, as this module is imported.
 """
 import json
 import os
@@ -25,8 +25,8 @@ lockstep = "--lockstep" in sys.argv[5:]  # the ceiling only (ceiling.py)
 
 def bind_like_hvdkeras():
     """Binds this process as hvdkeras's ``runtime.cpu_binding: auto`` would, by the launcher's local rank."""
-    from hvdkeras import horovod_env
-    from hvdkeras.distributed import bind_cpus
+    from hvdkeras.common import horovod_env
+    from hvdkeras.runtime.distributed import bind_cpus
 
     binding = horovod_env.cpu_binding("auto", horovod_env.allowed_cpus(), horovod_env.shared_cpus(),
                                       int(os.environ["HOROVOD_LOCAL_RANK"]), int(os.environ["HOROVOD_LOCAL_SIZE"]))
@@ -40,7 +40,7 @@ if os.environ.get("BENCH_CPU_BINDING") == "1":
 
 def use_hvdkeras_threads(local_size: int) -> None:
     """TensorFlow's intra- and inter-op threads as hvdkeras gives each of ``local_size`` ranks on this host."""
-    from hvdkeras import horovod_env
+    from hvdkeras.common import horovod_env
 
     budget = horovod_env.thread_budget(horovod_env.host_cores(), local_size)
     tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)

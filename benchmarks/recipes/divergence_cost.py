@@ -23,8 +23,9 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 from common import batch, data, make_model, steps, use_hvdkeras_threads
 
-from hvdkeras import DistributedOptimizer, distributed
+from hvdkeras import DistributedOptimizer
 from hvdkeras.callbacks import BroadcastGlobalVariablesCallback, divergence
+from hvdkeras.runtime import distributed
 
 CHECKS = int(os.environ.get("CHECKS", "9"))
 

@@ -3,7 +3,7 @@
 ``load_data()`` returns what ``keras.datasets.mnist.load_data()`` returns:
 ``((x_train, y_train), (x_test, y_test))``, 28x28 ``uint8`` images of the digits 0-9
 and ``uint8`` labels. The images are the 1,797 8x8 handwritten digits that hvdkeras
-ships (``hvdkeras.data.digits_arrays``), each pixel scaled to 3x3 and padded to 28x28; the last
+ships (``hvdkeras.training.data.digits_arrays``), each pixel scaled to 3x3 and padded to 28x28; the last
 297 are the test set. A real MNIST file is used instead when ``path`` names one
 (``mnist.npz`` as Keras downloads it).
 """
@@ -16,7 +16,7 @@ def load_data(path=None):
     if path and os.path.exists(path):
         with np.load(path) as f:
             return (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
-    from hvdkeras.data import digits_arrays
+    from hvdkeras.training.data import digits_arrays
 
     pixels, target = digits_arrays()
     images = np.kron(pixels.reshape(-1, 8, 8), np.ones((3, 3)))  # 8x8 -> 24x24

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError
 from hvdkeras.build_horovod.plan import HOROVOD_VERSION, BuildPlan
-from hvdkeras.processes import kill_tree
+from hvdkeras.common.processes import kill_tree
 
 SMOKE_TIMEOUT_S = 240
 

@@ -6,8 +6,9 @@ ranks, with one small collective where the decision is taken.
 """
 from __future__ import annotations
 
-from hvdkeras import compat, distributed, log
-from hvdkeras.compat import keras
+from hvdkeras.common import log
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 class TerminateOnNaN(keras.callbacks.TerminateOnNaN):

@@ -6,12 +6,13 @@ import time
 from typing import Callable, Optional, Tuple, Union
 
 import hvdkeras
-from hvdkeras import checkpointing, compat, distributed, log
 from hvdkeras.callbacks import divergence
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
-from hvdkeras.compat import keras
-from hvdkeras.errors import CheckpointError
-from hvdkeras.position import RunPosition
+from hvdkeras.common import log
+from hvdkeras.common.errors import CheckpointError
+from hvdkeras.runtime import checkpointing, compat, distributed
+from hvdkeras.runtime.compat import keras
+from hvdkeras.runtime.position import RunPosition
 
 
 class BackupAndRestore(keras.callbacks.Callback):
@@ -20,11 +21,11 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     Rule enforced: when training starts, rank 0 finds the newest intact backup in
     ``backup_dir`` (model weights, optimizer slots and step counter; a damaged one is
-    named in a warning and skipped, see :mod:`hvdkeras.checkpointing`), loads it and
+    named in a warning and skipped, see :mod:`hvdkeras.runtime.checkpointing`), loads it and
     broadcasts it, and every rank continues ``fit`` at the epoch after it, so the
     learning-rate callbacks (which compute the rate from the epoch) pick up the
     schedule where it was. If rank 0 cannot load it, every rank stops with the same
-    :class:`~hvdkeras.errors.CheckpointError` instead of waiting for rank 0.
+    :class:`~hvdkeras.common.errors.CheckpointError` instead of waiting for rank 0.
     Only rank 0 writes: after every ``every_epochs`` epochs (and the last), an
     atomic ``epoch-NNNN`` directory, keeping the newest ``keep``. With
     ``delete_checkpoint=True`` (Keras' default) the backups are removed when ``fit``
@@ -50,7 +51,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     between ranks stop every rank with one line and are not written. Every rank must run
     this callback (rank 0 alone writes).
 
-    Where the run is and what it resumed from live in its :class:`hvdkeras.position.RunPosition`
+    Where the run is and what it resumed from live in its :class:`hvdkeras.runtime.position.RunPosition`
     (``position``: pass one to share it, as the trainer does; by default its own, on
     ``backup_dir``). :meth:`restore` can also be called before ``fit`` (collectively) to
     learn where to start, e.g. to build an input pipeline positioned there: it returns
@@ -97,7 +98,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         # How a rank other than 0 waits before leaving after a preemption. Launchers stop the whole job when
         # its first rank exits, and SIGTERM kills a Python that is already shutting down: rank 0 leaves
         # first, the others while still catching the signal. Alone in a model.fit, a fixed EXIT_STAGGER_S;
-        # a driver makes it wait until rank 0's process is gone (leave_after, with hvdkeras.peers).
+        # a driver makes it wait until rank 0's process is gone (leave_after, with hvdkeras.common.peers).
         self._wait_to_leave: Callable[[], object] = lambda: time.sleep(self.EXIT_STAGGER_S)
 
     @property
@@ -134,7 +135,7 @@ class BackupAndRestore(keras.callbacks.Callback):
 
         Args:
             wait: called with ``stop``, a function that turns true when a further SIGTERM arrives
-                (e.g. :meth:`hvdkeras.peers.PeerTable.wait_until_root_gone`).
+                (e.g. :meth:`hvdkeras.common.peers.PeerTable.wait_until_root_gone`).
         """
         def wait_for_root() -> object:
             seen = self.signal_flag.count

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Set
 
-from hvdkeras import compat, distributed
 from hvdkeras.callbacks import divergence
-from hvdkeras.compat import keras
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):

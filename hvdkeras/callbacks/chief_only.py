@@ -1,8 +1,8 @@
 """Keras' logging callbacks that write on rank 0 and do nothing, at no cost, elsewhere."""
 from __future__ import annotations
 
-from hvdkeras import compat, distributed
-from hvdkeras.compat import keras
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 _HOOKS = (
     "set_model", "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Union
 
-from hvdkeras import compat, distributed
 from hvdkeras.callbacks.agreement import TerminateOnNaN
 from hvdkeras.callbacks.backup_and_restore import BackupAndRestore
 from hvdkeras.callbacks.broadcast import BroadcastGlobalVariablesCallback
@@ -15,7 +14,8 @@ from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
 from hvdkeras.callbacks.model_statistics import AverageModelStatisticsCallback
 from hvdkeras.callbacks.profiler import ProfileBatches
 from hvdkeras.callbacks.throughput import ThroughputLogger
-from hvdkeras.compat import keras
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 def default_callbacks(

@@ -15,7 +15,7 @@ at the same point of training, and it
    blocks change the second. One pass over the weights, where they live, in one traced
    TensorFlow function;
 2. gathers every rank's two numbers per variable in one allgather;
-3. on a difference, raises the same :class:`~hvdkeras.errors.DivergenceError` on every
+3. on a difference, raises the same :class:`~hvdkeras.common.errors.DivergenceError` on every
    rank, one line naming the first differing variable, the ranks and the likely causes.
 
 Bitwise equality is the test: every rank applies the same averaged gradient to the
@@ -38,9 +38,9 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from hvdkeras import compat, distributed
-from hvdkeras.compat import keras
-from hvdkeras.errors import DivergenceError
+from hvdkeras.common.errors import DivergenceError
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 tf = compat.tf
 
@@ -133,7 +133,7 @@ def _state(model) -> _State:
 
 
 def exclude(model, variables: Iterable) -> None:
-    """Leaves ``variables`` (variables or :func:`hvdkeras.compat.variable_key` keys) out of ``model``'s checks:
+    """Leaves ``variables`` (variables or :func:`hvdkeras.runtime.compat.variable_key` keys) out of ``model``'s checks:
     values each rank keeps as its own."""
     state = _state(model)
     state.local_keys |= {v if not hasattr(v, "assign") else compat.variable_key(v) for v in variables}
@@ -242,7 +242,7 @@ class DivergenceGuard(keras.callbacks.Callback):
     Rule enforced: at the end of every epoch the ranks compare a fingerprint of their
     trainable weights (:func:`check`: one pass over the weights and one allgather of two
     numbers per variable); a difference raises the same
-    :class:`~hvdkeras.errors.DivergenceError` on every rank, naming the first differing
+    :class:`~hvdkeras.common.errors.DivergenceError` on every rank, naming the first differing
     variable and the likely causes, before any later callback saves those weights.
     hvdkeras' checkpoint writers (:class:`~hvdkeras.callbacks.BackupAndRestore`,
     :class:`~hvdkeras.callbacks.ModelCheckpoint`) run the same check before they write,

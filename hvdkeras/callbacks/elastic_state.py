@@ -15,7 +15,7 @@ and the attributes the callback updates (:class:`hvdkeras.elastic.KerasState`).
 """
 from __future__ import annotations
 
-from hvdkeras.compat import keras
+from hvdkeras.runtime.compat import keras
 
 
 class CommitStateCallback(keras.callbacks.Callback):

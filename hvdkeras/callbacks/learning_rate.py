@@ -2,7 +2,7 @@
 
 Same names and arguments as Horovod's callbacks, working with TF 2.15's Keras
 optimizers (Horovod 0.28.1's warmup fails there). The formulas are in
-:mod:`hvdkeras.schedules`. Each callback owns a range of epochs
+:mod:`hvdkeras.common.schedules`. Each callback owns a range of epochs
 ``[start_epoch, end_epoch)``; a warmup followed by a schedule covers a whole run:
 
     callbacks = [
@@ -29,8 +29,9 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from hvdkeras import compat, distributed, log, schedules
-from hvdkeras.compat import keras
+from hvdkeras.common import log, schedules
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 class _EpochRangeLearningRate(keras.callbacks.Callback):
@@ -134,7 +135,7 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
     Horovod's ``initial_lr / size`` (``size``: the number of Horovod ranks), the
     single-process rate when the global batch grows with the ranks; with a global
     batch that stays the same on any number of ranks, pass the rate of the batch
-    ``learning_rate`` was tuned for (:func:`hvdkeras.scaling.warmup_start_lr`), so the
+    ``learning_rate`` was tuned for (:func:`hvdkeras.common.scaling.warmup_start_lr`), so the
     warmup does not change with the rank count. ``initial_batch``: the first epoch of
     ``fit`` starts at that batch (a run resumed mid-epoch).
     """
@@ -153,9 +154,11 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
         self.start_lr = initial_lr / self.size if start_lr is None else start_lr
 
     def lr_at(self, epoch: float) -> float:
+        """The warmup rate at fractional ``epoch``: linear from ``start_lr`` to ``initial_lr``."""
         return schedules.warmup_lr(epoch, self.initial_lr, self.warmup_epochs, self.start_lr)
 
     def on_epoch_end(self, epoch, logs=None):
+        """Sets exactly ``initial_lr`` after the last warmup epoch, then logs the epoch's rate as ``lr``."""
         if epoch < self.warmup_epochs <= epoch + 1:
             self._set(self.initial_lr)  # land exactly
             if self.verbose:  # once, on rank 0, as Horovod's does
@@ -196,4 +199,5 @@ class LearningRateScheduleCallback(_EpochRangeLearningRate):
             self.multiplier = lambda epoch: constant
 
     def lr_at(self, epoch: float) -> float:
+        """The scheduled rate at fractional ``epoch``: ``initial_lr * multiplier(epoch)``."""
         return self.initial_lr * self.multiplier(epoch)

@@ -5,8 +5,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from hvdkeras import compat, distributed
-from hvdkeras.compat import keras
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 def _metric_states(metrics: Sequence) -> List[np.ndarray]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from hvdkeras import distributed
-from hvdkeras.compat import keras
-from hvdkeras.workdir import append_metrics, keep_metrics_through
+from hvdkeras.common.workdir import append_metrics, keep_metrics_through
+from hvdkeras.runtime import distributed
+from hvdkeras.runtime.compat import keras
 
 
 class JsonlMetricsLogger(keras.callbacks.Callback):

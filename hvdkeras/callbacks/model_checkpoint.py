@@ -7,10 +7,11 @@ from typing import List, Optional
 
 import numpy as np
 
-from hvdkeras import compat, distributed, log
 from hvdkeras.callbacks import divergence
-from hvdkeras.compat import keras
-from hvdkeras.workdir import atomic_save
+from hvdkeras.common import log
+from hvdkeras.common.workdir import atomic_save
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 def _remove_saved(path: str) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdkeras import compat, distributed
-from hvdkeras.compat import keras
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 
 
 def statistics_variables(model):

@@ -84,7 +84,7 @@ class StopAgreement:
     """One stop decision for all ranks from each rank's flag, checked about every ``interval_s`` seconds.
 
     ``reduce(vector, name)`` must be a collective returning the element-wise sum of
-    every rank's float vector (:func:`hvdkeras.distributed.allreduce_sum`). Every rank
+    every rank's float vector (:func:`hvdkeras.runtime.distributed.allreduce_sum`). Every rank
     calls :meth:`decide` once per batch, in the same order. A check is one sum of two
     numbers: the ranks' flags, and rank 0's proposal for how many batches to the next
     check (``interval_s`` over its mean step time since the last check, at least 1), so
@@ -92,7 +92,7 @@ class StopAgreement:
     ``interval_s`` plus one batch after the first rank got the signal, for one
     one-number collective per ``interval_s`` of training instead of one per batch.
     ``names()`` gives each check's name (the callback passes
-    :func:`hvdkeras.distributed.cycled_name`: Horovod refuses a name whose last tensor
+    :func:`hvdkeras.runtime.distributed.cycled_name`: Horovod refuses a name whose last tensor
     it is still finishing).
 
     The sum runs on the training thread: a helper thread that overlapped it with the

@@ -5,8 +5,9 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from hvdkeras import distributed, log
-from hvdkeras.compat import keras
+from hvdkeras.common import log
+from hvdkeras.runtime import distributed
+from hvdkeras.runtime.compat import keras
 
 
 class ProfileBatches(keras.callbacks.Callback):

@@ -6,8 +6,8 @@ from typing import List, Optional
 
 import numpy as np
 
-from hvdkeras import distributed
-from hvdkeras.compat import keras
+from hvdkeras.runtime import distributed
+from hvdkeras.runtime.compat import keras
 
 
 def _examples_seen(model) -> Optional[float]:

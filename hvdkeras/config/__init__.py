@@ -6,15 +6,16 @@ A config is a tree of frozen dataclasses (:mod:`~hvdkeras.config.schema`).
 and returns a :class:`Config` that cannot be changed afterwards: derive a new one
 with :func:`dataclasses.replace`, which keeps where each value came from.
 
-Every problem raises :class:`~hvdkeras.errors.ConfigError` whose message is one
+Every problem raises :class:`~hvdkeras.common.errors.ConfigError` whose message is one
 line naming the key, where its value came from (the file or ``--set``) and what is
-allowed. This package imports nothing of hvdkeras but :mod:`hvdkeras.errors`, and
+allowed. This package imports nothing of hvdkeras but :mod:`hvdkeras.common.errors`, and
 neither TensorFlow nor Horovod.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from hvdkeras.common.errors import ConfigError
 from hvdkeras.config import loader as _loader
 from hvdkeras.config.loader import HEADER, parse_override, read_yaml, to_dict, to_yaml
 from hvdkeras.config.rules import locate, source_of, validate, validate_for_world
@@ -31,7 +32,6 @@ from hvdkeras.config.schema import (
     TrainerConfig,
     is_import_path,
 )
-from hvdkeras.errors import ConfigError
 
 __all__ = [
     "CheckpointConfig", "Config", "ConfigError", "DataConfig", "ElasticConfig", "HEADER", "HorovodConfig",

@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
+from hvdkeras.common.errors import ConfigError
 from hvdkeras.config import schema
 from hvdkeras.config.schema import Config
-from hvdkeras.errors import ConfigError
 
 HEADER = "# Resolved hvdkeras config: defaults, then the file, then --set overrides.\n"
 

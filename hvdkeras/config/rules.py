@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hvdkeras.common.errors import ConfigError
 from hvdkeras.config.schema import Config, TrainerConfig, is_import_path
-from hvdkeras.errors import ConfigError
 
 DEFAULT_LOSS = TrainerConfig.loss
 
@@ -89,7 +89,7 @@ def _estimator_rules(cfg: Config, need: _Rules) -> None:
 
 def _output_rules(trainer: TrainerConfig, need: _Rules) -> None:
     """``trainer.loss``, ``trainer.metrics`` and ``trainer.loss_weights``, alone and by output name. Whether the
-    names are the model's outputs is checked when the model is built (:mod:`hvdkeras.tasks`)."""
+    names are the model's outputs is checked when the model is built (:mod:`hvdkeras.training.tasks`)."""
     loss, metrics, weights = trainer.loss, trainer.metrics, trainer.loss_weights
     if isinstance(loss, dict):
         need(bool(loss), "trainer.loss", "map at least one output name to a loss (or be one loss for every output)")

@@ -27,7 +27,7 @@ def is_import_path(name: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    """Input pipeline. See :mod:`hvdkeras.data` for the sharding rule."""
+    """Input pipeline. See :mod:`hvdkeras.training.data` for the sharding rule."""
 
     # A built-in dataset (digits, synthetic), any TensorFlow Datasets name (e.g. imagenet2012, cifar10), or your
     # own "package.module:function" returning (train, validation) tf.data.Datasets of (features, label) pairs.
@@ -55,7 +55,7 @@ class DataConfig:
     eval_split: Optional[str] = "validation"  # null: no validation
     data_dir: Optional[str] = None  # null: TFDS' default (~/tensorflow_datasets)
     manual_dir: Optional[str] = None  # null: <data_dir>/downloads/manual
-    # Per-example transforms (hvdkeras.preprocessing); auto picks by dataset name.
+    # Per-example transforms (hvdkeras.training.preprocessing); auto picks by dataset name.
     pipeline: str = dataclasses.field(default="auto", metadata=_choices("auto", "imagenet", "cifar", "mnist"))
     shuffle_buffer: int = 10000  # examples, per rank
     # tf.data: parallel map calls (-1: autotune), prefetch depth in batches (-1: autotune, 0: none),
@@ -72,7 +72,7 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Model by registry name (see :mod:`hvdkeras.models`), or your own function by import path."""
+    """Model by registry name (see :mod:`hvdkeras.training.models`), or your own function by import path."""
 
     # A built-in model (small_cnn, mlp, resnet20, resnet56, resnet50, applications.<Name>), or your own
     # "package.module:function" returning an uncompiled Keras model.
@@ -88,11 +88,11 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    """Optimizer by name and the learning-rate scaling rule (see :mod:`hvdkeras.optimizers`)."""
+    """Optimizer by name and the learning-rate scaling rule (see :mod:`hvdkeras.training.optimizers`)."""
 
     name: str = "sgd"
     # The rate for a reference batch of examples; the optimizer gets the rate scaled to the global batch
-    # (the linear scaling rule, hvdkeras.scaling): learning_rate * global batch / reference batch.
+    # (the linear scaling rule, hvdkeras.common.scaling): learning_rate * global batch / reference batch.
     learning_rate: float = 0.01
     # The reference batch. global_batch: base_batch_size (Goyal et al. 2017: 0.1 per 256 images);
     # ranks: data.per_rank_batch_size (Horovod's lr x size; only with data.per_rank_batch_size);
@@ -107,7 +107,7 @@ class OptimizerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
-    """Learning rate over epochs: linear warmup, then a decay (see :mod:`hvdkeras.schedules`)."""
+    """Learning rate over epochs: linear warmup, then a decay (see :mod:`hvdkeras.common.schedules`)."""
 
     name: str = dataclasses.field(default="constant", metadata=_choices("constant", "step", "cosine", "polynomial"))
     # Warm up per batch from the reference batch's rate, min(learning_rate, scaled lr), to the scaled lr
@@ -127,7 +127,7 @@ class ScheduleConfig:
 class TrainerConfig:
     """Training loop: API, epochs, steps, validation, progress output, losses and metrics, checks, exports."""
 
-    # keras: hvdkeras.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
+    # keras: hvdkeras.training.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
     api: str = dataclasses.field(default="keras", metadata=_choices("keras", "estimator"))
     epochs: int = 10
     # Optimizer steps per epoch on every rank; None: as many full global batches as the data holds.
@@ -229,7 +229,7 @@ class HorovodConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeConfig:
-    """Process setup (see :mod:`hvdkeras.distributed`)."""
+    """Process setup (see :mod:`hvdkeras.runtime.distributed`)."""
 
     seed: int = 42
     # None: cores_on_host // ranks_on_host (at least 1).

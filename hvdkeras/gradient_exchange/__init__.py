@@ -14,7 +14,7 @@ On both, by default, each gradient is its own request, issued as the backward pa
 produces it, so communication overlaps computation and Horovod fuses what is ready.
 
 Both take Horovod's arguments with Horovod's meaning (:class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`).
-This is the only module besides :mod:`hvdkeras.compat` that reads the Keras version.
+This is the only module besides :mod:`hvdkeras.runtime.compat` that reads the Keras version.
 """
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from types import ModuleType
 
 import horovod.tensorflow as hvd
 
-from hvdkeras import compat, distributed
+from hvdkeras.common.horovod_env import resolve_compression
 from hvdkeras.gradient_exchange.compression import COMPRESSIONS
 from hvdkeras.gradient_exchange.options import ExchangeOptions, local_layer_list
 from hvdkeras.gradient_exchange.tape import DistributedGradientTape, PartialDistributedGradientTape
-from hvdkeras.horovod_env import resolve_compression
+from hvdkeras.runtime import compat, distributed
 
 _exchange: ModuleType  # keras3 or keras2, by the stack
 if compat.KERAS_3:
@@ -59,7 +59,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         device_sparse: Where the requests of sparse gradients are placed.
         compression: The wire format: Horovod's ``hvd.Compression.none`` /
             ``hvd.Compression.fp16`` or hvdkeras' names "none", "fp16" and "auto" (fp16 when the
-            ranks span several hosts, else none, see :func:`hvdkeras.horovod_env.resolve_compression`).
+            ranks span several hosts, else none, see :func:`hvdkeras.common.horovod_env.resolve_compression`).
         sparse_as_dense: Embedding gradients averaged as dense tensors.
         gradient_predivide_factor: See :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`.
         op: See :class:`~hvdkeras.gradient_exchange.options.ExchangeOptions`.

@@ -16,8 +16,8 @@ from typing import Any, Collection, List, Optional, Sequence
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkeras import compat
 from hvdkeras.gradient_exchange.options import ExchangeOptions
+from hvdkeras.runtime import compat
 
 
 def split_groups(items: Sequence, groups: int) -> List[List]:
@@ -39,7 +39,8 @@ def _dense(grad):
 
 
 def keys_of(variables: Optional[Sequence], count: int) -> List[Any]:
-    """The identity (:func:`hvdkeras.compat.variable_key`) of each variable, or ``None`` for each of ``count``."""
+    """The identity (:func:`hvdkeras.runtime.compat.variable_key`) of each variable, or ``None`` for each of
+    ``count``."""
     if variables is not None and len(variables) == count:
         return [compat.variable_key(v) for v in variables]
     return [None] * count

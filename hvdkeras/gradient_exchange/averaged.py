@@ -22,7 +22,7 @@ from typing import Any, Dict, Sequence, Set
 
 import tensorflow as tf
 
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 
 # The names TensorFlow gives the graphs of control flow: cond_v2's "<scope>cond_true_<uid>", switch_case's
 # "<scope>case_branch<i>_<uid>", while_v2's "<scope>while_body_<uid>" and "<scope>while_cond_<uid>".

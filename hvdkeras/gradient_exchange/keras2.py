@@ -20,9 +20,9 @@ from typing import List, Sequence
 import horovod.tensorflow.keras as hvd_keras
 import tensorflow as tf
 
-from hvdkeras import compat
 from hvdkeras.gradient_exchange import averaged
 from hvdkeras.gradient_exchange.options import ExchangeOptions
+from hvdkeras.runtime import compat
 
 
 def distribute(optimizer, options: ExchangeOptions):

@@ -44,10 +44,10 @@ from typing import Any, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from hvdkeras import compat
 from hvdkeras.gradient_exchange import averaged
 from hvdkeras.gradient_exchange.allreduce import allreduce_gradients
 from hvdkeras.gradient_exchange.options import ExchangeOptions
+from hvdkeras.runtime import compat
 
 _MARK = "_hvdkeras_distributed"
 

@@ -10,8 +10,8 @@ from typing import Any, Optional, Sequence, Union
 
 import horovod.tensorflow as hvd
 
-from hvdkeras import compat
 from hvdkeras.gradient_exchange.compression import horovod_compression
+from hvdkeras.runtime import compat
 
 
 @dataclasses.dataclass(frozen=True)

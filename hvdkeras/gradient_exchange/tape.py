@@ -4,7 +4,7 @@
 which Keras 3 variables do not have (horovod#4290: ``'Variable' object has no attribute
 'ref'``). This tape takes Horovod's arguments with Horovod's meaning and averages with
 :func:`~hvdkeras.gradient_exchange.allreduce.allreduce_gradients`, keyed by
-:func:`hvdkeras.compat.variable_key`, so it works with ``tf.Variable`` and Keras 2 and 3
+:func:`hvdkeras.runtime.compat.variable_key`, so it works with ``tf.Variable`` and Keras 2 and 3
 variables alike. Executing eagerly, the requests of one call are issued from one traced
 function, so Horovod fuses them as in a compiled step.
 
@@ -18,10 +18,10 @@ from typing import Any, Dict, List, Tuple, Type
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkeras import compat
 from hvdkeras.gradient_exchange import averaged
 from hvdkeras.gradient_exchange.allreduce import allreduce_gradients, keys_of
 from hvdkeras.gradient_exchange.options import ExchangeOptions, local_layer_list
+from hvdkeras.runtime import compat
 
 # Executing eagerly: one traced exchange per (options, variables, local variables), as Horovod caches its own.
 _EAGER_EXCHANGES: Dict[Tuple, Any] = {}

@@ -53,7 +53,6 @@ from horovod.tensorflow.mpi_ops import (  # noqa: F401
     remove_process_set,
 )
 
-from hvdkeras import compat
 from hvdkeras import gradient_exchange as _gradient_exchange
 from hvdkeras.gradient_exchange import (  # noqa: F401
     DistributedGradientTape,
@@ -63,6 +62,7 @@ from hvdkeras.gradient_exchange import (  # noqa: F401
 )
 from hvdkeras.gradient_exchange.options import ExchangeOptions as _ExchangeOptions
 from hvdkeras.keras import callbacks, elastic  # noqa: F401
+from hvdkeras.runtime import compat
 
 _tf = compat.tf
 

@@ -8,18 +8,18 @@ size, the batches, the learning rate, the steps, the Horovod knobs and the
 thread budget. Every number comes from the function the trainer itself calls:
 
 ==================  ==========================================================
-global batch        :func:`hvdkeras.scaling.global_batch`
-per-rank batch      :func:`hvdkeras.scaling.per_rank_batch` (``global // ranks``)
-scaled lr           :func:`hvdkeras.scaling.scaled_learning_rate`, shown by
-                    :func:`hvdkeras.scaling.formula`
-warmup start lr     :func:`hvdkeras.scaling.warmup_start_lr`
-steps per epoch     :func:`hvdkeras.data_sizes.steps_per_epoch`: the dataset's
+global batch        :func:`hvdkeras.common.scaling.global_batch`
+per-rank batch      :func:`hvdkeras.common.scaling.per_rank_batch` (``global // ranks``)
+scaled lr           :func:`hvdkeras.common.scaling.scaled_learning_rate`, shown by
+                    :func:`hvdkeras.common.scaling.formula`
+warmup start lr     :func:`hvdkeras.common.scaling.warmup_start_lr`
+steps per epoch     :func:`hvdkeras.common.data_sizes.steps_per_epoch`: the dataset's
                     size as written down (the packaged file, the config, a prepared
-                    TFDS dataset's metadata) by the rules of :mod:`hvdkeras.scaling`,
+                    TFDS dataset's metadata) by the rules of :mod:`hvdkeras.common.scaling`,
                     or ``trainer.steps_per_epoch``
-horovod settings    :func:`hvdkeras.horovod_env.resolve_horovod` and
-                    :func:`hvdkeras.horovod_env.horovod_environment`
-threads per rank    :func:`hvdkeras.horovod_env.thread_budget`
+horovod settings    :func:`hvdkeras.common.horovod_env.resolve_horovod` and
+                    :func:`hvdkeras.common.horovod_env.horovod_environment`
+threads per rank    :func:`hvdkeras.common.horovod_env.thread_budget`
 ==================  ==========================================================
 
 The only formulas defined here are the two step counts (see :func:`warmup_steps`
@@ -35,7 +35,7 @@ script as the template files ``slurm.sbatch`` and ``slurm_requeue.sh``,
 prints and writes) and ``cli`` (the dry run's flags, imported by ``hvdkeras.train``
 alone). ``python -m hvdkeras.launch --mpirun-flags`` prints the mpirun flags.
 """
-from hvdkeras.errors import LaunchError
+from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.common import DEFAULT_IMAGE, LAUNCHERS, TRAIN_MODULE, check_launcher
 from hvdkeras.launch.describe import describe
 from hvdkeras.launch.files import dry_run

@@ -6,7 +6,7 @@ import re
 import shlex
 from typing import Sequence
 
-from hvdkeras.errors import LaunchError
+from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.hosts import hosts_text
 from hvdkeras.launch.plan import Plan
 

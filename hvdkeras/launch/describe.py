@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from hvdkeras import horovod_env, scaling
+from hvdkeras.common import horovod_env, scaling
 from hvdkeras.launch.common import uses_gloo
 from hvdkeras.launch.hosts import hosts_text
 from hvdkeras.launch.plan import Plan
@@ -87,7 +87,7 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
 
 
 def cpu_binding_note(setting: str, p: Plan) -> str:
-    """What ``runtime.cpu_binding`` will do on the plan's hosts (:func:`hvdkeras.horovod_env.cpu_binding`)."""
+    """What ``runtime.cpu_binding`` will do on the plan's hosts (:func:`hvdkeras.common.horovod_env.cpu_binding`)."""
     if p.gpus_per_host:
         return "none: GPU hosts pin each rank to its GPU instead"
     if setting == "none":

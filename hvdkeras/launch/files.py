@@ -5,7 +5,7 @@ import os
 from typing import Optional, Sequence
 
 from hvdkeras import config as config_lib
-from hvdkeras.errors import LaunchError
+from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.common import DEFAULT_IMAGE, check_launcher
 from hvdkeras.launch.describe import describe
 from hvdkeras.launch.plan import plan

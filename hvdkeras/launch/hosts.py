@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence, Tuple, Union
 
-from hvdkeras.errors import LaunchError
+from hvdkeras.common.errors import LaunchError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,9 +6,9 @@ import math
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 from hvdkeras import config as config_lib
-from hvdkeras import data_sizes, horovod_env, scaling
-from hvdkeras.errors import ConfigError, LaunchError
-from hvdkeras.horovod_env import ThreadBudget
+from hvdkeras.common import data_sizes, horovod_env, scaling
+from hvdkeras.common.errors import ConfigError, LaunchError
+from hvdkeras.common.horovod_env import ThreadBudget
 from hvdkeras.launch.hosts import Host, world
 
 
@@ -65,7 +65,8 @@ def total_steps(epochs: int, steps_per_epoch: int) -> int:
 
 
 def _steps_per_epoch(cfg: config_lib.Config, np_: int) -> Tuple[Optional[int], str]:
-    """(steps per epoch or None, where it comes from or why it is unknown); sizes only (:mod:`hvdkeras.data_sizes`)."""
+    """(steps per epoch or None, where it comes from or why it is unknown); sizes only
+    (:mod:`hvdkeras.common.data_sizes`)."""
     steps, note = data_sizes.steps_per_epoch(cfg, np_)
     if steps == 0:
         examples, source = data_sizes.train_examples(scaling.for_world(cfg.data, np_))

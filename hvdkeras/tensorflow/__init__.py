@@ -73,12 +73,12 @@ from horovod.tensorflow import (  # noqa: F401  (Horovod's own, re-exported)
 )
 from horovod.tensorflow.compression import Compression  # noqa: F401
 
-from hvdkeras import compat
 from hvdkeras import gradient_exchange as _gradient_exchange
 from hvdkeras.gradient_exchange.tape import (  # noqa: F401
     DistributedGradientTape,
     PartialDistributedGradientTape,
 )
+from hvdkeras.runtime import compat
 from hvdkeras.tensorflow import elastic  # noqa: F401
 
 

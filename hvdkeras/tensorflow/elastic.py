@@ -10,8 +10,8 @@ from __future__ import annotations
 from horovod.common.elastic import ObjectState
 from horovod.tensorflow import elastic as _horovod_elastic
 
-from hvdkeras import compat
 from hvdkeras.elastic import KerasState, run
+from hvdkeras.runtime import compat
 
 __all__ = ["ObjectState", "TensorFlowKerasState", "TensorFlowState", "run"]
 

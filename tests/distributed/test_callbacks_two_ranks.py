@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 from tests.harness.ranks import SCRIPTS, horovodrun, rank_results, results
 
 SCRIPT = os.path.join(SCRIPTS, "callbacks_check.py")

@@ -53,7 +53,7 @@ def test_uneven_validation_shards_match_one_process(tiny_data_dir, tmp_path):
 
 # ResNet-50 itself trains on two ranks once per `make test` (keras2; tracing its steps is most of this job's
 # 40 s); keras3 trains resnet.yaml's ImageNet pipeline at 224 px on resnet20, and builds ResNet-50 in
-# tests/unit/test_models.py (its layers, strides and 25,557,032 parameters).
+# tests/unit/training/test_models.py (its layers, strides and 25,557,032 parameters).
 RESNET50 = [] if current_stack() == "keras2" or os.environ.get(ONCE_ENV) == "all" else ["model.name=resnet20"]
 
 MOCK_JOBS = {

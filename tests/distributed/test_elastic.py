@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from hvdkeras import checkpointing
+from hvdkeras.runtime import checkpointing
 from tests.harness.ranks import (
     DISCOVER_HOSTS,
     HOROVODRUN,

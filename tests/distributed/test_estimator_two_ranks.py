@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
 
 SCRIPT = os.path.join(SCRIPTS, "estimator_check.py")

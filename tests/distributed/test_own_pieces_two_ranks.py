@@ -85,8 +85,9 @@ def test_two_inputs_two_outputs_with_sample_weights_train_exactly_on_two_ranks_a
     assert last["val_loss"] == pytest.approx(last["val_buy_loss"] + 0.1 * last["val_price_loss"], rel=1e-5)
 
     # the exported model predicts from a mapping of inputs (the SavedModel serves the same mapping:
-    # tests/unit/test_export.py), and one process scoring all 301 examples gets what the ranks' summed states gave
-    # (in a whole run TensorFlow is loaded here already: the distributed tests' modules import hvdkeras.compat)
+    # tests/unit/runtime/test_export.py), and one process scoring all 301 examples gets what the ranks' summed
+    # states gave
+    # (in a whole run TensorFlow is loaded here already: the distributed tests' modules import hvdkeras.runtime.compat)
     import tensorflow as tf
 
     spec = importlib.util.spec_from_file_location("shop_task_scored", os.path.join(os.path.dirname(SHOP),

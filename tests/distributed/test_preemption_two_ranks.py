@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from hvdkeras import checkpointing
+from hvdkeras.runtime import checkpointing
 from tests.harness.ranks import (
     HOROVODRUN,
     REPO,

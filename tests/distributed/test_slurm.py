@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hvdkeras import checkpointing
+from hvdkeras.runtime import checkpointing
 from lab import slurm
 from tests.harness.ranks import REPO, read_jsonl
 from tests.harness.stacks import once_per_make_test

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from hvdkeras.processes import kill_group
+from hvdkeras.common.processes import kill_group
 from lab import hosts as two_hosts
 from tests.harness.ranks import (
     DISCOVER_HOSTS,

@@ -49,7 +49,7 @@ def test_only_rank_0_writes_into_the_workdir(digits_run):
 def test_each_rank_runs_on_its_own_block_of_the_cores(digits_run):
     """runtime.cpu_binding: auto, the default: every thread of local rank r of 2 (TensorFlow's, Horovod's,
     Gloo's) on cores[r*n//2:(r+1)*n//2] of the n the ranks share, and the start line says so."""
-    from hvdkeras import horovod_env
+    from hvdkeras.common import horovod_env
 
     shared = horovod_env.shared_cpus()
     if len(shared) < 2 or set(horovod_env.allowed_cpus()) != set(shared):

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
+from hvdkeras.common.processes import kill_session, kill_tree
+from hvdkeras.common.workdir import read_metrics
 from hvdkeras.launch import MPIRUN_FLAGS
-from hvdkeras.processes import kill_session, kill_tree
-from hvdkeras.workdir import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO, "tests", "distributed", "scripts")
@@ -72,7 +72,7 @@ def train_args(workdir, *sets, config=os.path.join(REPO, "configs", "digits.yaml
     progress bars, with each ``section.key=value`` of ``sets`` as a ``--set``: for :func:`horovodrun`.
 
     Without ``export``, the job writes no ``export/`` at the end (``trainer.export=false``): the export
-    costs about 0.5 s per job here, and its own tests (``tests/unit/test_export.py``, the default job's
+    costs about 0.5 s per job here, and its own tests (``tests/unit/runtime/test_export.py``, the default job's
     run in ``test_two_ranks.py``, ``test_own_pieces_two_ranks.py``) write and load it."""
     args = ["-m", "hvdkeras.train", "--config", config, "--workdir", str(workdir), "--set", "trainer.verbose=0"]
     if not export:

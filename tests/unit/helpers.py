@@ -45,7 +45,7 @@ def small_bn_model(seed=0):
     """Dense -> BatchNormalization -> softmax over 3 classes on 4 features; SGD with momentum, accuracy metric."""
     import tensorflow as tf
 
-    from hvdkeras.compat import keras
+    from hvdkeras.runtime.compat import keras
 
     tf.random.set_seed(seed)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
@@ -67,7 +67,7 @@ def model_and_data(lr=0.1, momentum=0.9, n=32):
     """A one-layer softmax model (SGD with momentum, accuracy) and ``n`` examples for it."""
     import numpy as np
 
-    from hvdkeras.compat import keras
+    from hvdkeras.runtime.compat import keras
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
@@ -79,7 +79,7 @@ def model_and_data(lr=0.1, momentum=0.9, n=32):
 
 def regression_model(lr=0.1, optimizer=None):
     """Dense(2) on 3 features with mse; SGD with momentum 0.9 at ``lr`` unless ``optimizer`` is given."""
-    from hvdkeras.compat import keras
+    from hvdkeras.runtime.compat import keras
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer=optimizer or keras.optimizers.SGD(learning_rate=lr, momentum=0.9), loss="mse")
@@ -121,7 +121,7 @@ def drive(callbacks, model, epochs, steps, initial_epoch=0):
 
 def epoch_recorder():
     """A Keras callback recording the epochs ``fit`` runs, in ``.epochs``."""
-    from hvdkeras.compat import keras
+    from hvdkeras.runtime.compat import keras
 
     class SeenEpochs(keras.callbacks.Callback):
         def __init__(self):
@@ -151,22 +151,22 @@ def tensorboard_scalars(directory):
 
 
 def process_info(rank=0, size=1, local_rank=0, local_size=1):
-    """A :class:`hvdkeras.distributed.ProcessInfo` for a CPU process, without Horovod."""
-    from hvdkeras.distributed import ProcessInfo
-    from hvdkeras.horovod_env import ThreadBudget
+    """A :class:`hvdkeras.runtime.distributed.ProcessInfo` for a CPU process, without Horovod."""
+    from hvdkeras.common.horovod_env import ThreadBudget
+    from hvdkeras.runtime.distributed import ProcessInfo
 
     return ProcessInfo(rank=rank, size=size, local_rank=local_rank, local_size=local_size,
                        threads=ThreadBudget(intra_op=1, inter_op=1), gpu=None, threads_applied=False)
 
 
 def hand_built_trainer(cfg, workdir, size=1, scaled_lr=0.1, backup=None):
-    """A :class:`hvdkeras.trainer.Trainer` from stand-in parts: no collective, no file, no model.
+    """A :class:`hvdkeras.training.trainer.Trainer` from stand-in parts: no collective, no file, no model.
 
     Enough for what depends on the config alone (the callback list).
     """
-    from hvdkeras import assembly, tasks
-    from hvdkeras.position import RunPosition
-    from hvdkeras.trainer import Trainer
+    from hvdkeras.runtime.position import RunPosition
+    from hvdkeras.training import assembly, tasks
+    from hvdkeras.training.trainer import Trainer
 
     process = process_info(size=size, local_size=size)
     job = assembly.JobConfig(requested=cfg, resolved=cfg, auto={}, initial_size=size)

@@ -2,8 +2,9 @@
 import pytest
 
 from hvdkeras import config as config_lib
-from hvdkeras import elastic, scaling
-from hvdkeras.position import RunPosition
+from hvdkeras import elastic
+from hvdkeras.common import scaling
+from hvdkeras.runtime.position import RunPosition
 
 
 def data_config_for(cfg, initial_size, size):

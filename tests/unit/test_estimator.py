@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from hvdkeras import compat
+from hvdkeras.common.errors import SetupError
 from hvdkeras.config import RuntimeConfig
-from hvdkeras.errors import SetupError
+from hvdkeras.runtime import compat
 from tests.unit.helpers import REPO
 
 needs_estimator = pytest.mark.skipif(bool(compat.estimator_unavailable()), reason=compat.estimator_unavailable())
@@ -15,7 +15,7 @@ needs_estimator = pytest.mark.skipif(bool(compat.estimator_unavailable()), reaso
 
 @needs_estimator
 def test_session_config_pins_the_local_gpu_or_sets_the_thread_budget(hvd_single):
-    from hvdkeras import horovod_env
+    from hvdkeras.common import horovod_env
     from hvdkeras.estimator import session_config
 
     gpu = session_config(RuntimeConfig(), num_gpus=4, local_rank=2, local_size=4)
@@ -71,7 +71,7 @@ def test_distributed_optimizer_takes_the_default_horovod_config(hvd_single, monk
 @needs_estimator  # where tf.estimator is really missing, the test below checks the refusal itself
 def test_import_fails_in_one_line_without_tf_estimator():
     code = ("import tensorflow as tf; tf.estimator = None\n"
-            "import hvdkeras.trainer, hvdkeras.callbacks  # unaffected\n"
+            "import hvdkeras.training.trainer, hvdkeras.callbacks  # unaffected\n"
             "try:\n    import hvdkeras.estimator\nexcept ImportError as e:\n    print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

@@ -4,8 +4,9 @@ import pytest
 import tensorflow as tf
 
 import hvdkeras
-from hvdkeras import compat, gradient_exchange
+from hvdkeras import gradient_exchange
 from hvdkeras.gradient_exchange import compression
+from hvdkeras.runtime import compat
 
 
 def test_one_call_for_both_stacks():

@@ -9,9 +9,11 @@ import pytest
 import yaml
 
 from hvdkeras import config as config_lib
-from hvdkeras import data as data_lib
-from hvdkeras import horovod_env, launch, optimizers, scaling
-from hvdkeras.errors import ConfigError, LaunchError, SetupError
+from hvdkeras import launch
+from hvdkeras.common import horovod_env, scaling
+from hvdkeras.common.errors import ConfigError, LaunchError, SetupError
+from hvdkeras.training import data as data_lib
+from hvdkeras.training import optimizers
 from tests.unit.helpers import REPO, SCRIPTS, config_file
 
 

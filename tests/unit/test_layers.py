@@ -85,9 +85,14 @@ def _cycle(graph):
 
 def test_the_package_has_no_import_cycle():
     graph = _graph()
-    assert len(graph) > 30 and "hvdkeras.trainer" in graph  # the parser sees the whole package
+    assert len(graph) > 30 and "hvdkeras.training.trainer" in graph  # the parser sees the whole package
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_top_of_the_package_holds_at_most_ten_modules():
+    top = sorted(f for f in os.listdir(PACKAGE_DIR) if f.endswith(".py") and f not in ("__init__.py", "__main__.py"))
+    assert len(top) <= 10, f"{len(top)} modules at the top of hvdkeras/ (folders name the layers): {top}"
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -96,9 +101,9 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 @pytest.mark.parametrize("layer, allowed", [
-    ("hvdkeras.errors", set()),
-    ("hvdkeras.config", {"hvdkeras.errors"}),
-    ("hvdkeras.registry", {"hvdkeras.errors"}),
+    ("hvdkeras.common.errors", set()),
+    ("hvdkeras.config", {"hvdkeras.common", "hvdkeras.common.errors"}),
+    ("hvdkeras.common.registry", {"hvdkeras.common.errors"}),
 ])
 def test_bottom_layers_import_only_what_is_below_them(layer, allowed):
     graph = _graph()
@@ -118,7 +123,8 @@ def _heavy_modules_after(code):
 
 def test_config_launch_and_report_load_a_config_without_tensorflow_keras_or_horovod():
     code = ("import sys\n"
-            "import hvdkeras.config, hvdkeras.launch, hvdkeras.report, hvdkeras.workdir, hvdkeras.horovod_env\n"
+            "import hvdkeras.config, hvdkeras.launch, hvdkeras.report\n"
+            "import hvdkeras.common.workdir, hvdkeras.common.horovod_env\n"
             "cfg = hvdkeras.config.load('configs/digits.yaml', ['trainer.epochs=3'])\n"
             "hvdkeras.config.validate_for_world(cfg, 2)\n"
             "assert cfg.trainer.epochs == 3\n")

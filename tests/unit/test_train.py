@@ -58,7 +58,7 @@ def test_anything_but_a_users_error_keeps_its_traceback(tmp_path):
 
 
 def test_a_second_job_on_a_workdir_in_use_stops_before_training_naming_the_holder(tmp_path):
-    from tests.unit.test_workdir_guard import HOLD
+    from tests.unit.common.test_workdir_guard import HOLD
 
     workdir = tmp_path / "w"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(workdir)], cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -126,7 +126,7 @@ def test_fresh_moves_the_previous_run_aside_and_starts_over(tmp_path):
 def test_everything_the_run_writes_is_whole_after_its_process_ends(tmp_path):
     """The command line ends its process without the last garbage collection (``train._quick_teardown``):
     what the run wrote (TensorBoard's events, metrics.jsonl, the export) is whole when the process is gone."""
-    from hvdkeras.workdir import read_metrics
+    from hvdkeras.common.workdir import read_metrics
     from tests.unit.helpers import tensorboard_scalars
 
     workdir = tmp_path / "w"

@@ -17,10 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 import hvdkeras.keras as hvd_keras
-from hvdkeras import DistributedOptimizer, checkpointing, compat, distributed
+from hvdkeras import DistributedOptimizer
 from hvdkeras import callbacks as hc
 from hvdkeras.callbacks.divergence import variable_name
-from hvdkeras.errors import DivergenceError
+from hvdkeras.common.errors import DivergenceError
+from hvdkeras.runtime import checkpointing, compat, distributed
 
 keras = tf.keras
 scenarios, out_dir = sys.argv[1].split(","), sys.argv[2]

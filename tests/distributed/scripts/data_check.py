@@ -1,4 +1,4 @@
-"""Run under horovodrun: hvdkeras.data on a real TFDS dataset (tiny_tfds) or a config under mock_data.
+"""Run under horovodrun: hvdkeras.training.data on a real TFDS dataset (tiny_tfds) or a config under mock_data.
 
     python data_check.py shard DATA_DIR          # ids read per rank, one epoch, two epochs
     python data_check.py mock JOBS_JSON          # trains each config's real loading code on mock data
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_tfds  # registers the hvdkeras_tiny builder
 
 from hvdkeras import config as config_lib
-from hvdkeras import data
+from hvdkeras.training import data
 
 mode = sys.argv[1]
 hvd.init()
@@ -47,8 +47,8 @@ if mode == "shard":
 elif mode == "mock":
     from tensorflow_datasets import testing as tfds_testing  # explicit: 4.9.7 loads tfds.testing lazily
 
-    from hvdkeras.compat import keras
-    from hvdkeras.trainer import Trainer
+    from hvdkeras.runtime.compat import keras
+    from hvdkeras.training.trainer import Trainer
 
     for job, (config_path, workdir, overrides) in enumerate(json.loads(sys.argv[2])):
         with tfds_testing.mock_data(num_examples=12):

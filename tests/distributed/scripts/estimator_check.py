@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from hvdkeras import distributed
 from hvdkeras import estimator as hvd_estimator
+from hvdkeras.runtime import distributed
 
 v1 = tf.compat.v1
 model_dir, max_steps = sys.argv[1], int(sys.argv[2])

@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 import hvdkeras.keras as hvd_keras
-from hvdkeras import DistributedOptimizer, compat
+from hvdkeras import DistributedOptimizer
+from hvdkeras.runtime import compat
 
 keras = compat.keras
 hvd.init()

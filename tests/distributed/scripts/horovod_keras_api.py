@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 import hvdkeras.keras as hvd
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 
 tf, keras = compat.tf, compat.keras
 workdir = sys.argv[1]

@@ -2,7 +2,7 @@
 
     python idle_loop.py SECONDS [section.key=value ...]
 
-Starts Horovod through :func:`hvdkeras.distributed.init` with the config's Horovod section
+Starts Horovod through :func:`hvdkeras.runtime.distributed.init` with the config's Horovod section
 (``horovod.idle_wait_ms`` among the overrides), runs one allreduce, then sleeps SECONDS on
 every rank with no tensor enqueued, then runs one more allreduce. Prints ``RESULT <json>``:
 ``wakeups_per_s``, the voluntary context switches per second of the threads ``hvd.init``
@@ -18,7 +18,8 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 from hvdkeras import config as config_lib
-from hvdkeras import distributed, horovod_env
+from hvdkeras.common import horovod_env
+from hvdkeras.runtime import distributed
 
 seconds = float(sys.argv[1])
 cfg = config_lib.load(None, sys.argv[2:])

@@ -10,9 +10,9 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from hvdkeras import distributed
 from hvdkeras.callbacks import MetricAverageCallback
 from hvdkeras.callbacks.metric_average import global_results
+from hvdkeras.runtime import distributed
 
 keras = tf.keras
 hvd.init()

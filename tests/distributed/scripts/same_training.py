@@ -32,10 +32,10 @@ import tensorflow as tf
 
 import hvdkeras
 from hvdkeras import callbacks as hvd_callbacks
-from hvdkeras import compat
 from hvdkeras import config as config_lib
-from hvdkeras import data as data_lib
-from hvdkeras import trainer as trainer_lib
+from hvdkeras.runtime import compat
+from hvdkeras.training import data as data_lib
+from hvdkeras.training import trainer as trainer_lib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import training_paths  # this directory's module

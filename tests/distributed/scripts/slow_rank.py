@@ -14,9 +14,10 @@ import os
 import sys
 import time
 
-from hvdkeras import distributed, train
-from hvdkeras import trainer as trainer_lib
-from hvdkeras.compat import keras
+from hvdkeras import train
+from hvdkeras.runtime import distributed
+from hvdkeras.runtime.compat import keras
+from hvdkeras.training import trainer as trainer_lib
 
 seconds = float(sys.argv[1])
 release = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else None

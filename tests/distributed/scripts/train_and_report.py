@@ -53,8 +53,8 @@ tf.train.Checkpoint.write = recording_ckpt_write
 import tiny_tfds  # noqa: F401  (registers the hvdkeras_tiny TFDS builder for data tests)
 
 from hvdkeras import config as config_lib
-from hvdkeras import data as data_lib
-from hvdkeras.trainer import Trainer
+from hvdkeras.training import data as data_lib
+from hvdkeras.training.trainer import Trainer
 
 cfg = config_lib.load(config_path, overrides)
 trainer = Trainer.from_config(cfg, workdir)

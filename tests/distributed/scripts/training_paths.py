@@ -29,8 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 import hvdkeras.keras as hvd
-from hvdkeras import compat
-from hvdkeras import data as data_lib
+from hvdkeras.runtime import compat
+from hvdkeras.training import data as data_lib
 
 keras = compat.keras
 STEPS = 6

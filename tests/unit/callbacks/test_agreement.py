@@ -2,7 +2,7 @@
 import numpy as np
 
 from hvdkeras import callbacks as hc
-from hvdkeras.compat import keras
+from hvdkeras.runtime.compat import keras
 from tests.unit.helpers import model_and_data
 
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from hvdkeras import callbacks as hc
-from hvdkeras.compat import keras
+from hvdkeras.runtime.compat import keras
 from tests.unit.helpers import attach, epoch_recorder, model_and_data, small_bn_model, xy
 
 
@@ -135,7 +135,7 @@ def test_preemption_on_an_epochs_last_batch_lets_the_epoch_end_then_leaves(hvd_s
 
 
 def test_save_errors_stop_or_warn_as_configured(hvd_single, tmp_path, capsys):
-    from hvdkeras.errors import CheckpointError
+    from hvdkeras.common.errors import CheckpointError
 
     (tmp_path / "ckpt").write_text("a file where the folder should be")
     for mode in ("stop", "continue"):
@@ -156,7 +156,7 @@ def test_save_errors_stop_or_warn_as_configured(hvd_single, tmp_path, capsys):
 def test_after_a_preemption_only_the_other_ranks_wait_to_leave(hvd_single, tmp_path, monkeypatch, chief):
     # Rank 0 leaves first: a launcher stops the job when its first rank exits (the trainer's wait is for rank 0's
     # process to be gone; alone in a model.fit it is EXIT_STAGGER_S).
-    from hvdkeras import distributed
+    from hvdkeras.runtime import distributed
 
     cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True), small_bn_model(), epochs=3, steps=10)
     cb.on_train_begin()

@@ -1,6 +1,6 @@
 """BroadcastGlobalVariablesCallback in one process: optimizer slots exist and are broadcast before step one."""
-from hvdkeras import compat
 from hvdkeras.callbacks import BroadcastGlobalVariablesCallback
+from hvdkeras.runtime import compat
 from tests.unit.helpers import attach, small_bn_model
 
 
@@ -18,7 +18,7 @@ def test_broadcast_builds_optimizer_slots_before_the_first_step(hvd_single):
 
 
 def _recorded_broadcasts(monkeypatch):
-    from hvdkeras import distributed
+    from hvdkeras.runtime import distributed
 
     sent = []
     monkeypatch.setattr(distributed, "broadcast_variables", lambda variables, root_rank=0: sent.append(list(variables)))

@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from hvdkeras import callbacks as hc
-from hvdkeras import compat, distributed
-from hvdkeras.compat import keras
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
 from tests.unit.helpers import model_and_data, tensorboard_scalars
 
 

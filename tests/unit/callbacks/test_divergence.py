@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from hvdkeras import callbacks as hc
-from hvdkeras import compat, distributed
 from hvdkeras.callbacks import divergence
-from hvdkeras.errors import DivergenceError
+from hvdkeras.common.errors import DivergenceError
+from hvdkeras.runtime import compat, distributed
 from tests.unit.helpers import attach, callback_names, config_file, hand_built_trainer, small_bn_model, xy
 
 
@@ -148,7 +148,7 @@ def test_broadcast_callback_compares_at_epoch_end_unless_told_not_to(two_ranks):
 
 def test_local_variables_are_left_out(two_ranks):
     from hvdkeras import PartialDistributedOptimizer
-    from hvdkeras.compat import keras
+    from hvdkeras.runtime.compat import keras
 
     keras.utils.set_random_seed(0)
     local = keras.layers.Dense(5)
@@ -217,8 +217,8 @@ def test_the_preemption_checkpoint_is_not_written_from_weights_that_differ(two_r
 
 
 def test_default_callbacks_and_the_trainer_turn_it_on_and_off(hvd_single, tmp_path):
-    from hvdkeras import assembly
     from hvdkeras import config as config_lib
+    from hvdkeras.training import assembly
 
     on = hc.default_callbacks(backup=str(tmp_path))
     assert callback_names(on)[:3] == ["BroadcastGlobalVariablesCallback", "DivergenceGuard",

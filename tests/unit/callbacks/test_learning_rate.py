@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvdkeras import compat, schedules
 from hvdkeras.callbacks import LearningRateScheduleCallback, LearningRateWarmupCallback
-from hvdkeras.compat import keras
+from hvdkeras.common import schedules
 from hvdkeras.gradient_exchange import DistributedOptimizer
+from hvdkeras.runtime import compat
+from hvdkeras.runtime.compat import keras
 from tests.unit.helpers import attach, drive, lr_of, model_and_data, regression_model
 
 

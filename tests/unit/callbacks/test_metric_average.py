@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from hvdkeras import distributed
 from hvdkeras.callbacks import MetricAverageCallback
 from hvdkeras.callbacks.metric_average import global_results
+from hvdkeras.runtime import distributed
 from tests.unit.helpers import attach, small_bn_model, xy
 
 
@@ -75,7 +75,7 @@ def test_batch_frequency_must_be_positive():
 def test_each_outputs_loss_and_metrics_are_exact_over_uneven_parts(hvd_single, monkeypatch):
     """A model of two outputs with sample weights: every key evaluate gives (the total loss, each output's loss and
     metrics) comes from summed metric states, none from a mean of per-rank values."""
-    from hvdkeras import compat
+    from hvdkeras.runtime import compat
 
     keras = compat.keras
     inputs = keras.Input((3,), name="x")

@@ -1,6 +1,6 @@
 """JsonlMetricsLogger: one line per epoch in metrics.jsonl, never an epoch twice after a resume."""
 from hvdkeras.callbacks import JsonlMetricsLogger
-from hvdkeras.workdir import read_metrics
+from hvdkeras.common.workdir import read_metrics
 from tests.unit.helpers import attach, small_bn_model
 
 

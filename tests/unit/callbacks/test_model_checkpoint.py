@@ -4,7 +4,7 @@ import os
 import pytest
 
 from hvdkeras import callbacks as hc
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 from tests.unit.helpers import model_and_data
 
 

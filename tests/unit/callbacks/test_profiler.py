@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from hvdkeras import compat
 from hvdkeras import config as config_lib
 from hvdkeras.callbacks import ProfileBatches
+from hvdkeras.runtime import compat
 from tests.unit.helpers import config_file
 
 keras = compat.keras
@@ -49,7 +49,7 @@ def test_a_fit_shorter_than_stop_writes_what_it_ran(hvd_single, tmp_path):
 
 
 def test_the_config_asks_for_it(hvd_single, tmp_path, restore_environment):
-    from hvdkeras.trainer import Trainer
+    from hvdkeras.training.trainer import Trainer
 
     cfg = config_lib.load(config_file("digits.yaml"), ["trainer.epochs=1", "trainer.steps_per_epoch=4",
                                                        "trainer.verbose=0", "runtime.profile_batches=[2, 3]",

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from hvdkeras import config as config_lib
-from hvdkeras.errors import ConfigError
+from hvdkeras.common.errors import ConfigError
 from tests.unit.helpers import CONFIGS, write_yaml
 
 

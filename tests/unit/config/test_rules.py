@@ -6,7 +6,7 @@ import os
 import pytest
 
 from hvdkeras import config as config_lib
-from hvdkeras.errors import ConfigError
+from hvdkeras.common.errors import ConfigError
 from tests.unit.helpers import REPO, write_yaml
 
 

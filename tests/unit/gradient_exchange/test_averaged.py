@@ -2,8 +2,8 @@
 import pytest
 import tensorflow as tf
 
-from hvdkeras import compat
 from hvdkeras.gradient_exchange import averaged
+from hvdkeras.runtime import compat
 
 
 def _variables():

@@ -2,9 +2,10 @@
 import pytest
 import tensorflow as tf
 
-from hvdkeras import compat, gradient_exchange
+from hvdkeras import gradient_exchange
 from hvdkeras.gradient_exchange import allreduce, averaged
 from hvdkeras.gradient_exchange.tape import DistributedGradientTape, PartialDistributedGradientTape
+from hvdkeras.runtime import compat
 
 keras = compat.keras
 

@@ -12,7 +12,7 @@ import horovod.tensorflow as horovod_tf
 import pytest
 
 import hvdkeras.keras as hvd
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 
 _ = inspect.Parameter.empty
 NONE = horovod_tf.Compression.none

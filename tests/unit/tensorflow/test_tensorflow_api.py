@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import hvdkeras.tensorflow as hvd
-from hvdkeras import compat
+from hvdkeras.runtime import compat
 
 # Horovod's own helpers that its module imports but does not offer as API.
 NOT_API = {"LocalGradientAggregationHelper", "check_extension", "check_num_rank_power_of_2", "gpu_available",

@@ -1,0 +1,1 @@
+"""The layer without TensorFlow or Horovod: rules, files, logs, processes and peers (docs/architecture.md)."""

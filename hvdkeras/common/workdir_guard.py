@@ -1,0 +1,184 @@
+"""A workdir belongs to one job: rank 0's lock, the training its checkpoints hold, and starting over.
+
+Rank 0 calls these before anything is trained (``python -m hvdkeras.train`` does):
+
+* :func:`claim` locks ``<workdir>/.hvdkeras.lock`` (``fcntl.flock``) for the whole run and writes
+  the holder into it (host, pid, start time). The kernel releases the lock when the process
+  ends however it ends, so a crashed run never leaves a workdir locked. A second job on the
+  workdir stops with one line naming the holder. The lock is as good as the filesystem's
+  ``flock``: local disks and most network filesystems of one host; across hosts only where
+  the filesystem supports it (NFSv4, Lustre with ``flock``).
+* :func:`changed_training` compares the config with the workdir's ``config.yaml`` when the
+  workdir holds checkpoints: a key in :data:`TRAINING_KEYS` (the model, the data, the optimizer,
+  the schedule, the batch, the loss, the seed) that differs would resume one training with
+  another's weights, so :func:`check_same_training` refuses it in one line listing the keys.
+  Launcher and bookkeeping keys (the number of ranks, threads, epochs, checkpoint and Horovod
+  settings but the gradient accumulation) may change.
+* :func:`start_over` (``--fresh``) moves the run's files into ``<workdir>/previous/<time>/`` and
+  deletes nothing.
+
+No TensorFlow, no Horovod: only files.
+"""
+from __future__ import annotations
+
+import atexit
+import fcntl
+import os
+import socket
+import time
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from hvdkeras.common.errors import ConfigError, SetupError
+from hvdkeras.common.horovod_env import launcher_job
+from hvdkeras.common.workdir import CHECKPOINT_DIR, CONFIG_FILE, ESTIMATOR_DIR, METRICS_FILE, TENSORBOARD_DIR, Workdir
+from hvdkeras.config import Config, to_dict
+
+LOCK_FILE = ".hvdkeras.lock"
+PREVIOUS_DIR = "previous"
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR, TENSORBOARD_DIR, ESTIMATOR_DIR, "export")
+
+# What a checkpoint's weights were trained with: a resume with any of these changed is refused (section: every
+# key of the section; section.key: that key alone).
+TRAINING_KEYS = (
+    "model", "optimizer", "schedule",
+    "data.name", "data.args", "data.global_batch_size", "data.per_rank_batch_size", "data.validation_fraction",
+    "data.image_shape", "data.num_classes", "data.train_examples", "data.train_split", "data.pipeline",
+    "data.shuffle_buffer",
+    "trainer.api", "trainer.steps_per_epoch", "trainer.loss", "trainer.loss_weights", "trainer.label_smoothing",
+    "horovod.backward_passes_per_step", "horovod.average_aggregated_gradients",
+    "runtime.seed", "runtime.mixed_precision",
+)
+
+
+class Claim:
+    """Rank 0's hold on a workdir: the open, locked lock file; :meth:`release` (also at exit) gives it up."""
+
+    def __init__(self, path: str, fd: Optional[int], created: bool = False):
+        self.path = path
+        self._fd = fd
+        self._created = created
+        if fd is not None:
+            atexit.register(self.release)
+
+    @property
+    def held(self) -> bool:
+        """Whether the claim still holds the lock file."""
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Removes the lock file, then unlocks it (the kernel would unlock it at exit anyway); a workdir the
+        claim created and nothing was written into goes too."""
+        if self._fd is None:
+            return
+        try:
+            os.remove(os.path.join(self.path, LOCK_FILE))
+            if self._created and not os.listdir(self.path):
+                os.rmdir(self.path)
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = None
+
+
+def holder_line() -> str:
+    """Who holds a workdir: this job (when a launcher started it), host, pid, start time."""
+    job = launcher_job()
+    return (f"job {job}, " if job else "") + (f"host {socket.gethostname()}, pid {os.getpid()},"
+                                              f" started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+
+
+def claim(path: str) -> Claim:
+    """Locks workdir ``path`` for this process (creating the folder); a :class:`SetupError` naming the holder
+    if another job holds it.
+
+    A process of the job that holds the lock gets a claim that holds nothing: in an elastic job a
+    worker added later can be rank 0 while the first rank 0 still runs.
+    """
+    created = not os.path.isdir(path)
+    os.makedirs(path, exist_ok=True)
+    lock_path = os.path.join(path, LOCK_FILE)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 4096).decode(errors="replace").strip() or "a process that has not said who it is"
+        os.close(fd)
+        job = launcher_job()
+        if job is not None and holder.startswith(f"job {job},"):
+            return Claim(path, None)
+        raise SetupError(f"--workdir {path} is in use by another job ({holder}): wait for it to end, stop it, or"
+                         " pass another --workdir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, (holder_line() + "\n").encode())
+    os.fsync(fd)
+    return Claim(path, fd, created)
+
+
+def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    """``{"section.key": value}``; ``model.args``, ``data.args`` and the mappings by output name
+    (``trainer.loss``, ``trainer.metrics``, ``trainer.loss_weights``) stay whole."""
+    flat: Dict[str, Any] = {}
+    for key, value in (tree or {}).items():
+        if isinstance(value, dict) and key not in ("args", "loss", "metrics", "loss_weights"):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _is_training_key(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in TRAINING_KEYS)
+
+
+def changed_training(path: str, cfg: Config) -> List[str]:
+    """``key: old -> new`` for each training key the config changes against the checkpoints in workdir ``path``
+    (none when it holds no checkpoints or no ``config.yaml``, or a key is missing from it: an older version's)."""
+    files = Workdir(path)
+    checkpoints = files.checkpoints
+    if not (os.path.isdir(checkpoints) and os.listdir(checkpoints) and os.path.exists(files.config)):
+        return []
+    try:
+        with open(files.config) as f:
+            stored = _flat(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError):
+        return []
+    changed = []
+    for key, value in _flat(to_dict(cfg)).items():
+        if _is_training_key(key) and key in stored and stored[key] != value:
+            changed.append(f"{key}: {stored[key]!r} -> {value!r}")
+    return changed
+
+
+def check_same_training(path: str, cfg: Config, training: bool = True) -> None:
+    """Refuses (one line) a config whose training keys differ from the one the workdir's checkpoints were
+    trained with; the line names the ways out of a training run, or of an evaluation when not ``training``."""
+    changed = changed_training(path, cfg)
+    if not changed:
+        return
+    if training:
+        way_out = (f"rerun with the config it was started with ({Workdir(path).config}), pass --fresh to start over"
+                   f" (the old run moves to {os.path.join(path, PREVIOUS_DIR)}/), or --resume=force to continue"
+                   " from its weights anyway")
+    else:
+        way_out = f"evaluate with the config it was trained with ({Workdir(path).config})"
+    raise ConfigError(f"--workdir {path} holds checkpoints trained with another config ({'; '.join(changed)}):"
+                      f" {way_out}")
+
+
+def start_over(path: str) -> Optional[str]:
+    """Moves the run's files in workdir ``path`` into ``<path>/previous/<time>/`` (deleting nothing);
+    returns that folder, or None when there was nothing to move."""
+    present = [name for name in RUN_FILES if os.path.exists(os.path.join(path, name))]
+    if not present:
+        return None
+    target = os.path.join(path, PREVIOUS_DIR, time.strftime("%Y%m%d-%H%M%S"))
+    suffix = 1
+    while os.path.exists(target):
+        suffix += 1
+        target = os.path.join(path, PREVIOUS_DIR, time.strftime("%Y%m%d-%H%M%S") + f"-{suffix}")
+    os.makedirs(target)
+    for name in present:
+        os.rename(os.path.join(path, name), os.path.join(target, name))
+    return target

@@ -1,0 +1,157 @@
+"""Elastic training: keep going when hosts leave or join (Horovod's elastic mode).
+
+Launch with a host discovery script and a range of processes::
+
+    horovodrun -np 2 --min-np 1 --max-np 4 --host-discovery-script "python -m hvdkeras.discover_hosts" \\
+        python -m hvdkeras.train --config configs/digits.yaml --set elastic.enabled=true
+
+(:mod:`hvdkeras.discover_hosts` prints the ``host:slots`` lines of ``$HVDKERAS_HOSTS_FILE``.)
+
+How it works: :class:`KerasState` holds the model and optimizer variables and
+the training position (``epoch``, ``batch`` within it). Every
+``elastic.commit_every_batches`` batches, and at each epoch end, the state is
+*committed*: copied in memory on every rank (and Horovod checks for new hosts).
+When a rank dies, the survivors roll back to the last commit; when hosts join,
+everyone stops at the next commit. Then Horovod re-forms the ring, rank 0's state
+is broadcast to all (new workers included), the input pipeline is rebuilt for
+the new number of ranks, and training continues *at the committed position*:
+the rest of the interrupted epoch, then the remaining epochs, numbered from the
+committed epoch (``fit(initial_epoch=...)``, so the epoch counter, the learning-rate
+schedule and ``metrics.jsonl`` carry on; Horovod's own recipe restarts ``fit``
+with ``epochs=total - epoch``, which numbers from 0 again).
+
+The config path's driver (the world's data and learning rate on a resize,
+``elastic.on_resize``) is :class:`hvdkeras.elastic.driver.ElasticDriver`; this module
+is Horovod's elastic API, also for scripts of one's own (:mod:`hvdkeras.keras`).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import numpy as np
+import tensorflow as tf
+from horovod.common.elastic import ObjectState, run_fn
+from horovod.common.exceptions import HorovodInternalError
+
+from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.compat import keras
+from hvdkeras.runtime.position import RunPosition
+
+
+def run(func):
+    """``hvd.elastic.run`` (horovod.tensorflow), with every failed Horovod collective a reset.
+
+    Horovod 0.28.1 turns a failed op into a reset only when its error names
+    ``HorovodAllreduce``, ``HorovodAllgather`` or ``HorovodBroadcast``, and returns
+    ``None`` for any other ``UnknownError``: a peer lost during a grouped allreduce
+    (``HorovodGroupedAllreduce``, how :mod:`hvdkeras.gradient_exchange` averages on
+    Keras 3) ended training early as if it had finished. Nor does the op in flight
+    when a peer dies always name Horovod: it can fail with Gloo's text alone
+    (``Read error ...: Connection reset by peer`` at ``{{node hvdkeras.grad.6}}``).
+    Here any Horovod op's error (:func:`hvdkeras.runtime.distributed.is_horovod_op_failure`)
+    resets and every other error propagates.
+    """
+    def wrapper(state, *args, **kwargs):
+        try:
+            return func(state, *args, **kwargs)
+        except tf.errors.UnknownError as exc:
+            if distributed.is_horovod_op_failure(exc):
+                raise HorovodInternalError(exc) from exc
+            raise
+
+    return run_fn(wrapper, distributed.reinit)
+
+
+class KerasState(ObjectState):
+    """Horovod's ``hvd.elastic.KerasState``: a model's and its optimizer's variables, plus ``kwargs``, kept in step.
+
+    ``commit()`` copies them in memory on every rank (and checks for new hosts);
+    after a lost rank, ``restore()`` rolls every rank back to the last commit; after a
+    reset, ``sync()`` gives every rank rank 0's state (new workers included). The
+    keyword arguments (``epoch=0, batch=0``) become attributes, committed and synced
+    the same way.
+
+    Unlike Horovod's (whose copy of the optimizer state is taken when the state is
+    made and then misses the slots the first step creates), each commit records the
+    variables that exist at that moment, and ``sync`` first creates the optimizer's
+    slots, so a state made before ``fit`` covers the whole optimizer on Keras 2 and 3.
+    The model must be built (Horovod's rule), or the variables to sync do not exist yet.
+    """
+
+    def __init__(self, model, optimizer=None, **kwargs):
+        if not getattr(model, "built", True) or not model.variables:
+            raise ValueError("KerasState needs a built model, so there are weights to keep: add keras.Input(shape) "
+                             "as the first layer or call model.build(input_shape) first. "
+                             f"Received: model={getattr(model, 'name', model)!r} with no variables")
+        self.model = model
+        self.optimizer = optimizer if optimizer is not None else model.optimizer
+        self._saved: List[Tuple[Any, np.ndarray]] = []  # (Keras or TensorFlow variable, its value)
+        super().__init__(bcast_object=lambda obj: distributed.broadcast_object(obj, name="hvdkeras.elastic"),
+                         get_rank=distributed.rank, **kwargs)
+        self._save_variables()
+
+    def _variables(self):
+        optimizer = [] if self.optimizer is None else compat.optimizer_variables(self.optimizer)
+        return list(self.model.variables) + optimizer
+
+    def _save_variables(self):
+        self._saved = [(v, v.numpy()) for v in self._variables()]
+
+    def save(self):
+        """Commits: copies the model's and optimizer's variables, and the keyword attributes, in memory."""
+        self._save_variables()
+        super().save()
+
+    def restore(self):
+        """Rolls the variables and the keyword attributes back to the last commit."""
+        for variable, value in self._saved:
+            variable.assign(value)
+        super().restore()
+
+    def sync(self):
+        """Gives every rank rank 0's variables and attributes, creating the optimizer's slots first, then commits."""
+        if self.optimizer is not None and not compat.optimizer_built(self.optimizer):
+            compat.build_optimizer(self.optimizer, self.model.trainable_variables)
+        distributed.broadcast_variables(self._variables())
+        self._save_variables()
+        super().sync()
+
+
+class CommitPositionCallback(keras.callbacks.Callback):
+    """The elastic driver's: moves the run's position after every batch and copies it into the elastic state;
+    commits every ``every_batches`` batches and at epoch ends.
+
+    Args:
+        state: the elastic state whose ``epoch`` and ``batch`` are committed.
+        every_batches: how many batches between commits.
+        position: the run's position (:class:`hvdkeras.runtime.position.RunPosition`); its start must be decided
+            (``continue_at``) before ``fit``.
+    """
+
+    def __init__(self, state: KerasState, every_batches: int, position: RunPosition):
+        super().__init__()
+        self.state = state
+        self.every_batches = every_batches
+        self.position = position
+
+    def on_train_begin(self, logs=None):
+        """Starts counting at the position decided for this ``fit``."""
+        self.position.begin_fit()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        """Moves the position and the state to epoch index ``epoch``."""
+        self.position.begin_epoch(epoch)
+        self.state.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        """Records the batches done of this epoch; commits every ``every_batches``."""
+        self.position.end_batch(batch)
+        self.state.batch = self.position.batch
+        if self.state.batch % self.every_batches == 0:
+            self.state.commit()
+
+    def on_epoch_end(self, epoch, logs=None):
+        """Commits the start of the next epoch."""
+        self.position.end_epoch(epoch)
+        self.state.epoch, self.state.batch = self.position.epoch, self.position.batch
+        self.state.commit()

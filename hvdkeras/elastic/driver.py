@@ -1,0 +1,79 @@
+"""The elastic driver: Horovod's elastic mode for a :class:`hvdkeras.training.trainer.Trainer`.
+
+On a resize, ``elastic.on_resize`` decides:
+
+* ``keep_global_batch``: the global batch stays (with ``data.per_rank_batch_size``:
+  the one of the initial ranks), each rank's batch becomes ``global / ranks`` (which
+  must divide), and so the learning rate stays, since the scaling rule is a function
+  of the global batch alone (:mod:`hvdkeras.common.scaling`);
+* ``keep_rank_batch``: each rank keeps its initial batch, the global batch becomes
+  ``per-rank batch x ranks``, and the learning rate follows it by the linear rule:
+  ``learning_rate x new global batch / reference batch``.
+
+Either way the rate is :func:`hvdkeras.common.scaling.scaled_learning_rate` of the new
+world's global batch, printed with the resume line. The data section of each world
+is :meth:`hvdkeras.training.assembly.JobConfig.data_for_world` (:func:`hvdkeras.common.scaling.for_resized_world`).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from hvdkeras import config as config_lib
+from hvdkeras.common import log, scaling
+from hvdkeras.elastic import CommitPositionCallback, KerasState, run
+from hvdkeras.runtime import checkpointing, distributed
+from hvdkeras.training.drivers.loop import Loop
+
+
+class ElasticDriver:
+    """Trains a trainer's model under :func:`run`, re-forming on every resize.
+
+    It owns what changes with the world: the committed copy of the position
+    (:class:`KerasState`, kept from the run's :class:`hvdkeras.runtime.position.RunPosition`),
+    the data and learning rate for the current number of ranks, and the history so far.
+    Workers that join later start :meth:`fit` while the others are mid-training, so
+    every collective happens inside the elastic function, after the state sync: the
+    checkpoint is loaded on rank 0 alone and reaches the others through that sync.
+    """
+
+    def __init__(self, trainer: Loop):
+        self.trainer = trainer
+        self.parts = trainer.parts
+        self.config = trainer.parts.config
+        self.data = trainer.parts.data
+        self.history: Dict[str, List[float]] = {}
+
+    def _restored_position(self) -> Tuple[int, int]:
+        """Rank 0 alone loads the latest intact checkpoint (the state sync shares it); ``(epoch, batch)``."""
+        if not self.config.checkpoint.resume:
+            return 0, 0
+        return self.parts.position.restore_on_chief(self.parts.model)
+
+    def fit(self) -> Dict[str, float]:
+        """Trains under Horovod's elastic run from the committed position to the last epoch; the final metrics."""
+        self.trainer.write_config()
+        epoch, batch = self._restored_position()
+        state = KerasState(self.parts.model, epoch=epoch, batch=batch)
+        run(self._train)(state)
+        return self.trainer.finish({k: float(v[-1]) for k, v in self.history.items()}, self.data)
+
+    def _train(self, state: KerasState) -> None:
+        """One attempt at the rest of the training in the current world (re-run by Horovod after a reset)."""
+        cfg, trainer, job = self.config, self.trainer, self.parts.job
+        size, rank = distributed.size(), distributed.rank()
+        data_cfg = job.data_for_world(size)
+        config_lib.validate_for_world(job.for_world(size), size)
+        self.data = trainer.data_for_world(rank, size)
+        scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.world_batches(data_cfg)[0])
+        trainer.preflight(self.data, scaled_lr)
+        epoch, batch = checkpointing.next_position(state.epoch, state.batch, self.data.steps_per_epoch)
+        log.info(f"rank {rank}/{size}: elastic {'resuming' if epoch or batch else 'starting'} at"
+                 f" epoch {epoch + 1}, batch {batch} (global batch {data_cfg.global_batch_size} = {size} x"
+                 f" {self.data.per_rank_batch}, lr {scaled_lr:g})", every_rank=True)
+        every = cfg.elastic.commit_every_batches
+        # The schedule counts in whole epochs of the current sharding, also in a partial epoch.
+        position = self.parts.position
+        history = trainer.fit_range(self.data, epoch, batch, scaled_lr, size, extra_callbacks=lambda: [
+            CommitPositionCallback(state, every, position)])
+        for key, values in history.items():
+            self.history.setdefault(key, []).extend(values)

@@ -1,0 +1,134 @@
+"""``RunPosition``: where a run is and how it resumes, in one object.
+
+It owns the checkpoint store (``None`` when checkpoints are off), the position
+``(epoch, batch)`` (epochs done, batches done of the next), where the next ``fit``
+starts, the checkpoint a resume loaded and the last one saved. The callbacks
+(:class:`hvdkeras.callbacks.BackupAndRestore`, the elastic commit), the drivers and
+the trainer read and move the position here, and nowhere else.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from hvdkeras.common import log
+from hvdkeras.runtime import checkpointing, compat, distributed
+
+
+class RunPosition:
+    """The position of one run and its checkpoints.
+
+    Args:
+        store: where the run's checkpoints are, or ``None`` when checkpointing is off (every
+            resume then starts at ``(0, 0)``).
+    """
+
+    def __init__(self, store: Optional[checkpointing.CheckpointStore] = None):
+        self.store = store
+        self.epoch = 0  # the epoch index training is in
+        self.batch = 0  # batches of that epoch done
+        self.restored: Optional[checkpointing.CheckpointInfo] = None  # what a resume loaded
+        self.last_saved: Optional[checkpointing.CheckpointInfo] = None
+        self._start: Optional[Tuple[int, int]] = None  # where the next fit starts, once decided
+        self._offset = 0  # batches of the current epoch done before this fit (a resumed partial epoch)
+
+    # ------------------------------------------------------------------ resuming
+
+    def restore(self, model: Any) -> Tuple[int, int]:
+        """Collective: loads the latest intact checkpoint on rank 0 and broadcasts it to every rank.
+
+        Builds the optimizer first, so its slots and step are restored too.
+
+        Returns:
+            Where training continues, ``(epochs done, batches done of the next)``: ``(0, 0)`` with no
+            checkpoint. The next ``fit`` starts there.
+
+        Raises:
+            CheckpointError: rank 0 could not load it (on every rank alike).
+        """
+        optimizer = model.optimizer
+        if not compat.optimizer_built(optimizer):
+            compat.build_optimizer(optimizer, model.trainable_variables)
+        if self.store is not None:
+            self.restored = checkpointing.resume(self.store, checkpointing.trackable_for(model))
+        if self.restored is not None:
+            distributed.broadcast_variables(model.variables)
+            distributed.broadcast_variables(compat.optimizer_variables(optimizer))
+        self._start = self.restored.position if self.restored else (0, 0)
+        return self._start
+
+    def restore_on_chief(self, model: Any) -> Tuple[int, int]:
+        """Rank 0 alone loads the latest intact checkpoint (an elastic state sync shares it); no collective.
+
+        Returns:
+            The checkpoint's ``(epoch, batch)`` on rank 0; ``(0, 0)`` on the other ranks and with none.
+        """
+        if self.store is None or not distributed.is_chief():
+            return 0, 0
+        latest = self.store.latest_intact(warn=log.warning)
+        if latest is None:
+            return 0, 0
+        self.store.restore(latest, checkpointing.trackable_for(model))
+        self.restored = latest
+        return latest.position
+
+    def existing(self) -> Optional[checkpointing.CheckpointInfo]:
+        """Collective: the newest checkpoint rank 0 finds (intact or not), on every rank; ``None`` if none."""
+        found = self.store.latest() if self.store is not None and distributed.is_chief() else None
+        return distributed.broadcast_object(found, name="hvdkeras.existing_checkpoint")
+
+    def resume_point(self) -> Optional[str]:
+        """The checkpoint a rerun would continue from (the last saved, else the one restored), described."""
+        saved = self.last_saved or self.restored
+        return saved.describe() if saved else None
+
+    # ------------------------------------------------------------------ where fit goes
+
+    def continue_at(self, epoch: int, batch: int = 0) -> None:
+        """The next ``fit`` starts at epoch index ``epoch``, its first epoch counted from batch ``batch``
+        (a fit over the rest of an interrupted epoch); the weights are taken as they are."""
+        self._start = (epoch, batch)
+
+    @property
+    def start(self) -> Tuple[int, int]:
+        """Where the next ``fit`` starts, ``(epoch, batch)``: as decided, else ``(0, 0)``."""
+        return self._start or (0, 0)
+
+    @property
+    def decided(self) -> bool:
+        """Whether the next ``fit``'s start is known (a restore or :meth:`continue_at` set it)."""
+        return self._start is not None
+
+    def begin_fit(self) -> Tuple[int, int]:
+        """A ``fit`` starts at the decided position (:meth:`continue_at` or :meth:`restore` first).
+
+        Returns:
+            ``(epoch, batch)`` where it starts.
+        """
+        if self._start is None:
+            raise RuntimeError("RunPosition.begin_fit before restore() or continue_at(): the start is unknown")
+        self.epoch, self._offset = self._start
+        self.batch = self._offset
+        return self._start
+
+    def end_fit(self) -> None:
+        """The ``fit`` ended: a later one decides its start again."""
+        self._start = None
+
+    # ------------------------------------------------------------------ moving (from the callbacks' hooks)
+
+    def begin_epoch(self, epoch: int) -> None:
+        """``fit`` began epoch index ``epoch``."""
+        if epoch != self.epoch:
+            self.epoch, self.batch = epoch, 0
+
+    def end_batch(self, batch: int) -> None:
+        """``fit``'s batch ``batch`` of the current epoch ended (counted from the fit's first batch)."""
+        self.batch = self._offset + batch + 1
+
+    def end_epoch(self, epoch: int) -> None:
+        """Epoch index ``epoch`` ended: the position is the start of the next."""
+        self.epoch, self.batch, self._offset = epoch + 1, 0, 0
+
+    def saved(self, info: checkpointing.CheckpointInfo) -> None:
+        """Rank 0 wrote checkpoint ``info``."""
+        self.last_saved = info

@@ -1,0 +1,171 @@
+"""hvdkeras.common.peers: beacons, probes and the line naming a lost rank (no Horovod: sockets on this host)."""
+import errno
+import multiprocessing
+import socket
+import threading
+import time
+
+import pytest
+
+from hvdkeras.common import peers
+
+
+def _closed_port() -> int:
+    """A port nobody listens on: one a beacon held a moment ago."""
+    with peers.Beacon() as beacon:
+        return beacon.port
+
+
+def test_a_beacon_answers_without_its_process_accepting():
+    with peers.Beacon() as beacon:
+        assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE
+        assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE  # again: the backlog is never drained
+
+
+def test_a_closed_beacon_reads_as_an_exited_process():
+    assert peers.probe("127.0.0.1", _closed_port()) == peers.EXITED
+
+
+def _hold_a_closed_beacon(conn):
+    """In a process of its own: a beacon held until this process ends, then closed; sends its port, waits."""
+    beacon = peers.Beacon()
+    beacon.hold_until_exit()
+    beacon.close()
+    conn.send(beacon.port)
+    conn.recv()  # until the test lets this process end
+
+
+def test_a_held_beacon_answers_after_its_close_until_its_process_has_ended():
+    ours, theirs = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=_hold_a_closed_beacon, args=(theirs,))
+    proc.start()
+    try:
+        port = ours.recv()
+        assert peers.probe("127.0.0.1", port) == peers.ALIVE  # closed by Python, held for the process
+        ours.send("end")
+        proc.join(30)
+        assert proc.exitcode == 0
+        assert peers.probe("127.0.0.1", port) == peers.EXITED
+    finally:
+        if proc.is_alive():
+            proc.kill()
+
+
+def test_waiting_until_a_rank_is_gone_ends_when_its_beacon_closes_or_at_the_timeout():
+    beacon = peers.Beacon()
+    threading.Timer(0.3, beacon.close).start()
+    tic = time.monotonic()
+    assert peers.wait_until_gone("127.0.0.1", beacon.port, timeout=60)
+    assert time.monotonic() - tic < 30  # on the close, not at the timeout
+    with peers.Beacon() as alive:
+        table = peers.PeerTable.from_gathered([("127.0.0.1", alive.port), ("127.0.0.1", 9)], own_rank=1)
+        assert not table.wait_until_gone(0, timeout=0.5)  # rank 0 still there: gives up, says so
+        assert peers.probe("127.0.0.1", alive.port) == peers.ALIVE  # every probe found room in the backlog
+
+
+@pytest.mark.parametrize("failure", [socket.timeout("timed out"), OSError(errno.EHOSTUNREACH, "No route to host"),
+                                     OSError(errno.ENETUNREACH, "Network is unreachable")])
+def test_a_host_that_does_not_answer_is_unreachable(monkeypatch, failure):
+    # A silent host cannot be made without root here; the link-down test on two namespace hosts has the real one.
+    def connect(address, timeout):
+        raise failure
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    assert peers.probe("198.18.213.3", 9, timeout=0.3) == peers.UNREACHABLE
+
+
+def test_a_name_that_does_not_resolve_is_unreachable():
+    assert peers.probe("no-such-host.invalid", 9, timeout=0.3) == peers.UNREACHABLE
+
+
+def test_the_table_probes_the_other_ranks_only_and_names_the_lost_ones_in_rank_order():
+    with peers.Beacon() as alive:
+        table = peers.PeerTable.from_gathered(
+            [("127.0.0.1", _closed_port()), ("127.0.0.1", alive.port), ("no-such-host.invalid", 9),
+             ("127.0.0.1", alive.port)], own_rank=1)
+        found = table.lost(timeout=0.3)
+    assert [(f.peer.rank, f.state) for f in found] == [(0, peers.EXITED), (2, peers.UNREACHABLE)]
+    assert peers.lost_line(found, timeout=0.3) == (
+        "lost rank 0 on host 127.0.0.1 (its process has exited; the host answers), rank 2 on host"
+        " no-such-host.invalid (unreachable: no answer within 0.3 s; the host or its link is down)")
+
+
+def test_nothing_lost_is_no_line_and_a_long_list_is_cut():
+    assert peers.lost_line([]) is None
+    many = [peers.Finding(peers.Peer(r, f"h{r}", 1), peers.EXITED) for r in range(7)]
+    line = peers.lost_line(many, limit=2)
+    assert line.startswith("lost rank 0 on host h0") and "rank 1 on host h1" in line and line.endswith("and 5 more")
+
+
+def test_own_host_is_the_launchers_name_for_it_else_the_hostname(monkeypatch):
+    monkeypatch.setenv("HOROVOD_HOSTNAME", "198.18.213.2")
+    assert peers.own_host() == "198.18.213.2"
+    monkeypatch.delenv("HOROVOD_HOSTNAME")
+    assert peers.own_host() == socket.gethostname()
+
+
+def test_a_stop_request_ends_the_wait_for_a_peer_still_there():
+    with peers.Beacon() as beacon:
+        tic = time.monotonic()
+        assert peers.wait_until_gone("127.0.0.1", beacon.port, timeout=30, stop=lambda: time.monotonic() - tic > 0.3)
+        assert time.monotonic() - tic < 5
+
+
+# --------------------------------------------------------------------------- watching: a failed collective in one line
+
+
+class ShutDownError(Exception):
+    """Stands for Horovod's failed op (what distributed.is_collective_failure recognises)."""
+
+
+def _watching(second, **kwargs):
+    """peers.watching on rank 0 of two, rank 1 at ``second`` (host, port), failures of the kind ShutDownError."""
+    return peers.watching(0, lambda own: [own, second], lambda exc: isinstance(exc, ShutDownError), **kwargs)
+
+
+def _closed_port():
+    with peers.Beacon() as beacon:
+        return beacon.port
+
+
+def test_a_collective_failure_with_a_peer_gone_becomes_one_line_naming_it():
+    from hvdkeras.common.errors import PeerLostError
+
+    with pytest.raises(PeerLostError, match=r"^lost rank 1 on host 127\.0\.0\.1 \(its process has exited; the host "
+                                            r"answers\); rerun the same command to resume from the last checkpoint$"):
+        with _watching(("127.0.0.1", _closed_port())):
+            raise ShutDownError("Horovod has been shut down. This was caused by ...")
+
+
+def test_a_stall_shutdown_with_every_rank_alive_names_the_setting():
+    from hvdkeras.common.errors import StallError
+
+    with peers.Beacon() as alive:
+        with pytest.raises(StallError, match=r"horovod.stall_shutdown_seconds=10 .*every rank was still alive"):
+            with _watching(("127.0.0.1", alive.port), stall_shutdown_seconds=10):
+                raise ShutDownError("Horovod has been shut down. This was caused by ...")
+        # Without that setting, Horovod's own error stays as it was.
+        with pytest.raises(ShutDownError):
+            with _watching(("127.0.0.1", alive.port)):
+                raise ShutDownError("Horovod has been shut down.")
+
+
+def test_other_errors_pass_through_without_probing(monkeypatch):
+    monkeypatch.setattr(peers.PeerTable, "lost", lambda self, timeout=0: pytest.fail("probed"))
+    with pytest.raises(KeyError):
+        with _watching(("127.0.0.1", _closed_port())):
+            raise KeyError("a bug of our own")
+
+
+def test_the_checkpoint_to_resume_from_is_named_and_a_preempted_rank_waits_for_rank_0():
+    from hvdkeras.common.errors import PeerLostError
+
+    tables = []
+    with pytest.raises(PeerLostError, match=r"; rerun the same command to resume from the last checkpoint"
+                                            r" \(checkpoint epoch 3\)$"):
+        with _watching(("127.0.0.1", _closed_port()), resume_point=lambda: "epoch 3") as table:
+            tables.append(table)
+            raise ShutDownError("Horovod has been shut down.")
+    started = time.monotonic()
+    assert tables[0].wait_until_root_gone()  # rank 0 (here the closed port's) is gone: no wait
+    assert time.monotonic() - started < 5

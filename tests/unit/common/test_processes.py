@@ -1,0 +1,49 @@
+"""hvdkeras.common.processes: a tree, a group or a list of processes ends, and what is already gone is no error."""
+import subprocess
+import sys
+import time
+
+import psutil
+
+from hvdkeras.common import processes
+
+# A parent that starts a child and both sleep: a launcher and its rank.
+TREE = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+        " time.sleep(60)")
+
+
+def _tree(**kwargs):
+    parent = subprocess.Popen([sys.executable, "-c", TREE], **kwargs)
+    deadline = time.time() + 20
+    while not psutil.Process(parent.pid).children() and time.time() < deadline:
+        time.sleep(0.05)
+    children = psutil.Process(parent.pid).children()
+    assert children
+    return parent, children[0].pid
+
+
+def test_kill_tree_ends_the_launcher_and_its_ranks():
+    parent, child = _tree()
+    processes.kill_tree(parent.pid)
+    parent.wait(timeout=10)
+    assert not processes.alive(child)
+
+
+def test_kill_session_ends_a_session_whose_launcher_is_gone():
+    parent, child = _tree(start_new_session=True)
+    parent.kill()
+    parent.wait(timeout=10)  # the rank is re-parented: a tree walk from the launcher no longer finds it
+    processes.kill_session(parent.pid)
+    deadline = time.time() + 10
+    while processes.alive(child) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not processes.alive(child)
+
+
+def test_stop_terminates_and_gone_processes_are_no_error():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    processes.stop([proc.pid], grace=5)
+    assert proc.wait(timeout=5) is not None and not processes.alive(proc.pid)
+    processes.kill_tree(proc.pid)
+    processes.kill_group(proc.pid)
+    processes.stop([proc.pid], grace=0.1)

@@ -1,0 +1,127 @@
+"""hvdkeras.common.workdir_guard: one job per workdir, the training its checkpoints hold, starting over."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from hvdkeras import config as config_lib
+from hvdkeras.common import workdir_guard
+from hvdkeras.common.errors import ConfigError, SetupError
+from hvdkeras.common.workdir import save_config
+from tests.unit.helpers import REPO, config_file
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from hvdkeras.common import workdir_guard
+    workdir_guard.claim(sys.argv[1])
+    print("held", flush=True)
+    time.sleep(120)
+""")
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Another process holding ``tmp_path/w``: (its Popen, the workdir)."""
+    workdir = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(workdir)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.stdout.readline().strip() == "held"
+    yield proc, workdir
+    proc.kill()
+    proc.wait()
+
+
+def test_a_second_claim_names_the_holder_and_the_kernel_frees_the_lock_when_it_dies(holder):
+    proc, workdir = holder
+    with pytest.raises(SetupError) as err:
+        workdir_guard.claim(str(workdir))
+    message = str(err.value)
+    assert message.startswith(f"--workdir {workdir} is in use by another job (host ")
+    assert f", pid {proc.pid}, started 20" in message and message.endswith(
+        "): wait for it to end, stop it, or pass another --workdir")
+    proc.send_signal(signal.SIGKILL)  # no clean-up at all: the lock file stays, the lock does not
+    proc.wait()
+    assert (workdir / workdir_guard.LOCK_FILE).exists()
+    mine = workdir_guard.claim(str(workdir))
+    assert mine.held and f"pid {os.getpid()}" in (workdir / workdir_guard.LOCK_FILE).read_text()
+    mine.release()
+    assert not (workdir / workdir_guard.LOCK_FILE).exists()
+
+
+def test_a_process_of_the_holding_job_gets_a_claim_that_holds_nothing(holder, monkeypatch):
+    _, workdir = holder
+    monkeypatch.setenv("HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.1")
+    monkeypatch.setenv("HOROVOD_GLOO_RENDEZVOUS_PORT", "1234")
+    with pytest.raises(SetupError, match=r"in use by another job \(host "):  # the holder says no job: another
+        workdir_guard.claim(str(workdir))
+    (workdir / workdir_guard.LOCK_FILE).write_text("job horovodrun 10.0.0.1:1234, host h, pid 1, started now\n")
+    assert not workdir_guard.claim(str(workdir)).held  # an elastic worker added later, as rank 0
+
+
+def test_a_claim_that_created_the_workdir_leaves_nothing_if_nothing_was_written(tmp_path):
+    workdir_guard.claim(str(tmp_path / "new")).release()
+    assert not (tmp_path / "new").exists()
+
+
+def _trained(tmp_path, *sets):
+    """A workdir whose config.yaml records the digits job with ``sets`` and which holds a checkpoint."""
+    workdir = tmp_path / "run"
+    (workdir / "checkpoints" / "epoch-0001").mkdir(parents=True)
+    save_config(config_lib.load(config_file("digits.yaml"), list(sets)), str(workdir / "config.yaml"),
+                footer=["Resolved for this job (2 ranks), not config keys:"])
+    return workdir
+
+
+def test_a_changed_training_is_refused_with_the_keys_and_the_way_out(tmp_path):
+    workdir = _trained(tmp_path)
+    changed = config_lib.load(config_file("digits.yaml"), ["optimizer.learning_rate=0.07", "model.dropout=0",
+                                                           "data.global_batch_size=32"])
+    assert workdir_guard.changed_training(str(workdir), changed) == [
+        "data.global_batch_size: 64 -> 32", "model.dropout: 0.25 -> 0.0", "optimizer.learning_rate: 0.05 -> 0.07"]
+    with pytest.raises(ConfigError) as err:
+        workdir_guard.check_same_training(str(workdir), changed)
+    assert str(err.value) == (
+        f"--workdir {workdir} holds checkpoints trained with another config (data.global_batch_size: 64 -> 32;"
+        " model.dropout: 0.25 -> 0.0; optimizer.learning_rate: 0.05 -> 0.07): rerun with the config it was started"
+        f" with ({workdir}/config.yaml), pass --fresh to start over (the old run moves to {workdir}/previous/), or"
+        " --resume=force to continue from its weights anyway")
+
+
+def test_launcher_and_bookkeeping_keys_may_change(tmp_path):
+    workdir = _trained(tmp_path)
+    cfg = config_lib.load(config_file("digits.yaml"), [
+        "trainer.epochs=30", "runtime.intra_op_threads=1", "checkpoint.keep=0", "horovod.compression=fp16",
+        "trainer.verbose=0", "horovod.stall_warning_seconds=5", "data.prefetch=0"])
+    workdir_guard.check_same_training(str(workdir), cfg)  # no error
+    assert workdir_guard.changed_training(str(tmp_path / "nothing-here"), cfg) == []
+
+
+def test_own_pieces_args_are_compared_whole(tmp_path):
+    workdir = _trained(tmp_path, "model.name=own:model", "model.args.units=8")
+    cfg = config_lib.load(config_file("digits.yaml"), ["model.name=own:model", "model.args.units=16"])
+    assert workdir_guard.changed_training(str(workdir), cfg) == ["model.args: {'units': 8} -> {'units': 16}"]
+
+
+def test_the_loss_by_output_and_its_weights_are_compared_whole(tmp_path):
+    workdir = _trained(tmp_path, "trainer.loss=mse")
+    cfg = config_lib.load(config_file("digits.yaml"), ["trainer.loss={buy: binary_crossentropy, price: mse}",
+                                                       "trainer.loss_weights={price: 0.5}"])
+    assert workdir_guard.changed_training(str(workdir), cfg) == [
+        "trainer.loss: 'mse' -> {'buy': 'binary_crossentropy', 'price': 'mse'}",
+        "trainer.loss_weights: None -> {'price': 0.5}"]
+
+
+def test_start_over_moves_the_run_aside_and_deletes_nothing(tmp_path):
+    workdir = _trained(tmp_path)
+    (workdir / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (workdir / "notes.txt").write_text("mine")
+    moved = workdir_guard.start_over(str(workdir))
+    assert os.path.dirname(moved) == str(workdir / "previous")
+    assert sorted(os.listdir(moved)) == ["checkpoints", "config.yaml", "metrics.jsonl"]
+    assert sorted(os.listdir(workdir)) == ["notes.txt", "previous"]
+    assert yaml.safe_load(open(os.path.join(moved, "config.yaml")))["optimizer"]["learning_rate"] == 0.05
+    assert workdir_guard.start_over(str(workdir)) is None  # nothing left to move
