@@ -26,7 +26,7 @@ is Horovod's elastic API, also for scripts of one's own (:mod:`hvdkeras.keras`).
 """
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -38,7 +38,7 @@ from hvdkeras.runtime.compat import keras
 from hvdkeras.runtime.position import RunPosition
 
 
-def run(func):
+def run(func: Callable[..., Any]) -> Callable[..., Any]:
     """``hvd.elastic.run`` (horovod.tensorflow), with every failed Horovod collective a reset.
 
     Horovod 0.28.1 turns a failed op into a reset only when its error names
@@ -78,7 +78,7 @@ class KerasState(ObjectState):
     The model must be built (Horovod's rule), or the variables to sync do not exist yet.
     """
 
-    def __init__(self, model, optimizer=None, **kwargs):
+    def __init__(self, model: Any, optimizer: Any = None, **kwargs: Any):
         if not getattr(model, "built", True) or not model.variables:
             raise ValueError("KerasState needs a built model, so there are weights to keep: add keras.Input(shape) "
                              "as the first layer or call model.build(input_shape) first. "

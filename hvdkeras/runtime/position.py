@@ -74,7 +74,8 @@ class RunPosition:
     def existing(self) -> Optional[checkpointing.CheckpointInfo]:
         """Collective: the newest checkpoint rank 0 finds (intact or not), on every rank; ``None`` if none."""
         found = self.store.latest() if self.store is not None and distributed.is_chief() else None
-        return distributed.broadcast_object(found, name="hvdkeras.existing_checkpoint")
+        found = distributed.broadcast_object(found, name="hvdkeras.existing_checkpoint")
+        return found if isinstance(found, checkpointing.CheckpointInfo) else None
 
     def resume_point(self) -> Optional[str]:
         """The checkpoint a rerun would continue from (the last saved, else the one restored), described."""

@@ -105,7 +105,7 @@ def build_data(job: JobConfig, rank: int, size: int, threads: Optional[int], agr
     task = task or tasks.for_config(job.resolved)
     view = job.for_world(size)  # the task sees this world's global batches
 
-    def build(steps):
+    def build(steps: Optional[int]) -> data_lib.Datasets:
         return task.datasets(view, data_lib.Shard(rank, size), steps, threads)
 
     data = build(job.resolved.trainer.steps_per_epoch)

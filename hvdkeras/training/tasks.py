@@ -95,7 +95,8 @@ class ConfigTask(Task):
     def _own(config: config_lib.Config, key: str, name: str) -> Any:
         return user_code.resolve(name, key, config_lib.source_of(config, key), config.folder)
 
-    def datasets(self, config, shard, steps, threads):
+    def datasets(self, config: config_lib.Config, shard: data_lib.Shard, steps: Optional[int],
+                 threads: Optional[int]) -> data_lib.Datasets:
         """The built-in dataset ``data.name`` names, or your own function's, for ``shard``."""
         data_config, seed = config.data, config.runtime.seed
         if not config_lib.is_import_path(data_config.name):
@@ -106,7 +107,7 @@ class ConfigTask(Task):
         except config_lib.ConfigError as exc:
             raise config_lib.locate(config, exc) from None
 
-    def model(self, config, data):
+    def model(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """The built-in model ``model.name`` names, or your own function's, with its outputs checked."""
         if not config_lib.is_import_path(config.model.name):
             model = models_lib.build(data.input_shape, data.num_classes, config.model)
@@ -124,7 +125,7 @@ class ConfigTask(Task):
                 raise config_lib.locate(config, exc) from None
         return model
 
-    def _keras_or_own(self, config, key: str, name: str, kind: str) -> Any:
+    def _keras_or_own(self, config: config_lib.Config, key: str, name: str, kind: str) -> Any:
         """A Keras loss or metric by name (checked here, built by ``compile``), or your own: a function as it
         is, a class made with no arguments."""
         if config_lib.is_import_path(name):
@@ -145,7 +146,7 @@ class ConfigTask(Task):
     def _several_outputs(self) -> bool:
         return self.outputs is not None and len(self.outputs) > 1
 
-    def loss(self, config, data):
+    def loss(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """The loss ``trainer.loss`` names (the default: sparse categorical cross-entropy), per output if several."""
         loss = config.trainer.loss
         if isinstance(loss, dict):
@@ -158,7 +159,7 @@ class ConfigTask(Task):
             one_loss = self._keras_or_own(config, "trainer.loss", loss, "loss")
         return {output: one_loss for output in self.outputs or ()} if self._several_outputs() else one_loss
 
-    def _metric_list(self, config, names: Sequence[str]) -> List[Any]:
+    def _metric_list(self, config: config_lib.Config, names: Sequence[str]) -> List[Any]:
         built = []
         for name in names:
             if name == "accuracy" and config.trainer.loss == config_lib.TrainerConfig.loss:
@@ -167,7 +168,7 @@ class ConfigTask(Task):
                 built.append(self._keras_or_own(config, "trainer.metrics", name, "metric"))
         return built
 
-    def metrics(self, config, data):
+    def metrics(self, config: config_lib.Config, data: data_lib.Datasets) -> Union[List[Any], Dict[str, List[Any]]]:
         """The metrics ``trainer.metrics`` names, per output if several (each output its own objects)."""
         metrics = config.trainer.metrics
         if isinstance(metrics, dict):
@@ -179,7 +180,7 @@ class ConfigTask(Task):
             return {output: self._metric_list(config, metrics) for output in self.outputs or ()}
         return self._metric_list(config, metrics)
 
-    def loss_weights(self, config, data):
+    def loss_weights(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """``trainer.loss_weights`` in ``compile``'s form, 1.0 for an output it omits; None: equally."""
         weights, loss = config.trainer.loss_weights, config.trainer.loss
         if weights is None or self.outputs is None:

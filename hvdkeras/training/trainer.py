@@ -161,7 +161,7 @@ class Trainer:
         """
         flat: Dict[str, Any] = {}
 
-        def flatten(tree, prefix=""):
+        def flatten(tree: Dict[str, Any], prefix: str = "") -> None:
             for key, value in tree.items():
                 if isinstance(value, dict):
                     flatten(value, f"{prefix}{key}.")
