@@ -34,6 +34,7 @@ import hvdkeras
 from hvdkeras import callbacks as hvd_callbacks
 from hvdkeras import config as config_lib
 from hvdkeras.runtime import compat
+from hvdkeras.training import assembly
 from hvdkeras.training import data as data_lib
 from hvdkeras.training import trainer as trainer_lib
 
@@ -93,7 +94,7 @@ report = {"paths": {case: digest_of(values) for case, values in paths.items()}}
 if size > 1:
     mixed = config_lib.load(os.path.join(REPO, "configs", "digits.yaml"),
                             SETS + ["runtime.mixed_precision=mixed_float16", "horovod.compression=fp16"])
-    model3, _ = trainer_lib.compile_model(mixed, trainer.data, size)
+    model3, _ = assembly.compile_model(mixed, trainer.data, size)
     optimizer = model3.optimizer
     initial_scale = compat.loss_scale(optimizer)
     batches = list(trainer.data.train(0, 1).take(6))
