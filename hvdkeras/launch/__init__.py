@@ -27,22 +27,27 @@ and :func:`total_steps`). A TensorFlow Datasets dataset that is not prepared in
 ``data.data_dir`` has no known size offline (nothing is downloaded): its steps are
 reported as unknown here and counted at start, with the reason.
 
-Modules: ``hosts`` (``--hosts`` and ``--np``), ``plan``, ``describe`` (the readable
-block), one renderer per launcher (``horovodrun``, ``mpirun``, ``slurm`` with its
-script as the template files ``slurm.sbatch`` and ``slurm_requeue.sh``,
-``kubernetes``) sharing ``common``, ``render`` (:func:`render_command`,
-:func:`launch_file`), ``files`` (:func:`dry_run`, what ``hvdkeras.train --dry_run``
-prints and writes) and ``cli`` (the dry run's flags, imported by ``hvdkeras.train``
-alone). ``python -m hvdkeras.launch --mpirun-flags`` prints the mpirun flags.
+Modules: ``plan`` (``--hosts`` and ``--np``, then the plan), ``describe`` (the readable
+block), ``commands`` (what every launcher shares, ``horovodrun`` and ``mpirun``), ``slurm``
+(its script as the template files ``slurm.sbatch`` and ``slurm_requeue.sh``), ``kubernetes``,
+``render`` (:func:`render_command`, :func:`launch_file`, and :func:`dry_run`, what
+``hvdkeras.train --dry_run`` prints and writes) and ``cli`` (the dry run's flags, imported by
+``hvdkeras.train`` alone). ``python -m hvdkeras.launch --mpirun-flags`` prints the mpirun flags.
 """
 from hvdkeras.common.errors import LaunchError
-from hvdkeras.launch.common import DEFAULT_IMAGE, LAUNCHERS, TRAIN_MODULE, check_launcher
+from hvdkeras.launch.commands import (
+    DEFAULT_IMAGE,
+    LAUNCHERS,
+    MPIRUN_FLAGS,
+    MPIRUN_GPU_FLAGS,
+    TRAIN_MODULE,
+    check_launcher,
+    main,
+    mpirun_flags,
+)
 from hvdkeras.launch.describe import describe
-from hvdkeras.launch.files import dry_run
-from hvdkeras.launch.hosts import Host, hosts_text, parse_hosts
-from hvdkeras.launch.mpirun import MPIRUN_FLAGS, MPIRUN_GPU_FLAGS, main, mpirun_flags
-from hvdkeras.launch.plan import Plan, plan, total_steps, warmup_steps
-from hvdkeras.launch.render import launch_file, render_command
+from hvdkeras.launch.plan import Host, Plan, hosts_text, parse_hosts, plan, total_steps, warmup_steps
+from hvdkeras.launch.render import dry_run, launch_file, render_command
 
 __all__ = ["DEFAULT_IMAGE", "LAUNCHERS", "MPIRUN_FLAGS", "MPIRUN_GPU_FLAGS", "TRAIN_MODULE", "Host", "LaunchError",
            "Plan", "check_launcher", "describe", "dry_run", "hosts_text", "launch_file", "main", "mpirun_flags",

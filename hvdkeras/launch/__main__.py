@@ -1,5 +1,5 @@
 """``python -m hvdkeras.launch --mpirun-flags [--gpus]``: prints the mpirun flags (for the Makefile)."""
-from hvdkeras.launch.mpirun import main
+from hvdkeras.launch.commands import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -5,9 +5,8 @@ import dataclasses
 import math
 
 from hvdkeras.common import horovod_env, scaling
-from hvdkeras.launch.common import uses_gloo
-from hvdkeras.launch.hosts import hosts_text
-from hvdkeras.launch.plan import Plan
+from hvdkeras.launch.commands import uses_gloo
+from hvdkeras.launch.plan import Plan, hosts_text
 
 
 def _schedule(p: Plan) -> str:

@@ -5,8 +5,7 @@ from typing import Dict
 
 import yaml
 
-from hvdkeras.launch.common import DEFAULT_IMAGE, job_name, need_uniform, no_elastic
-from hvdkeras.launch.mpirun import mpirun_args
+from hvdkeras.launch.commands import DEFAULT_IMAGE, job_name, mpirun_args, need_uniform, no_elastic
 from hvdkeras.launch.plan import Plan
 
 

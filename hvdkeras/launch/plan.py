@@ -1,15 +1,60 @@
-"""The plan: what a job would run with, resolved without starting it (see :mod:`hvdkeras.launch`)."""
+"""The plan: what a job would run with, resolved without starting it (see :mod:`hvdkeras.launch`).
+
+The hosts and slots come first: ``--hosts a:4,b:4`` and ``--np``, as horovodrun reads them.
+"""
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from hvdkeras import config as config_lib
 from hvdkeras.common import data_sizes, horovod_env, scaling
 from hvdkeras.common.errors import ConfigError, LaunchError
 from hvdkeras.common.horovod_env import ThreadBudget
-from hvdkeras.launch.hosts import Host, world
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """One host of ``--hosts`` and its slots."""
+
+    name: str
+    slots: int  # processes on this host
+
+
+def parse_hosts(text: str) -> Tuple[Host, ...]:
+    """``"a:4,b:4"`` -> (Host("a", 4), Host("b", 4)); a host without ``:slots`` has 1 slot (as in horovodrun)."""
+    hosts: List[Host] = []
+    for entry in text.split(","):
+        entry = entry.strip()
+        name, _, slots = entry.partition(":")
+        if not name or (slots and not (slots.isdigit() and int(slots) > 0)):
+            raise LaunchError(f"--hosts entry {entry!r} in --hosts {text} must be host or host:slots with slots >= 1"
+                              " (e.g. --hosts a:4,b:4)")
+        if any(h.name == name for h in hosts):
+            raise LaunchError(f"--hosts {text} lists {name} twice; give each host once with its slots")
+        hosts.append(Host(name, int(slots) if slots else 1))
+    return tuple(hosts)
+
+
+def hosts_text(hosts: Sequence[Host]) -> str:
+    """The ``-H`` value: ``a:4,b:4``."""
+    return ",".join(f"{h.name}:{h.slots}" for h in hosts)
+
+
+def world(np_: Optional[int], hosts: Union[None, str, Sequence[Host]]) -> Tuple[int, Tuple[Host, ...]]:
+    """The world size and hosts: ``np`` defaults to the hosts' slots (else 1), hosts to ``localhost:np``."""
+    parsed = parse_hosts(hosts) if isinstance(hosts, str) and hosts else tuple(hosts or ())
+    if np_ is not None and np_ < 1:
+        raise LaunchError(f"--np must be >= 1; received: {np_}")
+    if not parsed:
+        n = np_ or 1
+        return n, (Host("localhost", n),)
+    slots = sum(h.slots for h in parsed)
+    if np_ is not None and np_ != slots:
+        raise LaunchError(f"--np {np_} does not match --hosts {hosts_text(parsed)} ({slots} slots); "
+                          f"pass --np {slots} or change --hosts")
+    return slots, parsed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +127,7 @@ def plan(config: config_lib.Config, np: Optional[int] = None, hosts: Union[None,
 
     Args:
         config: The training config.
-        np: The number of processes (see :func:`hvdkeras.launch.hosts.world`).
+        np: The number of processes (see :func:`world`).
         hosts: The hosts and their slots, as text (``"a:4,b:4"``) or :class:`Host` entries.
         gpus_per_host: GPUs on each host (0: CPU hosts).
         cores_per_host: Cores on each host; defaults to this machine's cores.

@@ -13,7 +13,7 @@ import shlex
 import string
 import sys
 
-from hvdkeras.launch.common import TRAIN_MODULE, job_name, need_uniform, no_elastic, shell, uses_gloo
+from hvdkeras.launch.commands import TRAIN_MODULE, job_name, need_uniform, no_elastic, shell, uses_gloo
 from hvdkeras.launch.plan import Plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
