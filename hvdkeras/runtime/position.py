@@ -14,6 +14,14 @@ from hvdkeras.common import log
 from hvdkeras.runtime import checkpointing, compat, distributed
 
 
+def _built_optimizer(model: Any) -> Any:
+    """``model``'s optimizer with its slots and step created, so that a checkpoint restores them too."""
+    optimizer = model.optimizer
+    if not compat.optimizer_built(optimizer):
+        compat.build_optimizer(optimizer, model.trainable_variables)
+    return optimizer
+
+
 class RunPosition:
     """The position of one run and its checkpoints.
 
@@ -45,9 +53,7 @@ class RunPosition:
         Raises:
             CheckpointError: rank 0 could not load it (on every rank alike).
         """
-        optimizer = model.optimizer
-        if not compat.optimizer_built(optimizer):
-            compat.build_optimizer(optimizer, model.trainable_variables)
+        optimizer = _built_optimizer(model)
         if self.store is not None:
             self.restored = checkpointing.resume(self.store, checkpointing.trackable_for(model))
         if self.restored is not None:
@@ -67,6 +73,7 @@ class RunPosition:
         latest = self.store.latest_intact(warn=log.warning)
         if latest is None:
             return 0, 0
+        _built_optimizer(model)
         self.store.restore(latest, checkpointing.trackable_for(model))
         self.restored = latest
         return latest.position

@@ -1,0 +1,56 @@
+"""hvdkeras.runtime.position: one object for where a run is, where the next fit starts, and what it resumes from."""
+import numpy as np
+import pytest
+
+from hvdkeras.runtime import checkpointing
+from hvdkeras.runtime.position import RunPosition
+from tests.unit.helpers import small_bn_model, xy
+
+
+def test_a_fit_starts_where_it_was_decided_and_counts_its_batches_from_there():
+    position = RunPosition()
+    with pytest.raises(RuntimeError, match="before restore"):
+        position.begin_fit()
+    assert position.start == (0, 0) and not position.decided
+    position.continue_at(2, 3)  # the rest of epoch 3, from its fourth batch
+    assert position.begin_fit() == (2, 3) and (position.epoch, position.batch) == (2, 3)
+    position.begin_epoch(2)  # the fit's first epoch: the offset stays
+    position.end_batch(0)
+    position.end_batch(1)
+    assert (position.epoch, position.batch) == (2, 5)
+    position.end_epoch(2)
+    assert (position.epoch, position.batch) == (3, 0)
+    position.begin_epoch(3)
+    position.end_batch(0)  # the next epoch counts from its own first batch
+    assert (position.epoch, position.batch) == (3, 1)
+    position.end_fit()
+    assert not position.decided and position.start == (0, 0)
+
+
+def test_without_a_store_a_run_starts_fresh_and_names_no_checkpoint(hvd_single):
+    position = RunPosition()
+    assert position.restore(small_bn_model()) == (0, 0) and position.decided
+    assert position.restore_on_chief(small_bn_model()) == (0, 0)
+    assert position.existing() is None and position.resume_point() is None
+
+
+def test_restore_loads_the_latest_checkpoint_and_the_last_save_is_what_a_rerun_resumes_from(hvd_single, tmp_path):
+    trained = small_bn_model(seed=1)
+    trained.fit(*xy(16, 0), epochs=1, verbose=0)
+    store = checkpointing.CheckpointStore(str(tmp_path), keep=3)
+    first = store.save(1, checkpointing.trackable_for(trained), {}, batch=4)
+
+    position = RunPosition(store)
+    fresh = small_bn_model(seed=2)
+    assert position.restore(fresh) == (1, 4) and position.restored.path == first.path
+    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(fresh.variables, trained.variables))
+    assert position.existing().path == first.path
+    assert position.resume_point() == first.describe()
+
+    second = store.save(2, checkpointing.trackable_for(trained), {})
+    position.saved(second)
+    assert position.resume_point() == second.describe()  # the last save wins over what was restored
+
+    elastic = RunPosition(store)
+    assert elastic.restore_on_chief(small_bn_model(seed=3)) == (2, 0)  # rank 0 alone, no collective
+    assert elastic.restored.path == second.path and not elastic.decided
