@@ -87,8 +87,12 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.grace_s = grace_s
         self.on_save_error = on_save_error
         self.check_divergence = check_divergence
-        if position is None or position.store is None:
+        if position is None:
             position = RunPosition(checkpointing.CheckpointStore(backup_dir, keep=keep))
+        elif position.store is None or position.store.directory != backup_dir:
+            where = None if position.store is None else position.store.directory
+            raise ValueError("position must keep its checkpoints in backup_dir, where this callback writes them;"
+                             f" received: backup_dir={backup_dir!r}, a position whose store is {where!r}")
         self.position = position
         self.signal_flag = SignalFlag()
         self._agreement: Optional[StopAgreement] = None

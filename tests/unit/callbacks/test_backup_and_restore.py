@@ -166,3 +166,10 @@ def test_after_a_preemption_only_the_other_ranks_wait_to_leave(hvd_single, tmp_p
     cb._preempt(1, 4, {})
     assert waits == ([] if chief else [False])  # no further SIGTERM since the wait began
     cb.signal_flag.uninstall()
+
+
+def test_a_backup_refuses_a_position_that_keeps_its_checkpoints_elsewhere(tmp_path):
+    from hvdkeras.runtime.position import RunPosition
+
+    with pytest.raises(ValueError, match=r"received: backup_dir='.*', a position whose store is None"):
+        hc.BackupAndRestore(str(tmp_path), position=RunPosition())

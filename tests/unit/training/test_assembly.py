@@ -61,3 +61,4 @@ def test_the_position_and_the_backup_share_one_store(tmp_path):
     assert assembly.make_position(cfg, None).store is None and assembly.make_backup(cfg, None) is None
     assert assembly.make_position(tiny_config(), str(tmp_path)).store is None
     assert not os.listdir(tmp_path)
+
