@@ -98,7 +98,8 @@ class KerasState(ObjectState):
         self._saved = [(v, v.numpy()) for v in self._variables()]
 
     def save(self):
-        """Commits: copies the model's and optimizer's variables, and the keyword attributes, in memory."""
+        """Copies the model's and optimizer's variables, and the keyword attributes, in memory (``commit()`` calls
+        it, then checks for new hosts)."""
         self._save_variables()
         super().save()
 
@@ -109,7 +110,8 @@ class KerasState(ObjectState):
         super().restore()
 
     def sync(self):
-        """Gives every rank rank 0's variables and attributes, creating the optimizer's slots first, then commits."""
+        """Gives every rank rank 0's variables and attributes (the optimizer's slots created first), and keeps a
+        copy of them, as :meth:`save` does."""
         if self.optimizer is not None and not compat.optimizer_built(self.optimizer):
             compat.build_optimizer(self.optimizer, self.model.trainable_variables)
         distributed.broadcast_variables(self._variables())
