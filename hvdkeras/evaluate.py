@@ -30,6 +30,7 @@ def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float],
     """Collective: (the validation metrics of ``workdir``'s latest intact checkpoint over every rank's part,
     that checkpoint's folder). Imports TensorFlow and Horovod."""
     from hvdkeras.runtime import distributed
+    from hvdkeras.training.assembly import ranks_text
     from hvdkeras.training.trainer import Trainer
 
     trainer = Trainer.from_config(config, workdir)
@@ -46,7 +47,7 @@ def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float],
     metrics = trainer.evaluate()
     size = distributed.size()
     shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
-    log.info(f"evaluated {found.path} ({size} rank{'s' if size > 1 else ''}, every example once): {shown}")
+    log.info(f"evaluated {found.path} ({ranks_text(size)}, every example once): {shown}")
     return metrics, found.path
 
 

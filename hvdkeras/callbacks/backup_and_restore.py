@@ -224,11 +224,15 @@ class BackupAndRestore(keras.callbacks.Callback):
         return {"global_step": int(self.model.optimizer.iterations.numpy()), "num_ranks": distributed.size(),
                 "hvdkeras_version": hvdkeras.__version__, "saved_at": time.time()}
 
+    def _write(self, epoch: int, batch: int, meta: dict) -> checkpointing.CheckpointInfo:
+        """Rank 0 writes a checkpoint and records it as the run's last save."""
+        info = self.store.save(epoch, self._trackable, meta, batch=batch)
+        self.position.saved(info)
+        return info
+
     def _save(self, epoch: int, batch: int, meta: dict) -> Optional[checkpointing.CheckpointInfo]:
         try:
-            info = self.store.save(epoch, self._trackable, meta, batch=batch)
-            self.position.saved(info)
-            return info
+            return self._write(epoch, batch, meta)
         except CheckpointError as exc:
             if self.on_save_error == "stop":
                 raise
@@ -245,9 +249,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         if distributed.is_chief():
             try:
                 meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum, metrics=metrics)
-                info = self.store.save(epoch, self._trackable, meta, batch=batch)
-                self.position.saved(info)
-                outcome = info.path
+                outcome = self._write(epoch, batch, meta).path
             except CheckpointError as exc:
                 outcome = exc
         outcome = distributed.broadcast_object(outcome, name="hvdkeras.preempted")

@@ -27,7 +27,8 @@ from hvdkeras.training import data as data_lib
 from hvdkeras.training import optimizers, tasks
 
 
-def _ranks(n: int) -> str:
+def ranks_text(n: int) -> str:
+    """``"1 rank"`` or ``"n ranks"``, as the job's lines say it."""
     return f"{n} rank" if n == 1 else f"{n} ranks"
 
 
@@ -219,7 +220,7 @@ class Parts:
         size = size or self.process.size
         steps = ("trainer.steps_per_epoch" if cfg.trainer.steps_per_epoch
                  else "(auto) as many full global batches as the data holds, the same on every rank")
-        lines = [f"global batch {data.per_rank_batch * size} = {_ranks(size)} x {data.per_rank_batch}"
+        lines = [f"global batch {data.per_rank_batch * size} = {ranks_text(size)} x {data.per_rank_batch}"
                  + (" (data.per_rank_batch_size)" if cfg.data.per_rank_batch_size else " (data.global_batch_size)"),
                  f"learning rate {scaling.formula(cfg.optimizer, cfg.data, size)}"
                  f" (optimizer.lr_scaling: {cfg.optimizer.lr_scaling})"]
@@ -234,7 +235,7 @@ class Parts:
     def write_config(self) -> None:
         """Rank 0 writes the resolved config to ``<workdir>/config.yaml``, each chosen value with its reason."""
         if distributed.is_chief():
-            footer = [f"Resolved for this job ({_ranks(self.process.size)}), not config keys:"]
+            footer = [f"Resolved for this job ({ranks_text(self.process.size)}), not config keys:"]
             footer += [f"  {line}" for line in self.job_lines()]
             save_config(self.config, self.files.config, auto=self.job.auto, footer=footer)
 

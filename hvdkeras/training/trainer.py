@@ -40,10 +40,6 @@ def driver_for(config: config_lib.Config) -> Type[Union[PlainDriver, ElasticDriv
     return ElasticDriver if config.elastic.enabled else PlainDriver
 
 
-def _ranks(n: int) -> str:
-    return f"{n} rank" if n == 1 else f"{n} ranks"
-
-
 class Trainer:
     """Trains a run's parts on all Horovod ranks; call :meth:`fit` on every rank.
 
@@ -237,7 +233,7 @@ class Trainer:
             if bad:
                 raise RuntimeError(f"model weights differ from rank 0's on {bad} of {size} ranks after training")
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(final.items()) if k.startswith("val_"))
-        log.info(f"final validation ({_ranks(size)}, every example once): {shown or 'no validation data'}")
+        log.info(f"final validation ({assembly.ranks_text(size)}, every example once): {shown or 'no validation data'}")
         if self.config.trainer.export and distributed.is_chief() and self.workdir is not None:
             written = export_lib.export(self.model, self.workdir)
             log.info(f"exported {written['keras']} and {written['saved_model']}")
