@@ -61,7 +61,7 @@ install-mpi:
 # Installed when running as root with apt; otherwise those tests skip and say why.
 system-deps:
 	bash tools/system_deps.sh --if-root openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2 patch \
-	  slurm-wlm munge \
+	  slurm-wlm munge openjdk-17-jre-headless \
 	  $(if $(shell command -v llvm-config 2>/dev/null),,llvm-dev)
 
 train: $(STAMP)
