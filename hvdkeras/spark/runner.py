@@ -3,8 +3,8 @@
 It is Horovod's ``horovod.spark.run`` (an ordinary Spark job of ``num_proc`` tasks, each
 starting one rank), with what makes it end clearly instead of waiting:
 
-* ``num_proc`` above the task slots Spark has (``spark.default.parallelism``: the cores
-  of ``local[N]`` or of the registered executors) is refused at once in one line; Horovod
+* ``num_proc`` above the task slots Spark has (``local[N]``'s N; on a cluster the slots of the
+  executors registered within Spark's registration time) is refused in one line; Horovod
   would wait ``start_timeout`` (600 s by default) for tasks that cannot start;
 * the executors must run a Python with Horovod: on a ``local`` master one that is not this
   process's (``PYSPARK_PYTHON`` unset) is refused in one line, naming the variable to set;
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.common.errors import SetupError
 
@@ -32,21 +33,69 @@ def _spark_context() -> Any:
     return sc
 
 
-def task_slots(sc: Any) -> int:
-    """How many tasks Spark runs at once: ``spark.default.parallelism`` (``local[N]``'s N, or the executors' cores)."""
-    return int(sc.defaultParallelism)
+def _registered_slots(sc: Any) -> Optional[int]:
+    """The registered executors' task slots (their cores over ``spark.task.cpus``), as Spark's barrier stages
+    count them; None where the JVM cannot say (a stand-in context, a Spark without the call)."""
+    try:
+        jsc = sc._jsc.sc()
+        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+    except Exception:  # noqa: BLE001 - py4j's errors, an older Spark, a context without a JVM
+        return None
+
+
+def _registration(sc: Any) -> Tuple[Optional[int], float, float]:
+    """(the application's slot cap from ``spark.cores.max`` or None, Spark's registration time in seconds
+    (``spark.scheduler.maxRegisteredResourcesWaitingTime``, 30 s by default), the SparkContext's start (epoch s))."""
+    conf = sc.getConf()
+    cores_max = conf.get("spark.cores.max")
+    cap = int(cores_max) // int(conf.get("spark.task.cpus", "1")) if cores_max else None
+    wait_s = sc._jsc.sc().conf().getTimeAsMs("spark.scheduler.maxRegisteredResourcesWaitingTime", "30s") / 1000.0
+    return cap, wait_s, sc.startTime / 1000.0
+
+
+def task_slots(sc: Any, wanted: Optional[int] = None) -> int:
+    """How many tasks Spark runs at once.
+
+    On a ``local[N]`` master N (``spark.default.parallelism``). On a cluster the registered executors'
+    slots: executors register in the seconds after the SparkContext starts, and
+    ``spark.default.parallelism`` is at least 2 before any has (so it says 2 for a 1-slot cluster, and for
+    a 4-slot one until they have), so this waits until ``wanted`` slots are there, the application's
+    ``spark.cores.max`` is reached, or Spark's registration time since the SparkContext started
+    (``spark.scheduler.maxRegisteredResourcesWaitingTime``, 30 s by default) is over.
+    """
+    slots = _registered_slots(sc) if not sc.master.startswith("local") else None
+    if slots is None:
+        return int(sc.defaultParallelism)
+    cap, wait_s, started = _registration(sc)
+    targets = [n for n in (wanted, cap) if n is not None]
+    while (not targets or slots < min(targets)) and time.time() < started + wait_s:
+        time.sleep(0.2)
+        slots = _registered_slots(sc) or 0
+    return slots
 
 
 def check_cluster(sc: Any, num_proc: int) -> None:
     """One line for a job that could never start: more ranks than task slots, or executors without this Python.
 
     Raises:
-        SetupError: ``num_proc`` is above :func:`task_slots`, or a local master's executors run another Python.
+        SetupError: ``num_proc`` is above :func:`task_slots` or the application's ``spark.cores.max``, or a
+            local master's executors run another Python.
     """
-    slots = task_slots(sc)
+    need = f"num_proc={num_proc} ranks need {num_proc} Spark task slots at once, but"
+    cluster = not sc.master.startswith("local") and _registered_slots(sc) is not None
+    if cluster:
+        cap, wait_s, _ = _registration(sc)
+        if cap is not None and cap < num_proc:
+            raise SetupError(f"{need} spark.cores.max gives this application at most {cap} (master {sc.master});"
+                             f" lower num_proc to {cap} or raise spark.cores.max")
+    slots = task_slots(sc, wanted=num_proc)
     if num_proc > slots:
-        raise SetupError(f"num_proc={num_proc} ranks need {num_proc} Spark task slots at once, but this Spark has"
-                         f" {slots} (master {sc.master}); lower num_proc to {slots} or give Spark more cores")
+        has, fix = f"this Spark has {slots}", f"lower num_proc to {slots} or give Spark more cores"
+        if cluster:
+            has = f"the executors registered within {wait_s:g} s of the SparkContext's start have {slots}"
+            if slots == 0:
+                fix = "check that the master has workers with free cores and that they reach this driver"
+        raise SetupError(f"{need} {has} (master {sc.master}); {fix}")
     python = getattr(sc, "pythonExec", None)
     if sc.master.startswith("local") and python and os.path.realpath(python) != os.path.realpath(sys.executable):
         raise SetupError(f"Spark's executors run {python}, not this Python ({sys.executable}), which has Horovod:"
@@ -65,7 +114,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         fn: the function each rank runs; it calls ``hvd.init()`` itself.
         args: its positional arguments.
         kwargs: its keyword arguments.
-        num_proc: the number of ranks (default: the task slots, :func:`task_slots`).
+        num_proc: the number of ranks (default: the task slots, :func:`task_slots`; on a cluster, those of the
+            executors registered within Spark's registration time).
         start_timeout: seconds for every rank's task to start (default 120,
             ``HOROVOD_SPARK_START_TIMEOUT`` if set).
         use_mpi: launch the ranks with MPI instead of Gloo.
@@ -89,7 +139,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
     from horovod.runner.common.util.timeout import TimeoutException
 
     sc = _spark_context()
-    num_proc = num_proc or task_slots(sc)
+    num_proc = num_proc or max(task_slots(sc), 1)
     check_cluster(sc, num_proc)
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))

@@ -128,8 +128,12 @@ def compile_model(config: config_lib.Config, data: data_lib.Datasets, size: int,
     task = task or tasks.for_config(config)
     with compat.mixed_precision(config.runtime.mixed_precision):
         model = task.model(config, data)
-        optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data,
-                                                scaling.global_batch(config.data, size))
+        global_batch = scaling.global_batch(config.data, size)
+        own = task.optimizer(config, scaling.scaled_learning_rate(config.optimizer, config.data, global_batch))
+        if own is None:
+            optimizer, scaled_lr = optimizers.build(config.optimizer, config.horovod, config.data, global_batch)
+        else:
+            optimizer, scaled_lr = optimizers.distribute(own, config.horovod), compat.get_learning_rate(own)
         model.compile(
             optimizer=optimizer,
             loss=task.loss(config, data),

@@ -12,6 +12,8 @@ gradient exchange, exact global metrics, checkpoints) stays the trainer's::
         def metrics(config, data) -> a list of Keras metrics, or a mapping of output name to a list (made exact over
                                      ranks by the trainer)
         def loss_weights(config, data) -> None, or a mapping of output name to a weight (optional: None)
+        def optimizer(config, learning_rate) -> a Keras optimizer at that rate, or None: the config's (optional)
+        def callbacks(config) -> Keras callbacks added to every fit (optional: [])
 
 :class:`ConfigTask` is the config path's: image classification with the built-in
 data, models, loss and accuracy, or any of them replaced by your own function named
@@ -67,6 +69,15 @@ class Task(abc.ABC):
     def loss_weights(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """How much each output's loss counts (``compile``'s ``loss_weights``); None: equally."""
         return None
+
+    def optimizer(self, config: config_lib.Config, learning_rate: float) -> Any:
+        """The optimizer to train with at ``learning_rate`` (the rate scaled to the global batch), before the
+        gradient exchange wraps it; None (the default): the config's ``optimizer`` section."""
+        return None
+
+    def callbacks(self, config: config_lib.Config) -> List[Any]:
+        """Keras callbacks of your own, added to every ``fit`` after the trainer's (default: none)."""
+        return []
 
 
 class ConfigTask(Task):

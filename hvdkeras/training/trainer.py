@@ -205,7 +205,8 @@ class Trainer:
         history: Dict[str, List[float]] = {}
         for dataset, n, first, last, skip in parts:
             self.position.continue_at(first, skip)  # weights are in place: restored, synced or trained
-            callbacks = self.callbacks(scaled_lr, steps, size) + list(extra_callbacks())
+            callbacks = (self.callbacks(scaled_lr, steps, size) + list(self.parts.task.callbacks(cfg))
+                         + list(extra_callbacks()))
             # shuffle=False: the dataset shuffles itself, by the seed and the epoch (Keras 3 warns on True).
             result = self.model.fit(dataset, steps_per_epoch=n, epochs=last, initial_epoch=first, shuffle=False,
                                     validation_data=data.validation if validate else None,

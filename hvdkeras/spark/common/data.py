@@ -1,0 +1,227 @@
+"""A DataFrame made ready for training, on the driver: checked, split, written once to Parquet in the store.
+
+:func:`prepare` checks the columns (present, a type a model can take, one length per
+column, not empty), splits off the validation rows (a fraction or a column, as Horovod's
+``validation``), turns vectors (``DenseVector``, ``SparseVector``) into float arrays and
+writes the training and validation rows with Spark into the store's
+``intermediate_train_data.<idx>`` and ``intermediate_val_data.<idx>``. What the ranks
+need to read them back (:mod:`hvdkeras.spark.common.reader`) is the returned
+:class:`PreparedData`. No TensorFlow here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common.store import FilesystemStore
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnInfo:
+    """One training column as written to Parquet.
+
+    Attributes:
+        name: the column's name.
+        kind: ``"vector"`` (a Spark ML vector, written as a float array), ``"array"`` or ``"scalar"``.
+        size: the values per row (1 for a scalar).
+        spark_type: the column's Spark SQL type, as Spark names it (``"vector"``, ``"array<double>"``, ``"int"``).
+    """
+
+    name: str
+    kind: str
+    size: int
+    spark_type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+    """Where the prepared rows are and what they hold.
+
+    Attributes:
+        train_path: the training rows' Parquet folder (a store URL).
+        val_path: the validation rows' folder, or ``None`` without validation.
+        train_rows: the number of training rows.
+        val_rows: the number of validation rows.
+        columns: each training column's :class:`ColumnInfo`, by name.
+        feature_cols: the feature columns, one per model input, in order.
+        label_cols: the label columns, one per model output, in order.
+        sample_weight_col: the weight column, or ``None``.
+    """
+
+    train_path: str
+    val_path: Optional[str]
+    train_rows: int
+    val_rows: int
+    columns: Dict[str, ColumnInfo]
+    feature_cols: Tuple[str, ...]
+    label_cols: Tuple[str, ...]
+    sample_weight_col: Optional[str]
+
+
+NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean")
+
+
+def _column_names(df: Any) -> List[str]:
+    return [field.name for field in df.schema.fields]
+
+
+def check_present(df: Any, columns: Sequence[str], param: str) -> None:
+    """One line when a column ``param`` names is not in ``df``.
+
+    Raises:
+        SetupError: naming the column, the parameter and the DataFrame's columns.
+    """
+    have = _column_names(df)
+    for column in columns:
+        if column not in have:
+            raise SetupError(f"{param} names column {column!r}, which the DataFrame does not have"
+                             f" (Received columns: {have}); fix {param} or add the column")
+
+
+def _kind(df: Any, column: str) -> Tuple[str, str]:
+    """(``"vector"`` | ``"array"`` | ``"scalar"``, the Spark type's name); one line for a type no model takes."""
+    data_type = df.schema[column].dataType
+    name = data_type.simpleString()
+    if type(data_type).__name__ == "VectorUDT":
+        return "vector", "vector"
+    if name.startswith("array<") and name[len("array<"):-1] in NUMERIC:
+        return "array", name
+    if name in NUMERIC:
+        return "scalar", name
+    raise SetupError(f"column {column!r} holds {name}, which a Keras model cannot take; give it numbers, arrays of"
+                     " numbers or Spark ML vectors (a StringIndexer or a VectorAssembler makes them)")
+
+
+def validation_split(df: Any, validation: Union[None, float, str], seed: Optional[int]) -> Tuple[Any, Optional[Any]]:
+    """(training rows, validation rows or ``None``), as Horovod's ``validation`` parameter reads.
+
+    Args:
+        df: the DataFrame.
+        validation: ``None`` (no validation); a fraction in ``[0, 1)`` of the rows, drawn at random
+            (``seed``); or a column's name, whose true (or positive) rows validate. The column is dropped.
+        seed: the random split's seed.
+
+    Raises:
+        SetupError: a fraction outside ``[0, 1)``, a missing column, or another type.
+    """
+    if validation is None or (isinstance(validation, float) and validation == 0.0):
+        return df, None
+    if isinstance(validation, bool) or not isinstance(validation, (float, int, str)):
+        raise SetupError(f"validation must be a fraction in [0, 1) or a column's name (Received: {validation!r})")
+    if isinstance(validation, str):
+        check_present(df, [validation], "validation")
+        column = df[validation]
+        is_bool = df.schema[validation].dataType.simpleString() == "boolean"
+        val = df.filter(column if is_bool else column > 0).drop(validation)
+        train = df.filter(~column if is_bool else column == 0).drop(validation)
+        return train, val
+    if not 0.0 <= float(validation) < 1.0:
+        raise SetupError(f"validation={validation!r}: a fraction of the rows must be in [0, 1)")
+    train, val = df.randomSplit([1.0 - float(validation), float(validation)], seed=seed)
+    return train, val
+
+
+def _as_arrays(df: Any, infos: Dict[str, ColumnInfo]) -> Any:
+    """``df`` with vector columns as float arrays, and float64 values as float32 (what Keras computes in)."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    for info in infos.values():
+        if info.kind == "vector":
+            df = df.withColumn(info.name, vector_to_array(F.col(info.name), dtype="float32"))
+        elif info.spark_type == "array<double>":
+            df = df.withColumn(info.name, F.col(info.name).cast("array<float>"))
+        elif info.spark_type == "double":
+            df = df.withColumn(info.name, F.col(info.name).cast("float"))
+    return df
+
+
+def _describe(df: Any, columns: Sequence[str]) -> Tuple[int, Dict[str, ColumnInfo]]:
+    """(rows, each column's info) in one pass over ``df``; one line for columns of uneven length."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    kinds = {column: _kind(df, column) for column in columns}
+    aggregates = [F.count(F.lit(1)).alias("__rows")]
+    for column, (kind, _) in kinds.items():
+        if kind == "scalar":
+            continue
+        values = vector_to_array(F.col(column)) if kind == "vector" else F.col(column)
+        aggregates += [F.min(F.size(values)).alias(f"min:{column}"), F.max(F.size(values)).alias(f"max:{column}")]
+    row = df.agg(*aggregates).first()
+    infos = {}
+    for column, (kind, spark_type) in kinds.items():
+        size = 1
+        if kind != "scalar":
+            low, high = row[f"min:{column}"], row[f"max:{column}"]
+            if row["__rows"] and low != high:
+                raise SetupError(f"column {column!r} holds {kind}s of {low} to {high} values; every row must hold"
+                                 " the same number (the model's input has one shape)")
+            size = int(high or 0)
+        infos[column] = ColumnInfo(column, kind, size, spark_type)
+    return int(row["__rows"]), infos
+
+
+def _write(df: Any, path: str, files: int) -> None:
+    df.repartition(files).write.mode("overwrite").parquet(path)
+
+
+def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
+            sample_weight_col: Optional[str] = None, validation: Union[None, float, str] = None,
+            seed: Optional[int] = None, partitions_per_process: int = 10, dataset_idx: Optional[int] = None,
+            ) -> PreparedData:
+    """Checks ``df``'s training columns, splits off validation and writes both to Parquet in ``store``.
+
+    Args:
+        df: the DataFrame to train on.
+        store: where the Parquet goes (``store.get_train_data_path(dataset_idx)``, and the validation path).
+        num_proc: the number of ranks that will read it (each gets its own rows).
+        feature_cols: the feature columns, one per model input, in order.
+        label_cols: the label columns, one per model output, in order.
+        sample_weight_col: a column of per-row loss weights, or ``None``.
+        validation: see :func:`validation_split`.
+        seed: the random validation split's seed.
+        partitions_per_process: Parquet files per rank.
+        dataset_idx: the suffix of the store's data paths (Horovod's ``dataset_idx``).
+
+    Returns:
+        Where the rows went and what they hold.
+
+    Raises:
+        SetupError: a missing column, a type no model takes, columns of uneven length, no rows, fewer rows than ranks.
+    """
+    if not feature_cols:
+        raise SetupError("feature_cols is empty: name the DataFrame columns the model takes, one per input")
+    if not label_cols:
+        raise SetupError("label_cols is empty: name the DataFrame columns the model learns, one per output")
+    check_present(df, feature_cols, "feature_cols")
+    check_present(df, label_cols, "label_cols")
+    weights = [sample_weight_col] if sample_weight_col else []
+    check_present(df, weights, "sample_weight_col")
+    columns = list(dict.fromkeys([*feature_cols, *label_cols, *weights]))
+    train, val = validation_split(df, validation, seed)
+    train = train.select(*columns)
+    rows, infos = _describe(train, columns)
+    if rows == 0:
+        raise SetupError("the DataFrame has no rows to train on" + (" after the validation split" if val is not None
+                                                                     else "") + "; give fit() a DataFrame with data")
+    if rows < num_proc:
+        raise SetupError(f"the DataFrame has {rows} training rows, fewer than the {num_proc} ranks: every rank needs"
+                         " at least one; lower num_proc or give it more rows")
+    train_path = store.get_train_data_path(dataset_idx)
+    _write(_as_arrays(train, infos), train_path, num_proc * partitions_per_process)
+    val_path, val_rows = None, 0
+    if val is not None:
+        val = val.select(*columns)
+        val_path = store.get_val_data_path(dataset_idx)
+        _write(_as_arrays(val, infos), val_path, num_proc)
+        from hvdkeras.spark.common.reader import count_rows
+
+        val_rows = count_rows(store, val_path)
+        if val_rows < num_proc:
+            raise SetupError(f"validation holds {val_rows} rows, fewer than the {num_proc} ranks; validate on more"
+                             " rows, or pass validation=None")
+    return PreparedData(train_path=train_path, val_path=val_path, train_rows=rows, val_rows=val_rows, columns=infos,
+                        feature_cols=tuple(feature_cols), label_cols=tuple(label_cols),
+                        sample_weight_col=sample_weight_col)

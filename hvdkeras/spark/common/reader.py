@@ -1,0 +1,93 @@
+"""A rank's own rows of a Parquet folder in the store, as NumPy arrays (pyarrow; no petastorm, no TensorFlow).
+
+The rows of a folder are numbered in the order of its sorted ``.parquet`` files; rank
+``r`` of ``n`` reads rows ``[r * N // n, (r + 1) * N // n)``. The parts are disjoint,
+cover every row, and differ in size by at most one, and a rank opens only the files its
+rows are in. Array columns come back as ``(rows, values)`` arrays, scalar columns as
+``(rows,)``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Tuple
+
+import numpy as np
+
+from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common.store import FilesystemStore
+
+
+def parquet_files(store: FilesystemStore, path: str) -> List[Tuple[str, int]]:
+    """``(file, rows)`` of each ``.parquet`` file in the folder ``path``, sorted by name.
+
+    Raises:
+        SetupError: the folder holds no Parquet file.
+    """
+    import pyarrow.parquet as pq
+
+    where = store.get_localized_path(path)
+    names = sorted(str(n) for n in store.fs.ls(where, detail=False) if str(n).endswith(".parquet"))
+    if not names:
+        raise SetupError(f"{path} holds no Parquet files: prepare the data again (fit() writes it)")
+    files = []
+    for name in names:
+        with store.fs.open(name, "rb") as f:
+            files.append((name, pq.ParquetFile(f).metadata.num_rows))
+    return files
+
+
+def count_rows(store: FilesystemStore, path: str) -> int:
+    """The rows of the Parquet folder ``path``, from the files' footers."""
+    return sum(rows for _, rows in parquet_files(store, path))
+
+
+def rank_range(total: int, rank: int, size: int) -> Tuple[int, int]:
+    """``[start, stop)`` of rank ``rank``'s rows among ``total`` on ``size`` ranks."""
+    return rank * total // size, (rank + 1) * total // size
+
+
+def _to_numpy(column: Any) -> np.ndarray:
+    import pyarrow as pa
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        if column.null_count:
+            raise SetupError("an array column holds nulls: drop or fill those rows before fit()")
+        rows = len(column)
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(rows, -1) if rows else values.reshape(0, 0)
+    if column.null_count:
+        raise SetupError("a column holds nulls: drop or fill those rows before fit()")
+    return column.to_numpy(zero_copy_only=False)
+
+
+def read_rows(store: FilesystemStore, path: str, rank: int, size: int, columns: Iterable[str]) -> Dict[str, np.ndarray]:
+    """Rank ``rank``'s rows of ``columns`` in the Parquet folder ``path``, by column.
+
+    Args:
+        store: the store holding the folder.
+        path: the folder (a store URL).
+        rank: this rank.
+        size: the number of ranks.
+        columns: the columns to read.
+
+    Returns:
+        ``{column: array}``; arrays have one row per example.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = list(columns)
+    files = parquet_files(store, path)
+    start, stop = rank_range(sum(rows for _, rows in files), rank, size)
+    tables, first = [], 0
+    for name, rows in files:
+        lo, hi = max(start, first), min(stop, first + rows)
+        if lo < hi:
+            with store.fs.open(name, "rb") as f:
+                table = pq.read_table(f, columns=columns)
+            tables.append(table.slice(lo - first, hi - lo))
+        first += rows
+    table = pa.concat_tables(tables) if tables else None
+    if table is None:
+        return {c: np.zeros((0,)) for c in columns}
+    return {c: _to_numpy(table.column(c)) for c in columns}

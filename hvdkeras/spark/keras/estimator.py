@@ -1,0 +1,431 @@
+"""Horovod's Spark ``KerasEstimator`` and ``KerasModel``, on hvdkeras's core, petastorm-free and Keras 3-ready.
+
+``KerasEstimator(...).fit(df)`` checks the DataFrame, writes it once to Parquet in the
+store (:mod:`hvdkeras.spark.common.data`), and trains on ``num_proc`` Horovod ranks in
+Spark tasks (:mod:`hvdkeras.spark.keras.remote`) through the config trainer's core. It
+returns a :class:`KerasModel`, a Spark ML ``Transformer`` whose ``transform(df)`` adds one
+prediction column per label column. Both take Horovod's parameters, with a getter and a
+setter for each (``getBatchSize``, ``setEpochs``, ...); a parameter that has no meaning
+here is refused in one line that names it.
+
+The model persists with Spark ML (``save(path)`` / ``KerasModel.load(path)``, also inside a
+``PipelineModel``): ``<path>/metadata`` is one line of JSON as Spark's
+``DefaultParamsReader`` reads it, and ``<path>/model.keras`` the Keras model.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import cloudpickle
+from pyspark import keyword_only
+from pyspark.ml import Estimator, Model
+from pyspark.ml.param import Param, Params
+from pyspark.ml.param.shared import HasOutputCols
+from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
+
+from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common.backend import Backend, SparkBackend
+from hvdkeras.spark.common.store import FilesystemStore, Store
+
+# Horovod's KerasEstimator parameters: (name, the Get/Set suffix, default, what it is).
+ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
+    ("num_proc", "NumProc", None, "the number of Horovod ranks (default: the backend's, or Spark's task slots)"),
+    ("backend", "Backend", None, "where the ranks run (default: SparkBackend(num_proc))"),
+    ("store", "Store", None, "where the Parquet, the checkpoints and the logs go (Store.create(path))"),
+    ("model", "Model", None, "the Keras model to train"),
+    ("optimizer", "Optimizer", None, "a Keras optimizer at one rank's rate (default: the model's)"),
+    ("loss", "Loss", None, "the loss, or one per output"),
+    ("loss_weights", "LossWeights", None, "each output's weight in the loss"),
+    ("metrics", "Metrics", None, "Keras metrics (exact over every rank's rows)"),
+    ("feature_cols", "FeatureCols", None, "the feature columns, one per model input, in order"),
+    ("label_cols", "LabelCols", None, "the label columns, one per model output, in order"),
+    ("sample_weight_col", "SampleWeightCol", None, "a column of each row's weight in the loss"),
+    ("validation", "Validation", None, "a fraction of the rows, or a column whose true rows validate"),
+    ("batch_size", "BatchSize", 32, "each rank's batch"),
+    ("val_batch_size", "ValBatchSize", None, "each rank's validation batch (default: batch_size)"),
+    ("epochs", "Epochs", 1, "the epochs to train"),
+    ("callbacks", "Callbacks", None, "Keras callbacks added to every rank's fit"),
+    ("random_seed", "RandomSeed", None, "the seed of the weights' shuffle and the validation split"),
+    ("shuffle_buffer_size", "ShufflingBufferSize", None, "each rank's shuffle buffer (default: all its rows)"),
+    ("inmemory_cache_all", "InMemoryCacheAll", False, "keep the rows in memory (they always are here)"),
+    ("custom_objects", "CustomObjects", None, "Keras custom objects for the model, loss and metrics"),
+    ("run_id", "RunId", None, "the run's folder in the store; a fit with the same run_id resumes"),
+    ("verbose", "Verbose", 1, "Keras' progress output on rank 0"),
+    ("partitions_per_process", "PartitionsPerProcess", 10, "Parquet files per rank"),
+    ("train_steps_per_epoch", "TrainStepsPerEpoch", None, "steps per epoch (default: every rank's rows once)"),
+    ("label_shapes", "LabelShapes", None, "the shape each label column is reshaped to"),
+    ("gradient_compression", "GradientCompression", None, "Horovod's Compression.fp16 or Compression.none"),
+    ("backend_env", "BackendEnv", None, "environment variables for the ranks"),
+    ("use_gpu", "UseGpu", True, "pin each rank to its GPU by local rank, where there are GPUs"),
+)
+# Horovod's parameters that have no meaning on this estimator, and why: refused in one line.
+REFUSED = {
+    "data_module": "the data are read with pyarrow into tf.data (no petastorm or NVTabular data module)",
+    "continuous_cols": "it belongs to NVTabular's data module, which is not used",
+    "categorical_cols": "it belongs to NVTabular's data module, which is not used",
+    "transformation_fn": "it is petastorm's; transform the DataFrame before fit()",
+    "train_reader_num_workers": "it is petastorm's; each rank reads its rows with pyarrow",
+    "val_reader_num_workers": "it is petastorm's; each rank reads its rows with pyarrow",
+    "reader_pool_type": "it is petastorm's; each rank reads its rows with pyarrow",
+    "validation_steps_per_epoch": "validation reads every validation row once, for exact metrics",
+    "checkpoint_callback": "rank 0 checkpoints every epoch into the store's run folder, and fit returns the last",
+    "mp_start_method": "the ranks are started by Horovod's Spark runner",
+    "compress_sparse_cols": "vectors are written as dense arrays",
+}
+MODEL_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
+    ("history", "History", None, "Keras' History.history of the training"),
+    ("model", "Model", None, "the trained Keras model"),
+    ("feature_columns", "FeatureColumns", None, "the feature columns, one per model input"),
+    ("label_columns", "LabelColumns", None, "the label columns the outputs were trained on"),
+    ("custom_objects", "CustomObjects", None, "Keras custom objects for loading the model"),
+    ("run_id", "RunId", None, "the store's run the model came from"),
+)
+
+
+def _declare(cls: Any, params: Sequence[Tuple[str, str, Any, str]]) -> Any:
+    """Adds a Spark ML ``Param``, ``get<Suffix>`` and ``set<Suffix>`` to ``cls`` for each parameter."""
+    for name, suffix, _, doc in params:
+        setattr(cls, name, Param(Params._dummy(), name, doc))
+
+        def getter(self: Any, _name: str = name) -> Any:
+            return self.getOrDefault(_name)
+
+        def setter(self: Any, value: Any, _name: str = name) -> Any:
+            self._set(**{_name: value})
+            return self
+
+        getter.__doc__, setter.__doc__ = f"The {name} parameter: {doc}.", f"Sets {name}: {doc}; returns self."
+        setattr(cls, "get" + suffix, getter)
+        setattr(cls, "set" + suffix, setter)
+    return cls
+
+
+def _check_kwargs(kwargs: Dict[str, Any], params: Sequence[Tuple[str, str, Any, str]], what: str) -> None:
+    known = {p[0] for p in params}
+    for key in kwargs:
+        if key in REFUSED and what == "KerasEstimator":
+            raise SetupError(f"KerasEstimator({key}=...) has no meaning here: {REFUSED[key]}; remove it")
+        if key not in known:
+            raise SetupError(f"{what} has no parameter {key!r} (Received: {key}=...); it takes "
+                             + ", ".join(sorted(known)))
+
+
+class KerasEstimator(Estimator, MLWritable):
+    """Trains a Keras model on a Spark DataFrame with Horovod (Horovod's ``KerasEstimator`` arguments).
+
+    Example::
+
+        est = KerasEstimator(num_proc=2, store=Store.create("/shared/store"), model=model, optimizer=opt,
+                             loss="categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
+                             label_cols=["label_vec"], batch_size=128, epochs=12)
+        keras_model = est.fit(train_df).setOutputCols(["label_prob"])
+        predictions = keras_model.transform(test_df)
+    """
+
+    @keyword_only
+    def __init__(self, **kwargs: Any):
+        super().__init__()
+        self._setDefault(**{name: default for name, _, default, _ in ESTIMATOR_PARAMS})
+        _check_kwargs(self._input_kwargs, ESTIMATOR_PARAMS, "KerasEstimator")
+        self._set(**self._input_kwargs)
+
+    @keyword_only
+    def setParams(self, **kwargs: Any) -> "KerasEstimator":
+        """Sets parameters by keyword (Horovod's names); returns self."""
+        _check_kwargs(self._input_kwargs, ESTIMATOR_PARAMS, "KerasEstimator")
+        return self._set(**self._input_kwargs)
+
+    # ------------------------------------------------------------------ fit
+
+    def _backend(self) -> Backend:
+        backend, num_proc = self.getOrDefault("backend"), self.getOrDefault("num_proc")
+        if backend is not None and num_proc is not None:
+            raise SetupError("give KerasEstimator num_proc or backend, not both (num_proc is the backend's)")
+        return backend or SparkBackend(num_proc=num_proc)
+
+    def _store(self) -> FilesystemStore:
+        store = self.getOrDefault("store")
+        if store is None:
+            raise SetupError("KerasEstimator needs store=: Store.create('<a folder every executor sees>')")
+        if not store.is_local():
+            raise SetupError(f"the store {store.prefix_path} is not a mounted folder: the ranks write their"
+                             " checkpoints into it; give Store.create a local or shared path (file://)")
+        return store
+
+    def _compile_args(self, model: Any) -> Tuple[Any, Any]:
+        """(the optimizer, the loss), refused in one line when neither the estimator nor the model has them."""
+        optimizer = self.getOrDefault("optimizer") or getattr(model, "optimizer", None)
+        if optimizer is None:
+            raise SetupError("KerasEstimator needs optimizer= (or a compiled model)")
+        loss = self.getOrDefault("loss")
+        if loss is None:
+            raise SetupError("KerasEstimator needs loss= (a Keras loss, or one per output)")
+        return optimizer, loss
+
+    def _config_tree(self, num_proc: int, optimizer: Any) -> Dict[str, Any]:
+        from hvdkeras.runtime import compat
+
+        batch = int(self.getOrDefault("batch_size"))
+        val_batch = int(self.getOrDefault("val_batch_size") or batch)
+        compression = self.getOrDefault("gradient_compression")
+        seed = self.getOrDefault("random_seed")
+        return {
+            "data": {"name": "spark", "global_batch_size": None, "per_rank_batch_size": batch,
+                     "eval_global_batch_size": val_batch * num_proc},
+            # Horovod's rule: one rank's rate x the ranks (the global batch over one rank's batch).
+            "optimizer": {"learning_rate": compat.get_learning_rate(optimizer), "lr_scaling": "ranks"},
+            "trainer": {"epochs": int(self.getOrDefault("epochs")), "verbose": min(2, int(self.getOrDefault("verbose"))),
+                        "steps_per_epoch": self.getOrDefault("train_steps_per_epoch"), "export": False},
+            "checkpoint": {"keep": 2},
+            "horovod": {"compression": "fp16" if "fp16" in str(compression).lower() else "none"},
+            "runtime": {"seed": 42 if seed is None else int(seed)},
+        }
+
+    def _check_model_columns(self, model: Any, prepared: Any) -> Tuple[Tuple[int, ...], ...]:
+        """Each input's shape; one line when a feature column's length does not fit its input."""
+        import numpy as np
+
+        inputs = list(model.inputs)
+        if len(inputs) != len(prepared.feature_cols):
+            raise SetupError(f"the model has {len(inputs)} inputs but feature_cols names {len(prepared.feature_cols)}"
+                             f" columns {list(prepared.feature_cols)}; name one column per input, in order")
+        shapes = []
+        for column, tensor in zip(prepared.feature_cols, inputs):
+            shape = tuple(-1 if d is None else int(d) for d in tuple(tensor.shape)[1:])
+            size = prepared.columns[column].size
+            need = int(np.prod([d for d in shape if d != -1])) if shape else 1
+            if (-1 not in shape and need != size) or (-1 in shape and size % max(need, 1)):
+                raise SetupError(f"feature column {column!r} holds {size} values per row, but the model's input"
+                                 f" {getattr(tensor, 'name', '')!r} takes shape {shape} ({need} values);"
+                                 " reshape the column or the input")
+            shapes.append(shape)
+        return tuple(shapes)
+
+    def _fit(self, dataset: Any) -> "KerasModel":
+        from hvdkeras.spark.common.data import prepare
+        from hvdkeras.spark.keras.remote import train
+        from hvdkeras.spark.keras.task import SparkTaskSpec, model_from_bytes, model_to_bytes, portable
+
+        model = self.getOrDefault("model")
+        if model is None:
+            raise SetupError("KerasEstimator needs model= (a Keras model)")
+        optimizer, loss = self._compile_args(model)
+        store, backend = self._store(), self._backend()
+        num_proc = backend.num_processes()
+        feature_cols = list(self.getOrDefault("feature_cols") or [])
+        label_cols = list(self.getOrDefault("label_cols") or [])
+        prepared = prepare(dataset, store, num_proc, feature_cols, label_cols,
+                           sample_weight_col=self.getOrDefault("sample_weight_col"),
+                           validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
+                           partitions_per_process=int(self.getOrDefault("partitions_per_process")))
+        input_shapes = self._check_model_columns(model, prepared)
+        label_shapes = self.getOrDefault("label_shapes")
+        custom_objects = dict(self.getOrDefault("custom_objects") or {})
+        spec = SparkTaskSpec(
+            store=store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
+            label_shapes=tuple(tuple(s) if s else None for s in label_shapes) if label_shapes else None,
+            loss=portable(loss, "loss"), loss_weights=self.getOrDefault("loss_weights"),
+            metrics=portable(self.getOrDefault("metrics") or [], "metric"),
+            optimizer=portable(optimizer, "optimizer"), custom_objects=custom_objects,
+            callbacks=tuple(self.getOrDefault("callbacks") or ()),
+            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"))
+        run_id = self.getOrDefault("run_id") or f"keras_{int(time.time())}"
+        workdir = store.get_localized_path(store.get_run_path(run_id))
+        env = dict(self.getOrDefault("backend_env") or {})
+        if not self.getOrDefault("use_gpu"):
+            env["CUDA_VISIBLE_DEVICES"] = "-1"
+        results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
+        errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
+        if errors:
+            raise SetupError(errors[0])
+        chief = results[0]
+        trained = model_from_bytes(chief["model"], custom_objects)
+        return KerasModel(history=chief["history"], model=trained, feature_columns=feature_cols,
+                          label_columns=label_cols, custom_objects=custom_objects, run_id=run_id)
+
+    def write(self) -> MLWriter:
+        """Spark ML persistence is for the fitted :class:`KerasModel`; an estimator is rebuilt from code."""
+        raise SetupError("KerasEstimator is not saved: save the KerasModel that fit() returns (model.save(path))")
+
+
+class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
+    """The trained model as a Spark ML ``Transformer``: ``transform(df)`` adds one output column per label column.
+
+    The output columns default to ``<label>__output`` (``setOutputCols`` renames them). A
+    model output of one value per row is a ``double`` column; more values are a
+    ``DenseVector`` column (an ``array<float>`` when the label column was an array).
+    """
+
+    @keyword_only
+    def __init__(self, **kwargs: Any):
+        super().__init__()
+        self._setDefault(**{name: default for name, _, default, _ in MODEL_PARAMS})
+        _check_kwargs({k: v for k, v in self._input_kwargs.items() if k != "outputCols"}, MODEL_PARAMS, "KerasModel")
+        self._set(**self._input_kwargs)
+        labels = self._input_kwargs.get("label_columns")
+        if labels and "outputCols" not in self._input_kwargs:
+            self._set(outputCols=[f"{c}__output" for c in labels])
+
+    def setOutputCols(self, value: List[str]) -> "KerasModel":
+        """Names the prediction columns, one per label column; returns self."""
+        return self._set(outputCols=list(value))
+
+    def _transform(self, dataset: Any) -> Any:
+        from pyspark.ml.linalg import VectorUDT
+        from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
+
+        from hvdkeras.spark.keras.task import model_to_bytes
+
+        features = list(self.getOrDefault("feature_columns"))
+        outputs = list(self.getOrDefault("outputCols"))
+        labels = list(self.getOrDefault("label_columns"))
+        if len(outputs) != len(labels):
+            raise SetupError(f"setOutputCols got {len(outputs)} names for {len(labels)} label columns {labels}")
+        from hvdkeras.spark.common.data import check_present
+
+        check_present(dataset, features, "the model's feature_columns")
+        for name in outputs:
+            if name in dataset.columns:
+                raise SetupError(f"the DataFrame already has a column {name!r}; setOutputCols to other names")
+        model = self.getOrDefault("model")
+        sizes = []
+        for tensor in (model.outputs if isinstance(model.outputs, (list, tuple)) else [model.outputs]):
+            dims = [int(d) for d in tuple(tensor.shape)[1:] if d is not None]
+            sizes.append(int(__import__("numpy").prod(dims)) if dims else 1)
+        input_shapes = [tuple(-1 if d is None else int(d) for d in tuple(t.shape)[1:]) for t in model.inputs]
+        kinds = []
+        fields = list(dataset.schema.fields)
+        label_types = {f.name: f.dataType for f in fields}
+        for name, label, size in zip(outputs, labels, sizes):
+            if size == 1:
+                kinds.append("scalar")
+                fields.append(StructField(name, DoubleType(), True))
+            elif isinstance(label_types.get(label), ArrayType):
+                kinds.append("array")
+                fields.append(StructField(name, ArrayType(FloatType()), True))
+            else:
+                kinds.append("vector")
+                fields.append(StructField(name, VectorUDT(), True))
+        blob = dataset.sparkSession.sparkContext.broadcast(model_to_bytes(model))
+        custom_objects = self.getOrDefault("custom_objects") or {}
+        positions = [dataset.columns.index(c) for c in features]
+
+        def predict(rows: Iterator[Any]) -> Iterator[Any]:
+            return _predict_partition(rows, blob.value, custom_objects, positions, input_shapes, kinds)
+
+        return dataset.sparkSession.createDataFrame(dataset.rdd.mapPartitions(predict), StructType(fields))
+
+    # ------------------------------------------------------------------ persistence
+
+    def write(self) -> MLWriter:
+        """Spark ML's writer: ``model.write().overwrite().save(path)``."""
+        return _KerasModelWriter(self)
+
+    @classmethod
+    def read(cls) -> MLReader:
+        """Spark ML's reader: ``KerasModel.read().load(path)``, or ``KerasModel.load(path)``."""
+        return _KerasModelReader()
+
+
+def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[str, Any], positions: List[int],
+                       input_shapes: List[Tuple[int, ...]], kinds: List[str], chunk: int = 1024) -> Iterator[Any]:
+    """Rows with their predictions, ``chunk`` rows per ``predict_on_batch`` (runs in Spark's Python workers)."""
+    import numpy as np
+
+    model = None
+    batch: List[Any] = []
+
+    def flush() -> Iterator[Any]:
+        from pyspark.ml.linalg import DenseVector
+
+        inputs = []
+        for position, shape in zip(positions, input_shapes):
+            values = [r[position].toArray() if hasattr(r[position], "toArray") else r[position] for r in batch]
+            inputs.append(np.asarray(values, dtype=np.float32).reshape((len(batch), *shape)))
+        predictions = model.predict_on_batch(inputs[0] if len(inputs) == 1 else inputs)
+        predictions = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+        predictions = [np.asarray(p).reshape(len(batch), -1) for p in predictions]
+        for i, row in enumerate(batch):
+            extra = []
+            for kind, p in zip(kinds, predictions):
+                value = p[i]
+                extra.append(float(value[0]) if kind == "scalar" else
+                             [float(v) for v in value] if kind == "array" else DenseVector(value.astype(float)))
+            yield tuple(row) + tuple(extra)
+
+    for row in rows:
+        if model is None:
+            from hvdkeras.spark.keras.task import model_from_bytes
+
+            model = model_from_bytes(blob, custom_objects)
+        batch.append(row)
+        if len(batch) == chunk:
+            yield from flush()
+            batch = []
+    if batch:
+        yield from flush()
+
+
+def _encode(value: Any) -> str:
+    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
+
+
+def _decode(text: str) -> Any:
+    return cloudpickle.loads(base64.b64decode(text))
+
+
+class _KerasModelWriter(MLWriter):
+    """Writes ``<path>/metadata`` (one JSON line, as Spark's DefaultParamsReader reads it) and ``<path>/model.keras``."""
+
+    def __init__(self, instance: KerasModel):
+        super().__init__()
+        self.instance = instance
+
+    def saveImpl(self, path: str) -> None:
+        """Writes the model's metadata and Keras file under ``path``."""
+        import pyspark
+
+        from hvdkeras.spark.keras.task import model_to_bytes
+
+        store = Store.create(path)
+        if store.exists(path + "/metadata") and not self.shouldOverwrite:
+            raise SetupError(f"{path} already holds a saved model; use model.write().overwrite().save(path)")
+        instance = self.instance
+        params = {p.name: instance.getOrDefault(p.name) for p in instance.params if instance.isDefined(p)}
+        params.pop("model", None)
+        metadata = {
+            "class": f"{type(instance).__module__}.{type(instance).__name__}",
+            "timestamp": int(time.time() * 1000), "sparkVersion": pyspark.__version__, "uid": instance.uid,
+            "paramMap": {name: _encode(value) for name, value in params.items()}, "defaultParamMap": {},
+        }
+        fs, where = store.fs, store.get_localized_path(path)
+        fs.makedirs(where, exist_ok=True)
+        with fs.open(where + "/model.keras.tmp", "wb") as f:
+            f.write(model_to_bytes(instance.getOrDefault("model")))
+        fs.mv(where + "/model.keras.tmp", where + "/model.keras")
+        store.write_text(path + "/metadata", json.dumps(metadata))
+
+
+class _KerasModelReader(MLReader):
+    """Reads what :class:`_KerasModelWriter` wrote."""
+
+    def load(self, path: str) -> KerasModel:
+        """The :class:`KerasModel` saved at ``path``."""
+        from hvdkeras.spark.keras.task import model_from_bytes
+
+        store = Store.create(path)
+        if not store.exists(path + "/metadata"):
+            raise SetupError(f"{path} holds no saved KerasModel (no {path}/metadata)")
+        metadata = json.loads(store.read(path + "/metadata").decode())
+        params = {name: _decode(text) for name, text in metadata["paramMap"].items()}
+        params["model"] = model_from_bytes(store.read(path + "/model.keras"), params.get("custom_objects"))
+        model = KerasModel(**params)
+        model._resetUid(metadata["uid"])
+        return model
+
+
+_declare(KerasEstimator, ESTIMATOR_PARAMS)
+_declare(KerasModel, MODEL_PARAMS)

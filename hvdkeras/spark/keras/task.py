@@ -1,0 +1,204 @@
+"""What a Spark estimator's ranks learn: a :class:`hvdkeras.training.tasks.Task` over the store's Parquet.
+
+The estimator (:mod:`hvdkeras.spark.keras.estimator`) hands every rank a :class:`SparkTaskSpec`:
+the prepared data, the model as ``.keras`` bytes, the loss, metrics and optimizer as
+Keras serializes them, and your callbacks. :class:`SparkTask` gives the trainer this
+rank's rows (:func:`hvdkeras.spark.common.reader.read_rows`) as ``tf.data``, each feature
+column reshaped to its model input, so the Spark path trains through the same core as
+the config trainer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from hvdkeras import config as config_lib
+from hvdkeras.common import scaling
+from hvdkeras.common.errors import ConfigError
+from hvdkeras.runtime import compat
+from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.data import PreparedData
+from hvdkeras.spark.common.reader import read_rows
+from hvdkeras.spark.common.store import FilesystemStore
+from hvdkeras.training import data as data_lib
+from hvdkeras.training.tasks import Task
+
+MODEL_SUFFIX = ".keras"
+
+
+def model_to_bytes(model: Any) -> bytes:
+    """``model`` as the bytes of a ``.keras`` file (architecture and weights)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model" + MODEL_SUFFIX)
+        model.save(path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = None) -> Any:
+    """The model that :func:`model_to_bytes` wrote, not compiled."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model" + MODEL_SUFFIX)
+        with open(path, "wb") as f:
+            f.write(blob)
+        return keras.models.load_model(path, custom_objects=custom_objects or {}, compile=False)
+
+
+def portable(value: Any, kind: str) -> Any:
+    """A loss, metric or optimizer in a form that travels to the ranks: names and functions as they are,
+    Keras objects as Keras serializes them (``("keras", config)``); lists and dicts item by item."""
+    if isinstance(value, (list, tuple)):
+        return [portable(v, kind) for v in value]
+    if isinstance(value, dict):
+        return {k: portable(v, kind) for k, v in value.items()}
+    if isinstance(value, str) or value is None or (callable(value) and not hasattr(value, "get_config")):
+        return value
+    module = {"loss": keras.losses, "metric": keras.metrics, "optimizer": keras.optimizers}[kind]
+    return ("keras", module.serialize(value))
+
+
+def restore(value: Any, kind: str, custom_objects: Optional[Dict[str, Any]] = None) -> Any:
+    """The object :func:`portable` made travel."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "keras":
+        module = {"loss": keras.losses, "metric": keras.metrics, "optimizer": keras.optimizers}[kind]
+        return module.deserialize(value[1], custom_objects=custom_objects or {})
+    if isinstance(value, list):
+        return [restore(v, kind, custom_objects) for v in value]
+    if isinstance(value, dict):
+        return {k: restore(v, kind, custom_objects) for k, v in value.items()}
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkTaskSpec:
+    """What every rank of a Spark estimator's ``fit`` is given (pickled to the ranks).
+
+    Attributes:
+        store: the store holding the data and the run.
+        data: the prepared data (:func:`hvdkeras.spark.common.data.prepare`).
+        model: the model as :func:`model_to_bytes` wrote it.
+        input_shapes: each model input's shape without the batch (``-1`` for an unknown size).
+        label_shapes: the shape each label column is reshaped to, or ``None`` each: as read.
+        loss: the loss(es), :func:`portable`.
+        loss_weights: each output's weight in the loss, or ``None``.
+        metrics: the metrics, :func:`portable`.
+        optimizer: the optimizer, :func:`portable`; its ``learning_rate`` is one rank's, the trainer scales it.
+        custom_objects: Keras' custom objects for loading the model and its pieces.
+        callbacks: your Keras callbacks.
+        shuffle_buffer_size: the shuffle buffer of each rank (``None``: all its rows).
+    """
+
+    store: FilesystemStore
+    data: PreparedData
+    model: bytes
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    label_shapes: Optional[Tuple[Optional[Tuple[int, ...]], ...]]
+    loss: Any
+    loss_weights: Any
+    metrics: Any
+    optimizer: Any
+    custom_objects: Dict[str, Any]
+    callbacks: Tuple[Any, ...] = ()
+    shuffle_buffer_size: Optional[int] = None
+
+
+def _one_or_tuple(values: Sequence[Any]) -> Any:
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+class SparkTask(Task):
+    """The Spark estimator's task: this rank's Parquet rows, your model, loss, metrics, optimizer and callbacks.
+
+    Args:
+        spec: what the estimator sent.
+    """
+
+    throughput_unit = "examples"
+
+    def __init__(self, spec: SparkTaskSpec):
+        self.spec = spec
+
+    def _arrays(self, path: str, shard: data_lib.Shard) -> Tuple[Any, ...]:
+        """(features, labels[, weights]) of this rank's rows in ``path``, reshaped for the model."""
+        spec, prepared = self.spec, self.spec.data
+        weights = [prepared.sample_weight_col] if prepared.sample_weight_col else []
+        columns = read_rows(spec.store, path, shard.index, shard.count,
+                            [*prepared.feature_cols, *prepared.label_cols, *weights])
+        features = [columns[c].reshape((-1, *shape)).astype(np.float32, copy=False)
+                    for c, shape in zip(prepared.feature_cols, spec.input_shapes)]
+        labels = []
+        for i, column in enumerate(prepared.label_cols):
+            shape = spec.label_shapes[i] if spec.label_shapes else None
+            labels.append(columns[column] if shape is None else columns[column].reshape((-1, *shape)))
+        element = [_one_or_tuple(features), _one_or_tuple(labels)]
+        if weights:
+            element.append(columns[weights[0]].astype(np.float32, copy=False))
+        return tuple(element)
+
+    def datasets(self, config: config_lib.Config, shard: data_lib.Shard, steps: Optional[int],
+                 threads: Optional[int]) -> data_lib.Datasets:
+        """This rank's rows of the store's training and validation Parquet as batches.
+
+        Each epoch reshuffles this rank's rows (seeded by the run's seed, the rank and the
+        epoch) and takes ``steps`` full batches; validation reads this rank's validation rows once.
+        """
+        prepared = self.spec.data
+        global_batch, eval_global_batch = scaling.world_batches(config.data)
+        batch = scaling.per_rank_batch(global_batch, shard.count)
+        eval_batch = scaling.per_rank_batch(eval_global_batch, shard.count)
+        train = self._arrays(prepared.train_path, shard)
+        rows = len(tf.nest.flatten(train)[0])
+        available = rows // batch
+        if available == 0:
+            raise ConfigError(f"rank {shard.index} holds {rows} training rows, fewer than its batch of {batch};"
+                              " lower batch_size or num_proc")
+        steps = min(steps or available, available)
+        records = tf.data.Dataset.from_tensor_slices(train)
+        shuffled = dataclasses.replace(config.data, shuffle_buffer=self.spec.shuffle_buffer_size or rows)
+
+        def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
+            return data_lib.finish(data_lib.sharded_train_epochs(records, None, batch, steps, config.runtime.seed,
+                                                                 shard, start_epoch, end_epoch, shuffled),
+                                   config.data, threads)
+
+        validation, val_rows = None, 0
+        if prepared.val_path is not None:
+            val = self._arrays(prepared.val_path, shard)
+            val_rows = len(tf.nest.flatten(val)[0])
+            validation = data_lib.finish(tf.data.Dataset.from_tensor_slices(val).batch(eval_batch), config.data,
+                                         threads)
+        return data_lib.Datasets(make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch,
+                                 validation=validation, validation_examples=val_rows,
+                                 input_shape=tuple(self.spec.input_shapes[0]), num_classes=0,
+                                 element_spec=records.element_spec)
+
+    def model(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
+        """Your model, as the estimator was given it (weights too)."""
+        return model_from_bytes(self.spec.model, self.spec.custom_objects)
+
+    def loss(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
+        """Your loss(es)."""
+        return restore(self.spec.loss, "loss", self.spec.custom_objects)
+
+    def metrics(self, config: config_lib.Config, data: data_lib.Datasets) -> Union[List[Any], Dict[str, List[Any]]]:
+        """Your metrics."""
+        return restore(self.spec.metrics, "metric", self.spec.custom_objects) or []
+
+    def loss_weights(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
+        """Your loss weights."""
+        return self.spec.loss_weights
+
+    def optimizer(self, config: config_lib.Config, learning_rate: float) -> Any:
+        """Your optimizer, at ``learning_rate`` (one rank's rate scaled to the global batch)."""
+        optimizer = restore(self.spec.optimizer, "optimizer", self.spec.custom_objects)
+        compat.set_learning_rate(optimizer, learning_rate)
+        return optimizer
+
+    def callbacks(self, config: config_lib.Config) -> List[Any]:
+        """Your callbacks."""
+        return list(self.spec.callbacks)

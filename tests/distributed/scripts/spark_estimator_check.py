@@ -1,0 +1,194 @@
+"""Run by test_spark.py: hvdkeras.spark.keras.KerasEstimator on a real local[2] Spark, Horovod's MNIST example's shape.
+
+``spark_estimator_check.py STORE core|full``: one driver, several checks (each Spark session and
+each Horovod start costs ~10-20 s). It prints ``RESULT {...}`` with:
+
+* ``fit``: two ranks train a multi-input model (a 64-value DenseVector reshaped to (8, 8, 1), and an
+  array column) on one-hot SparseVector labels with a validation fraction; the history, a weight
+  checksum of the model fit returned and of the same model trained in this process on the same
+  rows, batches and rate (``single``), the run's checkpoints;
+* ``transform``: prediction columns, a row count, the argmax accuracy;
+* ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
+* ``resume`` (full): a second fit with the same run_id and more epochs trains only the new epochs;
+  ``run`` and ``too_many`` (full): hvdkeras.spark.run's results in rank order, and num_proc=3 on two slots;
+* ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
+  feature length, unknown parameter, a petastorm-only parameter).
+"""
+import json
+import os
+import sys
+import time
+
+os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors run this venv's Python, which has Horovod
+
+import numpy as np
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml.feature import OneHotEncoder
+from pyspark.ml.linalg import Vectors
+from pyspark.sql import SparkSession
+
+import hvdkeras.spark.keras as hvd
+from hvdkeras import spark as hvd_spark
+from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.store import Store
+
+STORE, MODE = sys.argv[1], sys.argv[2]  # MODE: core (both stacks) or full (once per make test)
+ROWS = 256
+
+
+def make_model(seed=1):
+    keras.utils.set_random_seed(seed)
+    image = keras.Input((8, 8, 1), name="image")
+    extra = keras.Input((3,), name="extra")
+    x = keras.layers.Concatenate()([keras.layers.Flatten()(image), extra])
+    x = keras.layers.Dense(16, activation="relu")(x)
+    return keras.Model([image, extra], keras.layers.Dense(4, activation="softmax")(x))
+
+
+def rows():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, ROWS)
+    images = rng.normal(size=(ROWS, 64)).astype(np.float32) + labels[:, None] * 0.5
+    extras = rng.normal(size=(ROWS, 3)).astype(np.float32)
+    return [(Vectors.dense(images[i].tolist()), extras[i].tolist(), int(labels[i]), i) for i in range(ROWS)]
+
+
+def checksum(model):
+    return float(sum(np.abs(w).sum() for w in model.get_weights()))
+
+
+def one_process_weights_differ(trained, store):
+    """The largest weight difference between the ranks' model and one process trained on the ranks' global batches.
+
+    The global batch of step t is rank 0's batch t then rank 1's, as the ranks' own data pipelines
+    (SparkTask over the store's Parquet) give them; one process steps on it at the ranks' scaled rate.
+    """
+    from hvdkeras import config as config_lib
+    from hvdkeras.common import scaling
+    from hvdkeras.spark.common.data import PreparedData
+    from hvdkeras.spark.keras.task import SparkTask, SparkTaskSpec
+    from hvdkeras.training.data import Shard
+    import tensorflow as tf
+
+    prepared = PreparedData(train_path=store.get_train_data_path(), val_path=None, train_rows=0, val_rows=0,
+                            columns={}, feature_cols=("features", "extra"), label_cols=("label_vec",),
+                            sample_weight_col=None)
+    task = SparkTask(SparkTaskSpec(store=store, data=prepared, model=b"", input_shapes=((8, 8, 1), (3,)),
+                                   label_shapes=None, loss=None, loss_weights=None, metrics=None, optimizer=None,
+                                   custom_objects={}))
+    config = config_lib.from_dict({"data": {"name": "spark", "global_batch_size": 32, "eval_global_batch_size": 32},
+                                   "runtime": {"seed": 1}})
+    parts = [task.datasets(config, Shard(r, 2), None, None) for r in range(2)]
+    steps = min(p.steps_per_epoch for p in parts)
+    parts = [task.datasets(config, Shard(r, 2), steps, None) for r in range(2)]
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="categorical_crossentropy")
+    streams = []
+    for rank in range(2):  # each rank's shuffle also follows its global seed, runtime.seed + rank
+        tf.random.set_seed(1 + rank)
+        streams.append(parts[rank].train(0, 2))
+    for ((x0, e0), y0), ((x1, e1), y1) in zip(*streams):
+        model.train_on_batch((tf.concat([x0, x1], 0), tf.concat([e0, e1], 0)), tf.concat([y0, y1], 0))
+    return float(max(np.abs(a - b).max() for a, b in zip(model.get_weights(), trained.get_weights())))
+
+
+def allreduce_rank():
+    import horovod.tensorflow as hvd_tf
+    import tensorflow as tf
+
+    hvd_tf.init()
+    total = hvd_tf.allreduce(tf.constant(float(hvd_tf.rank())), op=hvd_tf.Sum, name="spark_check")
+    return {"rank": hvd_tf.rank(), "size": hvd_tf.size(), "sum": float(total.numpy())}
+
+
+def error_of(fn):
+    try:
+        fn()
+    except HvdkerasError as exc:
+        return str(exc)
+    return None
+
+
+spark = (SparkSession.builder.master("local[2]").appName("hvdkeras-estimator-check")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+out = {"seconds": {}}
+clock = [time.monotonic()]
+
+
+def lap(name):
+    now = time.monotonic()
+    out["seconds"][name] = round(now - clock[0], 1)
+    clock[0] = now
+
+
+try:
+    df = spark.createDataFrame(rows(), ["features", "extra", "label", "id"])
+    df = OneHotEncoder(inputCols=["label"], outputCols=["label_vec"], dropLast=False).fit(df).transform(df)
+    store = Store.create("file://" + os.path.abspath(STORE))
+
+    def estimator(**kw):
+        args = dict(num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.05),
+                    loss="categorical_crossentropy", metrics=["accuracy"], feature_cols=["features", "extra"],
+                    label_cols=["label_vec"], batch_size=16, epochs=2, random_seed=1, verbose=0,
+                    validation=0.25, run_id="run1")
+        args.update(kw)
+        return hvd.KerasEstimator(**args)
+
+    keras_model = estimator().fit(df).setOutputCols(["label_prob"])
+    history = keras_model.getHistory()
+    out["fit"] = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
+                  "checksum": checksum(keras_model.getModel()),
+                  "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "run1", "checkpoints"))),
+                  "run_id": keras_model.getRunId()}
+
+    out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store)
+    lap("fit")
+    predicted = keras_model.transform(df.drop("label_vec"))
+    collected = predicted.select("label", "label_prob").collect()
+    out["transform"] = {"columns": predicted.columns, "rows": len(collected),
+                        "accuracy": float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label
+                                                   for r in collected]))}
+
+    lap("transform")
+    model_path = os.path.join(STORE, "saved_model")
+    keras_model.save(model_path)
+    loaded = hvd.KerasModel.load(model_path)
+    pipeline_path = os.path.join(STORE, "pipeline")
+    PipelineModel(stages=[keras_model]).save(pipeline_path)
+    from_pipeline = PipelineModel.load(pipeline_path)
+    few = df.drop("label_vec").filter("id < 3").coalesce(1)
+    first = [r.label_prob.toArray().tolist() for r in keras_model.transform(few).orderBy("id").collect()]
+    again = [r.label_prob.toArray().tolist() for r in loaded.transform(few).orderBy("id").collect()]
+    piped = [r.label_prob.toArray().tolist() for r in from_pipeline.transform(few).orderBy("id").collect()]
+    out["persist"] = {"loaded_same": bool(np.allclose(first, again, atol=1e-6)),
+                      "pipeline_same": bool(np.allclose(first, piped, atol=1e-6)),
+                      "output_cols": loaded.getOutputCols(), "type": type(from_pipeline.stages[0]).__name__}
+    try:
+        keras_model.save(model_path)
+        out["persist"]["save_twice"] = None
+    except Exception as exc:  # pyspark's own writer may raise its own error before ours
+        out["persist"]["save_twice"] = str(exc).splitlines()[0]
+
+    lap("persist")
+    if MODE == "full":
+        resumed = estimator(epochs=3).fit(df)
+        out["resume"] = {"epochs": len(resumed.getHistory()["loss"]),
+                         "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "run1", "checkpoints")))}
+        out["run"] = hvd_spark.run(allreduce_rank, num_proc=2, verbose=0)
+        out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
+        lap("resume")
+    empty = df.limit(0)
+    out["errors"] = {
+        "missing": error_of(lambda: estimator(feature_cols=["pixels"]).fit(df)),
+        "string": error_of(lambda: estimator(feature_cols=["features", "name"], run_id="bad").fit(
+            df.withColumn("name", df["id"].cast("string")))),
+        "empty": error_of(lambda: estimator(run_id="bad").fit(empty)),
+        "length": error_of(lambda: estimator(feature_cols=["extra", "extra"], run_id="bad").fit(df)),
+        "unknown": error_of(lambda: estimator(epoch=3)),
+        "petastorm": error_of(lambda: estimator(reader_pool_type="process")),
+    }
+    lap("errors")
+finally:
+    spark.stop()
+print("RESULT " + json.dumps(out), flush=True)
