@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import cloudpickle
 from pyspark import keyword_only
@@ -125,6 +125,8 @@ class KerasEstimator(Estimator, MLWritable):
         predictions = keras_model.transform(test_df)
     """
 
+    _input_kwargs: Dict[str, Any]  # pyspark's keyword_only keeps the call's keywords here
+
     @keyword_only
     def __init__(self, **kwargs: Any):
         super().__init__()
@@ -177,7 +179,8 @@ class KerasEstimator(Estimator, MLWritable):
                      "eval_global_batch_size": val_batch * num_proc},
             # Horovod's rule: one rank's rate x the ranks (the global batch over one rank's batch).
             "optimizer": {"learning_rate": compat.get_learning_rate(optimizer), "lr_scaling": "ranks"},
-            "trainer": {"epochs": int(self.getOrDefault("epochs")), "verbose": min(2, int(self.getOrDefault("verbose"))),
+            "trainer": {"epochs": int(self.getOrDefault("epochs")),
+                        "verbose": min(2, int(self.getOrDefault("verbose"))),
                         "steps_per_epoch": self.getOrDefault("train_steps_per_epoch"), "export": False},
             "checkpoint": {"keep": 2},
             "horovod": {"compression": "fp16" if "fp16" in str(compression).lower() else "none"},
@@ -259,6 +262,8 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
     ``DenseVector`` column (an ``array<float>`` when the label column was an array).
     """
 
+    _input_kwargs: Dict[str, Any]  # pyspark's keyword_only keeps the call's keywords here
+
     @keyword_only
     def __init__(self, **kwargs: Any):
         super().__init__()
@@ -335,7 +340,7 @@ def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[st
     """Rows with their predictions, ``chunk`` rows per ``predict_on_batch`` (runs in Spark's Python workers)."""
     import numpy as np
 
-    model = None
+    model: Any = None
     batch: List[Any] = []
 
     def flush() -> Iterator[Any]:
@@ -378,7 +383,8 @@ def _decode(text: str) -> Any:
 
 
 class _KerasModelWriter(MLWriter):
-    """Writes ``<path>/metadata`` (one JSON line, as Spark's DefaultParamsReader reads it) and ``<path>/model.keras``."""
+    """Writes ``<path>/metadata`` (one JSON line, as Spark's DefaultParamsReader reads it) and
+    ``<path>/model.keras``."""
 
     def __init__(self, instance: KerasModel):
         super().__init__()
