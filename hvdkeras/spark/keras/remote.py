@@ -16,7 +16,6 @@ from typing import Any, Dict, List, Mapping, Optional
 from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.spark.keras.task import SparkTaskSpec
 
-
 # metrics.jsonl's own fields, which Keras' History does not have
 NOT_KERAS = ("epoch", "epoch_time_s", "examples_per_sec", "examples_per_sec_per_rank", "step_time_s", "train_time_s",
              "peak_rss_mb", "cpu_cores_per_rank")

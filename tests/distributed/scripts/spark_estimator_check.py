@@ -22,7 +22,7 @@ import time
 os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors run this venv's Python, which has Horovod
 
 import numpy as np
-from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml import PipelineModel
 from pyspark.ml.feature import OneHotEncoder
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
@@ -64,12 +64,12 @@ def one_process_weights_differ(trained, store):
     The global batch of step t is rank 0's batch t then rank 1's, as the ranks' own data pipelines
     (SparkTask over the store's Parquet) give them; one process steps on it at the ranks' scaled rate.
     """
+    import tensorflow as tf
+
     from hvdkeras import config as config_lib
-    from hvdkeras.common import scaling
     from hvdkeras.spark.common.data import PreparedData
     from hvdkeras.spark.keras.task import SparkTask, SparkTaskSpec
     from hvdkeras.training.data import Shard
-    import tensorflow as tf
 
     prepared = PreparedData(train_path=store.get_train_data_path(), val_path=None, train_rows=0, val_rows=0,
                             columns={}, feature_cols=("features", "extra"), label_cols=("label_vec",),
