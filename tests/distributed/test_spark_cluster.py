@@ -1,0 +1,80 @@
+"""hvdkeras.spark on a real standalone Spark cluster: a master and one worker on each of the two emulated hosts.
+
+lab/spark.py builds it on lab/hosts.py's namespaces (the master at the launcher's address, one
+1-core worker per host, executors running this venv's Python) and removes it again; the driver
+(``scripts/spark_cluster_check.py``) runs at the launcher's address, as on a cluster's gateway.
+Needs root; elsewhere the module is skipped with the reason.
+
+The ``spark_cluster`` fixture is the cluster for the module: a second driver script runs on it with
+``launch([sys.executable, SCRIPT, ...], env=spark_cluster.env(), timeout=...)``.
+"""
+import os
+import sys
+
+import pytest
+
+from lab import hosts as hosts_lib
+from lab import spark as spark_lab
+from tests.harness.ranks import SCRIPTS, launch, results
+from tests.harness.stacks import once_per_make_test
+
+pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
+
+# Spark's scheduling and Horovod's task services across hosts do not depend on the stack; the ranks' own
+# code (hvd.init, an allreduce) is test_spark.py's, which runs on local[2] on both.
+pytestmark = once_per_make_test("the standalone Spark cluster on the two hosts", 1.0, stack="keras3")
+
+CHECK = os.path.join(SCRIPTS, "spark_cluster_check.py")
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    """The cluster (``lab.spark.ClusterInfo``), both workers registered; afterwards no JVM, host or link is left."""
+    ok, reason = spark_lab.can_run()
+    if not ok:
+        pytest.skip(f"the Spark cluster test needs network namespaces, Java and pyspark: {reason}")
+    with spark_lab.running(tmp_path_factory.mktemp("spark_cluster")) as info:
+        yield info
+    assert spark_lab._daemon_pids() == []
+    assert not any(os.path.exists(f"/run/netns/{h.netns}") for h in info.hosts.hosts)
+    assert not os.path.exists(f"/sys/class/net/{hosts_lib.IFACE}")
+
+
+@pytest.fixture(scope="module")
+def check(spark_cluster):
+    (report,) = results(launch([sys.executable, CHECK], env=spark_cluster.env(), timeout=150))
+    print(f"\nthe driver's SparkSession started in {report['session_s']:.1f}s, hvdkeras.spark.run(num_proc=2)"
+          f" took {report['run_s']:.1f}s, num_proc=3 was refused after {report['too_many']['seconds']:.1f}s")
+    return report
+
+
+def test_the_master_counts_both_workers_with_one_core_each(spark_cluster):
+    state = spark_lab.master_state(spark_cluster)
+    assert state["status"] == "ALIVE" and state["aliveworkers"] == 2 and state["cores"] == spark_cluster.slots == 2
+    assert sorted(w["host"] for w in state["workers"]) == [h.addr for h in spark_cluster.hosts.hosts]
+
+
+def test_two_ranks_in_rank_order_one_on_each_host(spark_cluster, check):
+    assert check["master"] == spark_cluster.master_url
+    ranks = check["ranks"]
+    assert [(r["rank"], r["size"], r["local_rank"], r["sum"]) for r in ranks] == [(0, 2, 0, 1.0), (1, 2, 0, 1.0)]
+    by_name = {h.name: h for h in spark_cluster.hosts.hosts}
+    assert sorted(r["hostname"] for r in ranks) == sorted(by_name)  # one rank on each host, in either order
+    for r in ranks:
+        assert r["addr"] == by_name[r["hostname"]].addr  # the rank ran in that host's namespace
+        assert r["netns"] != check["driver_netns"]
+    assert ranks[0]["netns"] != ranks[1]["netns"]
+
+
+def test_the_task_slots_are_the_registered_executors_cores(check):
+    # What hvdkeras.spark counts through Spark's JVM (the executors' cores over spark.task.cpus), not
+    # spark.default.parallelism, which is at least 2 whatever has registered.
+    assert check["slots"]["after_run"] == {"default_parallelism": 2, "registered": 2}
+
+
+def test_more_ranks_than_the_clusters_slots_is_one_line_at_once(spark_cluster, check):
+    too_many = check["too_many"]
+    assert too_many["error"] == ("num_proc=3 ranks need 3 Spark task slots at once, but spark.cores.max gives this"
+                                 f" application at most 2 (master {spark_cluster.master_url}); lower num_proc to 2 or"
+                                 " raise spark.cores.max")
+    assert too_many["seconds"] < 3  # Horovod itself would wait start_timeout for the third task
