@@ -13,10 +13,12 @@ starting one rank), with what makes it end clearly instead of waiting:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.common.errors import SetupError
 
@@ -102,6 +104,29 @@ def check_cluster(sc: Any, num_proc: int) -> None:
                          f" set PYSPARK_PYTHON={sys.executable} before the SparkSession starts")
 
 
+@contextlib.contextmanager
+def _quiet_cancelled_job() -> Iterator[None]:
+    """While Horovod runs: its Spark thread's traceback for the job it cancelled itself is not printed.
+
+    When a rank fails, Horovod cancels its own Spark job group, and the thread that waited on that
+    job dies with a Java stack trace of ``SPARK_JOB_CANCELLED``. The failure itself is raised by
+    :func:`run` as one line; any other exception in any thread is still printed.
+    """
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        text = str(args.exc_value)
+        if "SPARK_JOB_CANCELLED" in text and "horovod.spark.run" in text:
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
+
+
 def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
         num_proc: Optional[int] = None, start_timeout: Optional[int] = None, use_mpi: Optional[bool] = None,
         use_gloo: Optional[bool] = None, extra_mpi_args: Optional[str] = None,
@@ -146,11 +171,12 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
     if use_gloo is None and not use_mpi:
         use_gloo = True
     try:
-        return list(horovod.spark.run(
-            fn, args=tuple(args), kwargs=dict(kwargs or {}), num_proc=num_proc, start_timeout=start_timeout,
-            use_mpi=use_mpi, use_gloo=use_gloo, extra_mpi_args=extra_mpi_args, env=env, stdout=stdout,
-            stderr=stderr, verbose=verbose, nics=nics, prefix_output_with_timestamp=prefix_output_with_timestamp,
-            executable=executable or sys.executable))
+        with _quiet_cancelled_job():
+            return list(horovod.spark.run(
+                fn, args=tuple(args), kwargs=dict(kwargs or {}), num_proc=num_proc, start_timeout=start_timeout,
+                use_mpi=use_mpi, use_gloo=use_gloo, extra_mpi_args=extra_mpi_args, env=env, stdout=stdout,
+                stderr=stderr, verbose=verbose, nics=nics, prefix_output_with_timestamp=prefix_output_with_timestamp,
+                executable=executable or sys.executable))
     except TimeoutException as exc:
         raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout}"
                          f" s ({str(exc).splitlines()[0][:160]}); check that the executors are alive and have"

@@ -26,7 +26,7 @@ from pyspark.ml.param import Param, Params
 from pyspark.ml.param.shared import HasOutputCols
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 
-from hvdkeras.common.errors import SetupError
+from hvdkeras.common.errors import HvdkerasError, PeerLostError, SetupError
 from hvdkeras.spark.common.backend import Backend, SparkBackend
 from hvdkeras.spark.common.store import FilesystemStore, Store
 
@@ -240,7 +240,15 @@ class KerasEstimator(Estimator, MLWritable):
         env = dict(self.getOrDefault("backend_env") or {})
         if not self.getOrDefault("use_gpu"):
             env["CUDA_VISIBLE_DEVICES"] = "-1"
-        results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
+        try:
+            results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
+        except HvdkerasError:
+            raise
+        except Exception as exc:  # a rank's process died: Horovod's runner says so in its own words
+            reason = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())[:240]
+            reason = reason or type(exc).__name__
+            raise PeerLostError(f"fit stopped: a rank failed ({reason}); rank 0's checkpoints are in"
+                                f" {workdir}/checkpoints: fit again with run_id={run_id!r} to resume there") from None
         errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
         if errors:
             raise SetupError(errors[0])

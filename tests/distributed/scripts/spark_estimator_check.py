@@ -9,8 +9,9 @@ each Horovod start costs ~10-20 s). It prints ``RESULT {...}`` with:
   rows, batches and rate (``single``), the run's checkpoints;
 * ``transform``: prediction columns, a row count, the argmax accuracy;
 * ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
-* ``resume`` (full): a second fit with the same run_id and more epochs trains only the new epochs;
-  ``run`` and ``too_many`` (full): hvdkeras.spark.run's results in rank order, and num_proc=3 on two slots;
+* ``killed`` and ``resume`` (full): rank 1's process SIGKILLed in epoch 2 ends fit in one line, and a
+  second fit with the same run_id resumes from the checkpoint of epoch 1 and trains to the end;
+  ``too_many`` (full): hvdkeras.spark.run with num_proc=3 on two slots;
 * ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
   feature length, unknown parameter, a petastorm-only parameter).
 """
@@ -93,6 +94,26 @@ def one_process_weights_differ(trained, store):
     return float(max(np.abs(a - b).max() for a, b in zip(model.get_weights(), trained.get_weights())))
 
 
+class KillRankOnce(keras.callbacks.Callback):
+    """SIGKILLs rank 1's process at the third batch of the second epoch, once (a marker file remembers)."""
+
+    def __init__(self, marker):
+        super().__init__()
+        self.marker, self.epoch = marker, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        import signal
+
+        import horovod.tensorflow as hvd_tf
+
+        if self.epoch == 1 and batch == 2 and hvd_tf.rank() == 1 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def allreduce_rank():
     import horovod.tensorflow as hvd_tf
     import tensorflow as tf
@@ -172,10 +193,14 @@ try:
 
     lap("persist")
     if MODE == "full":
-        resumed = estimator(epochs=3).fit(df)
+        marker = os.path.join(STORE, "killed-once")
+        started = time.monotonic()
+        failed = error_of(lambda: estimator(epochs=3, run_id="killed", callbacks=[KillRankOnce(marker)]).fit(df))
+        out["killed"] = {"error": failed, "seconds": time.monotonic() - started,
+                         "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "killed", "checkpoints")))}
+        resumed = estimator(epochs=3, run_id="killed", callbacks=[KillRankOnce(marker)]).fit(df)
         out["resume"] = {"epochs": len(resumed.getHistory()["loss"]),
-                         "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "run1", "checkpoints")))}
-        out["run"] = hvd_spark.run(allreduce_rank, num_proc=2, verbose=0)
+                         "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "killed", "checkpoints")))}
         out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
         lap("resume")
     empty = df.limit(0)
