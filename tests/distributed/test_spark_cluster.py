@@ -78,3 +78,19 @@ def test_more_ranks_than_the_clusters_slots_is_one_line_at_once(spark_cluster, c
                                  f" application at most 2 (master {spark_cluster.master_url}); lower num_proc to 2 or"
                                  " raise spark.cores.max")
     assert too_many["seconds"] < 3  # Horovod itself would wait start_timeout for the third task
+
+
+FIT = os.path.join(SCRIPTS, "spark_cluster_fit_check.py")
+
+
+def test_a_rank_killed_in_the_middle_of_fit_ends_it_in_one_line_and_the_next_fit_resumes(spark_cluster, check):
+    store = os.path.join(spark_cluster.folder, "store")  # on the filesystem both hosts share
+    (report,) = results(launch([sys.executable, FIT, store], env=spark_cluster.env(), timeout=420))
+    killed = report["killed"]
+    assert killed["error"].startswith("fit stopped: a rank failed ("), killed
+    assert killed["error"].endswith("fit again with run_id='killed' to resume there") and "\n" not in killed["error"]
+    assert killed["checkpoints"] == ["epoch-0001"]  # written before the kill and kept
+    print(f"\nthe killed fit ended {killed['seconds']:.1f}s after it began")
+    # the second fit restores epoch 1 and trains epochs 2 and 3; its model predicts
+    assert report["resumed"] == {"epochs": 3, "checkpoints": ["epoch-0002", "epoch-0003"]}
+    assert report["transformed"] == 10

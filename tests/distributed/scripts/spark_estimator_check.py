@@ -1,6 +1,6 @@
 """Run by test_spark.py: hvdkeras.spark.keras.KerasEstimator on a real local[2] Spark, Horovod's MNIST example's shape.
 
-``spark_estimator_check.py STORE core|full``: one driver, several checks (each Spark session and
+``spark_estimator_check.py STORE``: one driver, several checks (each Spark session and
 each Horovod start costs ~10-20 s). It prints ``RESULT {...}`` with:
 
 * ``fit``: two ranks train a multi-input model (a 64-value DenseVector reshaped to (8, 8, 1), and an
@@ -9,9 +9,7 @@ each Horovod start costs ~10-20 s). It prints ``RESULT {...}`` with:
   rows, batches and rate (``single``), the run's checkpoints;
 * ``transform``: prediction columns, a row count, the argmax accuracy;
 * ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
-* ``killed`` and ``resume`` (full): rank 1's process SIGKILLed in epoch 2 ends fit in one line, and a
-  second fit with the same run_id resumes from the checkpoint of epoch 1 and trains to the end;
-  ``too_many`` (full): hvdkeras.spark.run with num_proc=3 on two slots;
+* ``too_many``: hvdkeras.spark.run with num_proc=3 on two slots;
 * ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
   feature length, unknown parameter, a petastorm-only parameter).
 """
@@ -34,7 +32,7 @@ from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.store import Store
 
-STORE, MODE = sys.argv[1], sys.argv[2]  # MODE: core (both stacks) or full (once per make test)
+STORE = sys.argv[1]
 ROWS = 256
 
 
@@ -92,26 +90,6 @@ def one_process_weights_differ(trained, store):
     for ((x0, e0), y0), ((x1, e1), y1) in zip(*streams):
         model.train_on_batch((tf.concat([x0, x1], 0), tf.concat([e0, e1], 0)), tf.concat([y0, y1], 0))
     return float(max(np.abs(a - b).max() for a, b in zip(model.get_weights(), trained.get_weights())))
-
-
-class KillRankOnce(keras.callbacks.Callback):
-    """SIGKILLs rank 1's process at the third batch of the second epoch, once (a marker file remembers)."""
-
-    def __init__(self, marker):
-        super().__init__()
-        self.marker, self.epoch = marker, 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        import signal
-
-        import horovod.tensorflow as hvd_tf
-
-        if self.epoch == 1 and batch == 2 and hvd_tf.rank() == 1 and not os.path.exists(self.marker):
-            open(self.marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def allreduce_rank():
@@ -192,17 +170,7 @@ try:
         out["persist"]["save_twice"] = str(exc).splitlines()[0]
 
     lap("persist")
-    if MODE == "full":
-        marker = os.path.join(STORE, "killed-once")
-        started = time.monotonic()
-        failed = error_of(lambda: estimator(epochs=3, run_id="killed", callbacks=[KillRankOnce(marker)]).fit(df))
-        out["killed"] = {"error": failed, "seconds": time.monotonic() - started,
-                         "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "killed", "checkpoints")))}
-        resumed = estimator(epochs=3, run_id="killed", callbacks=[KillRankOnce(marker)]).fit(df)
-        out["resume"] = {"epochs": len(resumed.getHistory()["loss"]),
-                         "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "killed", "checkpoints")))}
-        out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
-        lap("resume")
+    out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
     empty = df.limit(0)
     out["errors"] = {
         "missing": error_of(lambda: estimator(feature_cols=["pixels"]).fit(df)),
