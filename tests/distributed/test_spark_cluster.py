@@ -22,7 +22,7 @@ pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip i
 
 # Spark's scheduling and Horovod's task services across hosts do not depend on the stack; the ranks' own
 # code (hvd.init, an allreduce) is test_spark.py's, which runs on local[2] on both.
-pytestmark = once_per_make_test("the standalone Spark cluster on the two hosts", 1.0, stack="keras3")
+pytestmark = once_per_make_test("the standalone Spark cluster on the two hosts", 3.0, stack="keras3")
 
 CHECK = os.path.join(SCRIPTS, "spark_cluster_check.py")
 

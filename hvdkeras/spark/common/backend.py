@@ -30,7 +30,7 @@ class SparkBackend(Backend):
     def __init__(self, num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, **kwargs: Any):
         from hvdkeras.spark.runner import _spark_context, task_slots
 
-        self._num_proc = num_proc or task_slots(_spark_context())
+        self._num_proc = num_proc or max(task_slots(_spark_context()), 1)
         self._env = env
         self._kwargs = kwargs
 
