@@ -287,9 +287,11 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         return self._set(outputCols=list(value))
 
     def _transform(self, dataset: Any) -> Any:
+        import numpy as np
         from pyspark.ml.linalg import VectorUDT
         from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
 
+        from hvdkeras.spark.common.data import check_present
         from hvdkeras.spark.keras.task import model_to_bytes
 
         features = list(self.getOrDefault("feature_columns"))
@@ -297,8 +299,6 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         labels = list(self.getOrDefault("label_columns"))
         if len(outputs) != len(labels):
             raise SetupError(f"setOutputCols got {len(outputs)} names for {len(labels)} label columns {labels}")
-        from hvdkeras.spark.common.data import check_present
-
         check_present(dataset, features, "the model's feature_columns")
         for name in outputs:
             if name in dataset.columns:
@@ -307,7 +307,7 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         sizes = []
         for tensor in (model.outputs if isinstance(model.outputs, (list, tuple)) else [model.outputs]):
             dims = [int(d) for d in tuple(tensor.shape)[1:] if d is not None]
-            sizes.append(int(__import__("numpy").prod(dims)) if dims else 1)
+            sizes.append(int(np.prod(dims)) if dims else 1)
         input_shapes = [tuple(-1 if d is None else int(d) for d in tuple(t.shape)[1:]) for t in model.inputs]
         kinds = []
         fields = list(dataset.schema.fields)
