@@ -41,14 +41,31 @@ def test_spinners_fill_their_sessions_and_none_outlives_the_block():
     import psutil
 
     def look():
-        time.sleep(0.3)  # let the leaders fork
-        return _spinners()
+        # The leaders fork their spinners in their own time (slowly on a loaded machine): wait for all five.
+        deadline = time.monotonic() + 30
+        seen = _spinners()
+        while len(seen) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen = _spinners()
+        return seen
 
     seen = contention.with_spinners(5, look, sessions=2)
     per_session = {}
     for sid in seen.values():
         per_session[sid] = per_session.get(sid, 0) + 1
     assert sorted(per_session.values()) == [2, 3]
-    time.sleep(0.3)
-    alive = [pid for pid in seen if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-    assert alive == []
+    deadline = time.monotonic() + 30  # killed: each is gone, or a zombie, once the kernel has delivered SIGKILL
+
+    def alive():
+        found = []
+        for pid in seen:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    found.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive() == []
