@@ -1,9 +1,11 @@
 """Fixtures shared by the distributed test files."""
+import os
 import shutil
 
 import pytest
 
-from tests.harness.ranks import horovodrun, train_args
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, train_args
+from tests.harness.shared_job import run_scripts
 
 # The settings of the shared two-epoch run (besides no progress bars): every checkpoint kept.
 TWO_EPOCHS = ("trainer.epochs=2", "checkpoint.keep=0")
@@ -26,3 +28,22 @@ def digits_two_epochs(tmp_path_factory):
         return workdir
 
     return copy_to
+
+
+@pytest.fixture(scope="session")
+def api_and_gradients(tmp_path_factory):
+    """One job for two files' checks (one start of two ranks instead of two), in the same two processes set up first
+    as the digits trainer sets them up (``scripts/trainer_process.py``): ``scripts/gradient_check.py`` (the gradient
+    arithmetic, then the default digits job with fp16 compression; ``test_gradient_exchange.py``), then
+    ``scripts/horovod_keras_api.py`` (Horovod's Keras API; ``test_horovod_keras_api.py``). The training comes
+    before the API's checks: after their collectives (``collectives()``: allgather, broadcast, reducescatter), the
+    digits job trained about twice as slowly in the same processes (keras3, 55-59 s against 30-31 s for its 15 epochs).
+    Returns ``(ScriptsJob, base folder)``; the scripts' names are ``gradient_check`` and ``horovod_keras_api``,
+    their folders ``base/fp16`` and ``base/api``."""
+    base = tmp_path_factory.mktemp("api_and_gradients")
+    (base / "api").mkdir()
+    digits = os.path.join(REPO, "configs", "digits.yaml")
+    jobs = {"trainer_process": [os.path.join(SCRIPTS, "trainer_process.py"), digits, "horovod.compression=fp16"],
+            "gradient_check": [os.path.join(SCRIPTS, "gradient_check.py"), str(base / "fp16")],
+            "horovod_keras_api": [os.path.join(SCRIPTS, "horovod_keras_api.py"), str(base / "api")]}
+    return run_scripts(jobs, timeout=600), base

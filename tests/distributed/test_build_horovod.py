@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from hvdkeras.build_horovod import plan as plans
 from tests.harness.ranks import REPO, horovodrun
 from tests.harness.stacks import once_per_make_test
@@ -20,15 +22,32 @@ OPS = ("allreduce", "allreduce_average", "allreduce_int32", "allreduce_sparse", 
        "grouped_allreduce_tf_function", "broadcast")
 
 
-def test_installed_horovod_passes_the_smoke_check_on_two_ranks():
-    job = horovodrun(["-m", "hvdkeras.build_horovod.smoke_check"], timeout=240)
+@pytest.fixture(scope="module")
+def installed():
+    """``(the smoke check's job, the install command's CompletedProcess)``: the install command (one process, and
+    ``horovodrun --check-build``) runs beside the smoke check's two ranks, on the core they leave free; neither
+    writes anything the other reads."""
+    command = subprocess.Popen([sys.executable, "-m", "hvdkeras.build_horovod", "--no-smoke"], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    try:
+        job = horovodrun(["-m", "hvdkeras.build_horovod.smoke_check"], timeout=240)
+        out, err = command.communicate(timeout=600)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.communicate()
+    return job, subprocess.CompletedProcess(command.args, command.returncode, out, err)
+
+
+def test_installed_horovod_passes_the_smoke_check_on_two_ranks(installed):
+    job, _ = installed
     for rank in (0, 1):
         assert [ln for ln in job.lines_of(rank) if ln.startswith("SMOKE")] == [f"SMOKE ok {op}" for op in OPS]
 
 
-def test_install_command_checks_an_installed_build_without_rebuilding():
-    out = subprocess.run([sys.executable, "-m", "hvdkeras.build_horovod", "--no-smoke"], cwd=REPO, capture_output=True,
-                         text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+def test_install_command_checks_an_installed_build_without_rebuilding(installed):
+    _, out = installed
     assert out.returncode == 0, out.stdout + out.stderr
     assert "reusing the cached wheel" in out.stdout and "is already installed" in out.stdout
     assert "passed its checks" in out.stdout

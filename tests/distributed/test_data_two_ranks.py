@@ -1,55 +1,14 @@
 """Datasets through TensorFlow Datasets on two real ranks: sharding, validation, every config's loader."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl, results
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, read_jsonl, results
 from tests.harness.stacks import ONCE_ENV, current_stack
 
 DATA_CHECK = os.path.join(SCRIPTS, "data_check.py")
-REPORT = os.path.join(SCRIPTS, "train_and_report.py")
-
-
-
-@pytest.fixture(scope="module")
-def tiny_data_dir(tmp_path_factory):
-    """hvdkeras_tiny (52 train, 17 test examples) prepared for real, offline."""
-    data_dir = tmp_path_factory.mktemp("tfds")
-    code = f"import sys; sys.path.insert(0, {SCRIPTS!r}); import tiny_tfds; tiny_tfds.prepare({str(data_dir)!r})"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, capture_output=True,
-                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return data_dir
-
-
-def test_each_example_is_read_once_per_epoch_across_ranks(tiny_data_dir):
-    res = rank_results(horovodrun([DATA_CHECK, "shard", str(tiny_data_dir)], timeout=240))
-    for epoch in range(2):
-        ids = res[0]["epochs"][epoch] + res[1]["epochs"][epoch]
-        assert sorted(ids) == list(range(52))  # exactly the dataset, each once
-        assert not set(res[0]["epochs"][epoch]) & set(res[1]["epochs"][epoch])
-    for r in (0, 1):
-        assert res[r]["epochs"][0] != res[r]["epochs"][1]  # reshuffled every epoch
-        assert res[r]["resumed_epoch_1"] == res[r]["epochs"][1]  # reproducible from the seed (and on resume)
-        assert sorted(res[r]["epochs"][0]) == sorted(res[r]["epochs"][1])  # a rank keeps its shard
-    assert sorted(res[0]["val"] + res[1]["val"]) == list(range(1000, 1017))  # uneven 9 + 8, all of them
-    assert {len(res[0]["val"]), len(res[1]["val"])} == {9, 8}
-
-
-def test_uneven_validation_shards_match_one_process(tiny_data_dir, tmp_path):
-    horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), os.path.join(REPO, "configs", "mnist.yaml"),
-                "data.name=hvdkeras_tiny", f"data.data_dir={tiny_data_dir}", "data.eval_split=test",
-                "data.per_rank_batch_size=4", "data.eval_global_batch_size=4", "model.name=mlp", "trainer.epochs=2",
-                "trainer.verbose=0", "schedule.warmup_epochs=0"], timeout=240)
-    with open(tmp_path / "r" / "rank0.json") as f:
-        single = json.load(f)["single_process_eval"]
-    last = read_jsonl(tmp_path / "w" / "metrics.jsonl")[-1]
-    assert last["val_loss"] == pytest.approx(single["loss"], abs=1e-5)
-    assert last["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-5)
-
 
 # ResNet-50 itself trains on two ranks once per `make test` (keras2; tracing its steps is most of this job's
 # 40 s); keras3 trains resnet.yaml's ImageNet pipeline at 224 px on resnet20, and builds ResNet-50 in
@@ -70,24 +29,59 @@ MOCK_JOBS = {
 }
 
 
+UNEVEN = ["data.name=hvdkeras_tiny", "data.eval_split=test", "data.per_rank_batch_size=4",
+          "data.eval_global_batch_size=4", "model.name=mlp", "trainer.epochs=2", "trainer.verbose=0",
+          "trainer.export=false", "schedule.warmup_epochs=0"]
+
+
 @pytest.fixture(scope="module")
-def mock_runs(tmp_path_factory):
-    """Every config of MOCK_JOBS trained for two steps on mock data, one after the other in one job (one
-    TensorFlow import and one Horovod start for the four): {config: (results by rank, workdir)}."""
-    base = tmp_path_factory.mktemp("mock")
-    jobs = [[os.path.join(REPO, "configs", config), str(base / config), [
-        "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", "trainer.export=false", *overrides]]
-        for config, (overrides, _) in MOCK_JOBS.items()]
-    found = results(horovodrun([DATA_CHECK, "mock", json.dumps(jobs)], timeout=600))
-    by_config = {}
-    for index, config in enumerate(MOCK_JOBS):
-        by_config[config] = ({r["rank"]: r for r in found if r["job"] == index}, base / config)
-    return by_config
+def data_job(tmp_path_factory):
+    """One job (``scripts/data_check.py``) for the whole file, one TensorFlow import and one Horovod start instead of
+    four starts: rank 0 prepares hvdkeras_tiny (52 train, 17 test examples) for real, offline; both ranks read it
+    (``shard``); the mnist config trains on it with uneven validation shards (``uneven``); then every config of
+    MOCK_JOBS trains for two steps on mock data, one after the other. Returns ``(results by part, base folder)``:
+    ``{"shard": {rank: result}, "uneven": {rank: result}, "mock": {config: ({rank: result}, workdir)}}``."""
+    base = tmp_path_factory.mktemp("data")
+    data_dir = base / "tfds"
+    plan = {"tiny": str(data_dir),
+            "uneven": [os.path.join(REPO, "configs", "mnist.yaml"), str(base / "uneven"),
+                       [*UNEVEN, f"data.data_dir={data_dir}"]],
+            "mock": [[os.path.join(REPO, "configs", config), str(base / config), [
+                "trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.verbose=0", "trainer.export=false",
+                *overrides]] for config, (overrides, _) in MOCK_JOBS.items()]}
+    found = results(horovodrun([DATA_CHECK, json.dumps(plan)], timeout=600))
+    by_part = {part: {r["rank"]: r for r in found if r["part"] == part} for part in ("shard", "uneven")}
+    by_part["mock"] = {config: ({r["rank"]: r for r in found if r["part"] == "mock" and r["job"] == index},
+                                base / config) for index, config in enumerate(MOCK_JOBS)}
+    return by_part, base
+
+
+def test_each_example_is_read_once_per_epoch_across_ranks(data_job):
+    res = data_job[0]["shard"]
+    for epoch in range(2):
+        ids = res[0]["epochs"][epoch] + res[1]["epochs"][epoch]
+        assert sorted(ids) == list(range(52))  # exactly the dataset, each once
+        assert not set(res[0]["epochs"][epoch]) & set(res[1]["epochs"][epoch])
+    for r in (0, 1):
+        assert res[r]["epochs"][0] != res[r]["epochs"][1]  # reshuffled every epoch
+        assert res[r]["resumed_epoch_1"] == res[r]["epochs"][1]  # reproducible from the seed (and on resume)
+        assert sorted(res[r]["epochs"][0]) == sorted(res[r]["epochs"][1])  # a rank keeps its shard
+    assert sorted(res[0]["val"] + res[1]["val"]) == list(range(1000, 1017))  # uneven 9 + 8, all of them
+    assert {len(res[0]["val"]), len(res[1]["val"])} == {9, 8}
+
+
+def test_uneven_validation_shards_match_one_process(data_job):
+    by_part, base = data_job
+    single = by_part["uneven"][0]["single_process_eval"]
+    last = read_jsonl(base / "uneven" / "metrics.jsonl")[-1]
+    assert last["val_loss"] == pytest.approx(single["loss"], abs=1e-5)
+    assert last["val_accuracy"] == pytest.approx(single["accuracy"], abs=1e-5)
+    assert by_part["uneven"][0]["final"] == by_part["uneven"][1]["final"]  # every rank returns the global metrics
 
 
 @pytest.mark.parametrize("config", list(MOCK_JOBS))
-def test_every_config_trains_a_few_steps_on_mock_data(config, mock_runs):
-    res, workdir = mock_runs[config]
+def test_every_config_trains_a_few_steps_on_mock_data(config, data_job):
+    res, workdir = data_job[0]["mock"][config]
     input_shape = MOCK_JOBS[config][1]
     assert res[0]["input_shape"] == res[1]["input_shape"] == input_shape
     assert res[0]["final"] == res[1]["final"]

@@ -4,16 +4,28 @@ import os
 import pytest
 
 from hvdkeras.runtime import compat
-from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl
+from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl, results
 
 SCRIPT = os.path.join(SCRIPTS, "estimator_check.py")
 # The keras3 stack refuses the Estimator path in one line (tests/unit/test_estimator.py checks it).
 pytestmark = pytest.mark.skipif(bool(compat.estimator_unavailable()), reason=compat.estimator_unavailable())
 
 
-def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
-    model_dir = tmp_path / "model"
-    res = rank_results(horovodrun([SCRIPT, str(model_dir), "40"], timeout=300))
+@pytest.fixture(scope="module")
+def first_runs(tmp_path_factory):
+    """The classic ``model_fn`` Estimator and the compiled Keras model as an Estimator, 40 single-process steps
+    each, one after the other in one job (one start of two ranks for both): ``{kind: (results by rank,
+    model_dir)}``, each ``model_dir`` alone in a folder of its own."""
+    base = tmp_path_factory.mktemp("estimator")
+    dirs = {kind: base / kind / "model" for kind in ("model_fn", "keras")}
+    job = horovodrun([SCRIPT, f"{dirs['model_fn']}:40", f"{dirs['keras']}:40:keras"], timeout=300)
+    found = results(job)
+    return {kind: ({r["rank"]: r for r in found if r["run"] == index}, dirs[kind])
+            for index, kind in enumerate(dirs)}
+
+
+def test_estimator_trains_identically_writes_once_and_resumes(first_runs):
+    res, model_dir = first_runs["model_fn"]
     for r in (0, 1):
         assert res[r]["global_step"] == 20  # 40 single-process steps over 2 ranks
         assert res[r]["lr"] == pytest.approx(0.1)  # 0.05 scaled by 2 ranks
@@ -23,8 +35,9 @@ def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
     assert res[0]["accuracy"] == res[1]["accuracy"]
     # only rank 0's model_dir holds checkpoints and event files; rank 1 wrote into a temporary folder, now gone
     assert os.path.abspath(res[0]["own_model_dir"]) == str(model_dir)
-    assert not res[1]["own_model_dir"].startswith(str(tmp_path)) and not os.path.exists(res[1]["own_model_dir"])
-    assert sorted(os.listdir(tmp_path)) == ["model"]
+    assert not res[1]["own_model_dir"].startswith(str(model_dir.parent.parent))
+    assert not os.path.exists(res[1]["own_model_dir"])
+    assert sorted(os.listdir(model_dir.parent)) == ["model"]
     files = os.listdir(model_dir)
     assert "model.ckpt-20.index" in files and any(f.startswith("events.out.tfevents") for f in files)
 
@@ -35,13 +48,13 @@ def test_estimator_trains_identically_writes_once_and_resumes(tmp_path):
     assert res[0]["weights"] == res[1]["weights"]
 
 
-def test_compiled_keras_model_as_estimator(tmp_path):
-    res = rank_results(horovodrun([SCRIPT, str(tmp_path / "model"), "40", "keras"], timeout=300))
+def test_compiled_keras_model_as_estimator(first_runs):
+    res, model_dir = first_runs["keras"]
     for r in (0, 1):
         assert res[r]["global_step"] == 20
         assert res[r]["accuracy"] == pytest.approx(res[r]["expected_accuracy"], abs=1e-6)
     assert res[0]["weights"] == res[1]["weights"]
-    assert sorted(os.listdir(tmp_path)) == ["model"]
+    assert sorted(os.listdir(model_dir.parent)) == ["model"]
 
 
 def test_estimator_config_path_on_digits(tmp_path):

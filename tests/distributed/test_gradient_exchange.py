@@ -4,20 +4,29 @@ On Keras 3 it is hvdkeras' own (Horovod's allreduce per gradient, or grouped
 requests); on Keras 2 Horovod's Keras DistributedOptimizer. The same call, the same
 guarantees.
 """
-import os
-
 import pytest
 
-from tests.harness.ranks import SCRIPTS, horovodrun, rank_results
-from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports
+from tests.harness.ranks import results
 
 
 @pytest.fixture(scope="module")
-def gradient_results():
-    job = horovodrun([os.path.join(SCRIPTS, "gradient_check.py")], timeout=240)
-    results = rank_results(job)
-    assert sorted(results) == [0, 1]
-    return results
+def gradient_job(api_and_gradients):
+    """``scripts/gradient_check.py``'s part of the job it shares with the Keras API checks (``api_and_gradients`` in
+    conftest.py): the gradient checks, then the default digits job with fp16 compression in the same two processes.
+    ``(the shared job, {part: {rank: result}})``, the checks' part named ``checks``."""
+    shared, _ = api_and_gradients
+    parts = {}
+    for res in results(shared.job_of("gradient_check", partial=True)):  # each part's tests check that part
+        parts.setdefault(res.get("part", "checks"), {})[res["rank"]] = res
+    return shared, parts
+
+
+@pytest.fixture(scope="module")
+def gradient_results(gradient_job):
+    shared, parts = gradient_job
+    found = parts.get("checks", {})
+    assert sorted(found) == [0, 1], shared.job.output[-3000:]
+    return found
 
 
 @pytest.mark.parametrize("case", ["dense", "dense_one_group", "dense_two_groups", "embedding_sparse",
@@ -49,9 +58,11 @@ def test_horovods_arguments_give_horovods_result(gradient_results, case, toleran
         assert res["max_abs_error"] <= tolerance * max(1.0, res["scale"]), res
 
 
-def test_fp16_compression_trains_the_default_job_to_the_same_accuracy(tmp_path):
-    horovodrun([REPORT, str(tmp_path / "r"), str(tmp_path / "w"), DIGITS, "trainer.verbose=0",
-                "horovod.compression=fp16", "checkpoint.enabled=false"], timeout=300)
-    reps = reports(tmp_path / "r")
-    assert_identical_weights(reps)
-    assert reps[0]["final"]["val_accuracy"] >= 0.90  # the default job's threshold (test_two_ranks)
+def test_fp16_compression_trains_the_default_job_to_the_same_accuracy(gradient_job):
+    shared, parts = gradient_job
+    shared.lines("gradient_check")  # it ran to its end on both ranks, and the job ended well
+    found = parts.get("fp16_default_job", {})
+    assert sorted(found) == [0, 1], shared.job.output[-3000:]
+    assert found[0]["variables"] > 0 and found[0]["weights"] == found[1]["weights"]  # identical weights
+    assert found[0]["final"] == found[1]["final"]
+    assert found[0]["final"]["val_accuracy"] >= 0.90  # the default job's threshold (test_two_ranks)

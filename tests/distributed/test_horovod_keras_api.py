@@ -1,22 +1,22 @@
 """Horovod's Keras API (``import hvdkeras.keras as hvd``) on two real ranks, checked against Horovod's semantics.
 
-One job (``scripts/horovod_keras_api.py``) runs every check in the same order on both
-ranks; the tests read its results. The gradient arithmetic of ``DistributedOptimizer``'s
+One script (``scripts/horovod_keras_api.py``) runs every check in the same order on both
+ranks, in the job it shares with ``test_gradient_exchange.py``'s checks, after them (``api_and_gradients``
+in conftest.py); the tests read its results. The gradient arithmetic of ``DistributedOptimizer``'s
 arguments is in ``test_gradient_exchange.py``.
 """
-import os
-
 import pytest
 
-from tests.harness.ranks import SCRIPTS, horovodrun, rank_results
+from tests.harness.ranks import rank_results
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("horovod_keras_api")
-    job = horovodrun([os.path.join(SCRIPTS, "horovod_keras_api.py"), str(workdir)], timeout=300)
-    results = rank_results(job)
-    assert sorted(results) == [0, 1]
+def api(api_and_gradients):
+    """Each rank's ``RESULT`` of ``scripts/horovod_keras_api.py``, whose job it shares with the gradient checks
+    (``api_and_gradients`` in conftest.py)."""
+    shared, _ = api_and_gradients
+    results = rank_results(shared.job_of("horovod_keras_api"))
+    assert sorted(results) == [0, 1], shared.job.output[-3000:]
     return results
 
 

@@ -27,6 +27,7 @@ from tests.harness.ranks import (
     train_args,
     wait_for_epochs,
 )
+from tests.harness.stacks import once_per_make_test
 
 PREEMPTED = re.compile(r"hvdkeras: preempted at (?:epoch (\d+), batch (\d+)|the end of epoch (\d+));"
                        r" checkpoint written: (\S+)")
@@ -119,6 +120,9 @@ def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_un
     assert worst == 0.0, f"resumed weights differ from the uninterrupted run's by up to {worst}"
 
 
+# What this adds to the SIGTERM on one rank (which runs on both stacks) is horovodrun's: it forwards the signal to
+# every rank and kills them after its grace; the ranks' handling is the same code as above.
+@once_per_make_test("the SIGTERM to the launcher (horovodrun's forwarding)", 0.2, stack="keras2")
 def test_sigterm_on_the_launcher_reaches_both_ranks_within_its_grace(tmp_path):
     workdir = tmp_path / "work"
     proc = _start(workdir, "trainer.epochs=400")
@@ -133,6 +137,9 @@ def test_sigterm_on_the_launcher_reaches_both_ranks_within_its_grace(tmp_path):
     assert found.position == (epoch, batch)
 
 
+# The manifest check, the skip and the move aside are plain Python (hvdkeras/runtime/checkpointing.py's manifest);
+# resuming from the checkpoint before is every resume test's, on both stacks.
+@once_per_make_test("the damaged-checkpoint test (the manifest check)", 0.2, stack="keras3")
 def test_a_damaged_latest_checkpoint_is_skipped_with_one_warning_and_kept(tmp_path, digits_two_epochs):
     workdir = digits_two_epochs(tmp_path / "work")  # checkpoints of epochs 1 and 2
     bad = workdir / "checkpoints" / "epoch-0002"

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.harness.ranks import REPO, SCRIPTS, horovodrun, read_jsonl
+from tests.harness.ranks import SCRIPTS, horovodrun, read_jsonl
 from tests.harness.ranks import results as job_results
 from tests.harness.reports import DIGITS, REPORT, assert_identical_weights, reports, under
 from tests.harness.stacks import once_per_make_test
@@ -85,17 +85,6 @@ def test_logged_validation_metrics_equal_one_process_on_all_data(digits_run):
     assert last["val_loss"] == pytest.approx(single["loss"], rel=1e-4)
 
 
-def test_metric_average_is_exact_on_uneven_shards():
-    job = horovodrun([os.path.join(SCRIPTS, "metric_average_check.py")], timeout=180)
-    results = job_results(job)
-    assert len(results) == 2
-    for res in results:
-        assert res["logs"]["val_loss"] == pytest.approx(res["expected_val"]["loss"], rel=1e-5)
-        # and this differs from what a naive mean of per-rank means gives
-        assert abs(res["mean_of_means_val_loss"] - res["expected_val"]["loss"]) > 1e-4
-    assert results[0]["logs"] == results[1]["logs"]
-
-
 def test_stop_after_epoch_2_then_resume_at_epoch_3_on_both_ranks(tmp_path, digits_two_epochs):
     workdir = digits_two_epochs(tmp_path / "work")  # trained for 2 epochs with these settings
     quick = ["trainer.verbose=0", "checkpoint.keep=0"]
@@ -132,6 +121,9 @@ def test_checkpoint_that_does_not_fit_fails_every_rank_cleanly(tmp_path, digits_
     assert sorted(os.listdir(workdir / "checkpoints")) == before  # nothing lost
 
 
+# The config's check against the world (hvdkeras/config/, without TensorFlow) and the one line: the same on both
+# stacks (test_mpi.py checks one under mpirun, on keras3).
+@once_per_make_test("the config error under horovodrun", 0.1, stack="keras2")
 def test_config_error_under_horovodrun_is_one_line(tmp_path):
     job = horovodrun(["-m", "hvdkeras.train", "--config", DIGITS, "--workdir", str(tmp_path / "w"),
                       "--set", "data.global_batch_size=63"], timeout=120, check=False)
@@ -141,15 +133,6 @@ def test_config_error_under_horovodrun_is_one_line(tmp_path):
         "data.global_batch_size in --set data.global_batch_size=63 must be divisible by the 2 ranks (e.g. 62);"
         " received: 63")
     assert not (tmp_path / "w").exists()
-
-
-def test_keras_fit_example_runs_with_the_callbacks_alone(tmp_path):
-    job = horovodrun([os.path.join(REPO, "examples", "keras_fit.py"), "--epochs", "3",
-                      "--backup", str(tmp_path / "backup")], timeout=240)
-    final = [line for line in job.output.splitlines() if "final val_accuracy=" in line]
-    assert len(final) == 1 and final[0].startswith("[0]<stdout>:")
-    assert float(final[0].split("=")[1]) >= 0.85
-    assert not (tmp_path / "backup").exists()  # Keras' BackupAndRestore semantics: removed after a finished fit
 
 
 # Fewer than this many wakeups a second of the threads hvd.init starts, on a rank with nothing pending.

@@ -25,10 +25,16 @@ def current_stack() -> str:
     return "keras3" if keras_major() >= 3 else "keras2"
 
 
+def once_here(stack: str) -> bool:
+    """Whether a once-per-make-test test of ``stack`` runs here: on that stack, or everywhere with
+    ``HVDKERAS_ONCE_TESTS=all`` (for a shared job that includes its part only where it runs)."""
+    return current_stack() == stack or os.environ.get(ONCE_ENV) == "all"
+
+
 def once_per_make_test(what: str, minutes: float, stack: str = "keras2"):
     """A skip marker for a stack-independent test that takes about ``minutes``: it runs on ``stack``
     only (the once-per-make-test tests are split between the stacks to even out their times)."""
     return pytest.mark.skipif(
-        current_stack() != stack and os.environ.get(ONCE_ENV) != "all",
+        not once_here(stack),
         reason=f"{what}: once per `make test`, on the {stack} stack; the path does not depend on the stack and takes"
                f" about {minutes:g} minutes ({ONCE_ENV}=all runs it here too)")

@@ -2,11 +2,13 @@
 
     python callbacks_check.py SCENARIO[,SCENARIO...] OUT_DIR [PHASE]
 
-Scenarios: nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers, diverge_perturbed,
-diverge_plain (last in its job: it leaves with the guard's error, as a script would). Several
+Scenarios: nan, early_stopping, reduce_lr, uneven_validation, metric_average, warmup, backup, chief_writers,
+diverge_perturbed, diverge_plain (last in its job: it leaves with the guard's error, as a script would). Several
 run one after the other in the same two processes (one job start instead of several), each from the
 same seeds and with a model of its own. The pytest side (test_callbacks_two_ranks.py) checks the results.
 """
+import atexit
+import gc
 import json
 import os
 import sys
@@ -22,6 +24,8 @@ from hvdkeras import callbacks as hc
 from hvdkeras.callbacks.divergence import variable_name
 from hvdkeras.common.errors import DivergenceError
 from hvdkeras.runtime import checkpointing, compat, distributed
+
+atexit.register(gc.freeze)  # skip the interpreter's last garbage collection, over TensorFlow's objects: ~1 s a rank
 
 keras = tf.keras
 scenarios, out_dir = sys.argv[1].split(","), sys.argv[2]
@@ -123,6 +127,15 @@ def uneven_validation(x, y, train, rec):
     single = model.evaluate(xv, yv, batch_size=12, verbose=0, return_dict=True)
     local = model.evaluate(xv[mine], yv[mine], verbose=0, return_dict=True)
     report(logs=rec.logs, single=single, local=local, weights=weights_fingerprint(model))
+
+
+def metric_average(x, y, train, rec):
+    """MetricAverageCallback on uneven shards against one process on all the data (``metric_average_check.py``)."""
+    import metric_average_check  # this folder's module
+
+    result = metric_average_check.check()
+    result.pop("rank")
+    report(**result)
 
 
 def warmup(x, y, train, rec):
@@ -230,8 +243,8 @@ def diverge_plain(x, y, train, rec):
     model.fit(train, steps_per_epoch=STEPS, epochs=2, verbose=0, callbacks=cbs)
 
 
-SCENARIOS = {f.__name__: f for f in (nan, early_stopping, reduce_lr, uneven_validation, warmup, backup, chief_writers,
-                                     diverge_perturbed, diverge_plain)}
+SCENARIOS = {f.__name__: f for f in (nan, early_stopping, reduce_lr, uneven_validation, metric_average, warmup, backup,
+                                     chief_writers, diverge_perturbed, diverge_plain)}
 unknown = [s for s in scenarios if s not in SCENARIOS]
 if unknown:
     raise SystemExit(f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}")

@@ -1,6 +1,6 @@
 """Run under horovodrun: checks hvdkeras' DistributedOptimizer against gradients computed by hand.
 
-    python gradient_check.py
+    python gradient_check.py [WORKDIR]
 
 For a dense model and an embedding model (sparse gradients), each rank computes its
 own gradient on its own batch; the ranks exchange them with ``allgather_object``
@@ -15,8 +15,18 @@ moves by minus the sum; ``gradient_predivide_factor`` keeps the mean; ``groups``
 list of variable lists; ``compression=hvd.Compression.fp16`` (within fp16's precision);
 ``PartialDistributedOptimizer`` leaves a local layer's gradient unsent, divided by the
 number of ranks. Prints one ``RESULT <json>`` line per rank.
+
+With WORKDIR, the same two processes then train the default digits job with fp16 compression
+(``horovod.compression=fp16``, through ``hvdkeras.Trainer``, no checkpoints) in WORKDIR and print a
+second ``RESULT`` per rank, ``{"part": "fp16_default_job", "final": ..., "weights": <digest>}``; the job
+that does this sets its processes up as the trainer does first (``trainer_process.py``).
 """
+import atexit
+import gc
+import hashlib
 import json
+import os
+import sys
 
 import horovod.tensorflow as hvd
 import numpy as np
@@ -25,6 +35,8 @@ import tensorflow as tf
 import hvdkeras.keras as hvd_keras
 from hvdkeras import DistributedOptimizer
 from hvdkeras.runtime import compat
+
+atexit.register(gc.freeze)  # skip the interpreter's last garbage collection, over TensorFlow's objects: ~1 s a rank
 
 keras = compat.keras
 hvd.init()
@@ -134,3 +146,19 @@ result = {"rank": rank, "stack": compat.STACK,
           "fp16": check_horovod_arguments("fp16", compression=hvd_keras.Compression.fp16),
           "partial": check_horovod_arguments("partial", local_layers=True)}
 print("RESULT " + json.dumps(result), flush=True)
+
+if len(sys.argv) > 1:  # the default job with fp16 compression, in the same processes (one job start for both)
+    from hvdkeras import config as config_lib
+    from hvdkeras.training.trainer import Trainer
+
+    keras.backend.clear_session()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    cfg = config_lib.load(os.path.join(repo, "configs", "digits.yaml"),
+                          ["trainer.verbose=0", "horovod.compression=fp16", "checkpoint.enabled=false",
+                           "trainer.export=false"])
+    trainer = Trainer.from_config(cfg, sys.argv[1])
+    final = trainer.fit()
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(v.numpy()).tobytes() for v in trainer.model.variables))
+    print("RESULT " + json.dumps({"rank": rank, "part": "fp16_default_job", "final": final,
+                                  "weights": digest.hexdigest(), "variables": len(trainer.model.variables)}),
+          flush=True)

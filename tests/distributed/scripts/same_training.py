@@ -22,6 +22,8 @@ Rank 0 writes OUT_DIR/<size>.npz (trainer_<i>, trainer_initial_<i>, fit_<i>,
 fit_initial_<i>, path_<case>_<i>) and every rank OUT_DIR/<size>-rank<r>.json (part 4's loss scale
 before and after each step, and a digest of its weights; a digest of each path's weights).
 """
+import atexit
+import gc
 import hashlib
 import json
 import os
@@ -37,6 +39,8 @@ from hvdkeras.runtime import compat
 from hvdkeras.training import assembly
 from hvdkeras.training import data as data_lib
 from hvdkeras.training import trainer as trainer_lib
+
+atexit.register(gc.freeze)  # skip the interpreter's last garbage collection, over TensorFlow's objects: ~1 s a rank
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import training_paths  # this directory's module
