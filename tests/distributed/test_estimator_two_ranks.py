@@ -1,10 +1,12 @@
-"""hvdkeras.estimator on two real ranks, through the API, the config path and the example."""
+"""hvdkeras.estimator on two real ranks, through the API, the config path and the example (the API's Estimators and
+the example in one job)."""
 import os
 
 import pytest
 
 from hvdkeras.runtime import compat
 from tests.harness.ranks import REPO, SCRIPTS, horovodrun, rank_results, read_jsonl, results
+from tests.harness.shared_job import run_scripts
 
 SCRIPT = os.path.join(SCRIPTS, "estimator_check.py")
 # The keras3 stack refuses the Estimator path in one line (tests/unit/test_estimator.py checks it).
@@ -13,19 +15,23 @@ pytestmark = pytest.mark.skipif(bool(compat.estimator_unavailable()), reason=com
 
 @pytest.fixture(scope="module")
 def first_runs(tmp_path_factory):
-    """The classic ``model_fn`` Estimator and the compiled Keras model as an Estimator, 40 single-process steps
-    each, one after the other in one job (one start of two ranks for both): ``{kind: (results by rank,
-    model_dir)}``, each ``model_dir`` alone in a folder of its own."""
+    """One job (one start of two ranks for three Estimators, ``tests/harness/shared_job.py``): the classic
+    ``model_fn`` Estimator and the compiled Keras model as an Estimator (``scripts/estimator_check.py``), 40
+    single-process steps each, then ``examples/estimator_mnist.py`` as a user runs it. ``({kind: (results by rank,
+    model_dir)}, the ScriptsJob)``, each ``model_dir`` alone in a folder of its own."""
     base = tmp_path_factory.mktemp("estimator")
     dirs = {kind: base / kind / "model" for kind in ("model_fn", "keras")}
-    job = horovodrun([SCRIPT, f"{dirs['model_fn']}:40", f"{dirs['keras']}:40:keras"], timeout=300)
-    found = results(job)
+    shared = run_scripts({"estimator_check": [SCRIPT, f"{dirs['model_fn']}:40", f"{dirs['keras']}:40:keras"],
+                          "estimator_mnist": [os.path.join(REPO, "examples", "estimator_mnist.py"), "--model_dir",
+                                              str(base / "example" / "m"), "--steps", "40", "--mock_examples", "200"]},
+                         timeout=400)
+    found = results(shared.job_of("estimator_check"))
     return {kind: ({r["rank"]: r for r in found if r["run"] == index}, dirs[kind])
-            for index, kind in enumerate(dirs)}
+            for index, kind in enumerate(dirs)}, shared
 
 
 def test_estimator_trains_identically_writes_once_and_resumes(first_runs):
-    res, model_dir = first_runs["model_fn"]
+    res, model_dir = first_runs[0]["model_fn"]
     for r in (0, 1):
         assert res[r]["global_step"] == 20  # 40 single-process steps over 2 ranks
         assert res[r]["lr"] == pytest.approx(0.1)  # 0.05 scaled by 2 ranks
@@ -49,7 +55,7 @@ def test_estimator_trains_identically_writes_once_and_resumes(first_runs):
 
 
 def test_compiled_keras_model_as_estimator(first_runs):
-    res, model_dir = first_runs["keras"]
+    res, model_dir = first_runs[0]["keras"]
     for r in (0, 1):
         assert res[r]["global_step"] == 20
         assert res[r]["accuracy"] == pytest.approx(res[r]["expected_accuracy"], abs=1e-6)
@@ -68,9 +74,8 @@ def test_estimator_config_path_on_digits(tmp_path):
     assert sorted(os.listdir(tmp_path / "w")) == ["config.yaml", "estimator", "metrics.jsonl"]
 
 
-def test_estimator_mnist_example(tmp_path):
-    job = horovodrun([os.path.join(REPO, "examples", "estimator_mnist.py"), "--model_dir", str(tmp_path / "m"),
-                      "--steps", "40", "--mock_examples", "200"], timeout=300)
-    lines = [line for line in job.output.splitlines() if "global_step=" in line]
-    assert len(lines) == 1 and "global_step=20" in lines[0]
-
+def test_estimator_mnist_example(first_runs):
+    shared = first_runs[1]
+    lines = [line for line in shared.lines("estimator_mnist") if "global_step=" in line]
+    assert len(lines) == 1 and "global_step=20" in lines[0]  # printed once, by rank 0
+    assert not [line for line in shared.lines("estimator_mnist", rank=1) if "global_step=" in line]
