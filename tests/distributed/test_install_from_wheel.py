@@ -49,7 +49,7 @@ def test_the_wheel_in_a_fresh_virtualenv_builds_horovod_and_trains_the_digits_jo
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     job = _run([str(bin_dir / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo", python, "-m",
-                "hvdkeras.train", "--config", "digits", "--workdir", "w", "--set", "trainer.epochs=3",
+                "hvdkeras.train", "--config", "digits", "--workdir", "w", "--set", "trainer.epochs=1",
                 "--set", "trainer.verbose=0"], 300, env=env, cwd=str(outside))
     where = _run([python, "-c", "import hvdkeras; print(hvdkeras.__file__)"], 60, env=env, cwd=str(outside))
     assert where.stdout.strip().startswith(str(venv))  # the installed copy, not the checkout
