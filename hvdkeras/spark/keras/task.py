@@ -122,9 +122,17 @@ class SparkTask(Task):
 
     def __init__(self, spec: SparkTaskSpec):
         self.spec = spec
+        # The assembly asks for the datasets again once the ranks agree on the steps: read the Parquet once.
+        self._read: Dict[Tuple[str, int, int], Tuple[Any, ...]] = {}
 
     def _arrays(self, path: str, shard: data_lib.Shard) -> Tuple[Any, ...]:
-        """(features, labels[, weights]) of this rank's rows in ``path``, reshaped for the model."""
+        """(features, labels[, weights]) of this rank's rows in ``path``, reshaped for the model (read once)."""
+        key = (path, shard.index, shard.count)
+        if key not in self._read:
+            self._read[key] = self._read_arrays(path, shard)
+        return self._read[key]
+
+    def _read_arrays(self, path: str, shard: data_lib.Shard) -> Tuple[Any, ...]:
         spec, prepared = self.spec, self.spec.data
         weights = [prepared.sample_weight_col] if prepared.sample_weight_col else []
         columns = read_rows(spec.store, path, shard.index, shard.count,
