@@ -14,7 +14,9 @@ VENV     ?= $(VENV_$(STACK))
 NP       ?= 2
 LAUNCHER ?= gloo
 CONFIG   ?= configs/digits.yaml
-WORKDIR  ?= runs/digits
+# runs/<config name>, with -<stack> on any stack but keras2: `make train` then `make train STACK=keras3` each keep
+# their own run (a workdir remembers the stack that trained it and refuses another, hvdkeras/common/workdir_guard.py).
+WORKDIR  ?= runs/$(basename $(notdir $(CONFIG)))$(if $(filter keras2,$(STACK)),,-$(STACK))
 PY       := $(VENV)/bin/python
 # mypy's cache beside each stack's packages: the stacks' NumPy and Matplotlib differ.
 MYPY     := $(VENV)/bin/mypy --cache-dir $(VENV)/.mypy_cache

@@ -88,7 +88,8 @@ _CLAIM = None  # rank 0's lock on the workdir, held until the process ends
 
 def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
     """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.common.workdir_guard), and holds
-    no other training's checkpoints (or --fresh moves them aside, or --resume=force takes them as they are)."""
+    no other training's checkpoints, by config or by stack (or --fresh moves them aside, or --resume=force takes
+    them as they are where this stack can load them)."""
     global _CLAIM
     check_writable(workdir)
     _CLAIM = workdir_guard.claim(workdir)
@@ -97,7 +98,7 @@ def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
         if moved:
             print(f"[hvdkeras] --fresh: the previous run in {workdir} moved to {moved}", flush=True)
     elif FLAGS.resume == "force":
-        changed = workdir_guard.changed_training(workdir, cfg)
+        changed = workdir_guard.forced_changes(workdir, cfg)
         if changed:
             print(f"[hvdkeras] --resume=force: resuming from checkpoints trained with {'; '.join(changed)}",
                   file=sys.stderr, flush=True)

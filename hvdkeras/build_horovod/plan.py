@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 from hvdkeras.build_horovod import BuildError
+from hvdkeras.common import stack
 
 HOROVOD_VERSION = "0.28.1"
 # The registry's source distribution the patches were written against (sha256 of horovod-0.28.1.tar.gz).
@@ -28,7 +29,7 @@ HOROVOD_SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e2
 # TensorFlow minor versions this build was run against (README, "Supported versions"): first and last, inclusive.
 SUPPORTED_TF = ((2, 15), (2, 21))
 # TensorFlow's pip packages; the first one installed is the one built against.
-TF_DISTRIBUTIONS = ("tensorflow-cpu", "tensorflow", "tensorflow-intel", "tensorflow-macos")
+TF_DISTRIBUTIONS = stack.TF_DISTRIBUTIONS
 # From 2.19, TensorFlow's XLA headers include LLVM's (llvm/ADT/...) and its wheel does not ship them.
 LLVM_HEADERS_FROM = (2, 19)
 # Headers TensorFlow's own headers include by paths tf.sysconfig does not report (needed from 2.19; harmless before).

@@ -13,7 +13,11 @@ Rank 0 calls these before anything is trained (``python -m hvdkeras.train`` does
   the schedule, the batch, the loss, the seed) that differs would resume one training with
   another's weights, so :func:`check_same_training` refuses it in one line listing the keys.
   Launcher and bookkeeping keys (the number of ranks, threads, epochs, checkpoint and Horovod
-  settings but the gradient accumulation) may change.
+  settings but the gradient accumulation) may change. The stack is part of what trained the
+  checkpoints too (TensorFlow's, Keras' and Horovod's versions, which ``config.yaml`` records:
+  :mod:`hvdkeras.common.stack`): a run on another stack is refused in one line naming both stacks,
+  and ``--resume=force`` (:func:`forced_changes`) is refused too where the checkpoint format
+  differs (Keras 2 against Keras 3).
 * :func:`start_over` (``--fresh``) moves the run's files into ``<workdir>/previous/<time>/`` and
   deletes nothing.
 
@@ -30,8 +34,10 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from hvdkeras.common import stack as stack_lib
 from hvdkeras.common.errors import ConfigError, SetupError
 from hvdkeras.common.horovod_env import launcher_job
+from hvdkeras.common.stack import Stack
 from hvdkeras.common.workdir import CHECKPOINT_DIR, CONFIG_FILE, ESTIMATOR_DIR, METRICS_FILE, TENSORBOARD_DIR, Workdir
 from hvdkeras.config import Config, to_dict
 
@@ -132,12 +138,16 @@ def _is_training_key(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in TRAINING_KEYS)
 
 
+def _holds_checkpoints(path: str) -> bool:
+    checkpoints = Workdir(path).checkpoints
+    return os.path.isdir(checkpoints) and bool(os.listdir(checkpoints))
+
+
 def changed_training(path: str, cfg: Config) -> List[str]:
     """``key: old -> new`` for each training key the config changes against the checkpoints in workdir ``path``
     (none when it holds no checkpoints or no ``config.yaml``, or a key is missing from it: an older version's)."""
     files = Workdir(path)
-    checkpoints = files.checkpoints
-    if not (os.path.isdir(checkpoints) and os.listdir(checkpoints) and os.path.exists(files.config)):
+    if not (_holds_checkpoints(path) and os.path.exists(files.config)):
         return []
     try:
         with open(files.config) as f:
@@ -151,20 +161,80 @@ def changed_training(path: str, cfg: Config) -> List[str]:
     return changed
 
 
-def check_same_training(path: str, cfg: Config, training: bool = True) -> None:
+def trained_stack(path: str) -> Optional[Stack]:
+    """The stack that trained the checkpoints in workdir ``path`` (recorded in its ``config.yaml``); None when it
+    holds no checkpoints or records no stack (an older version's workdir)."""
+    if not _holds_checkpoints(path):
+        return None
+    try:
+        with open(Workdir(path).config) as f:
+            return Stack.from_config_text(f.read())
+    except OSError:
+        return None
+
+
+def other_stack(path: str, running: Optional[Stack] = None) -> Optional[Stack]:
+    """The stack that trained workdir ``path``'s checkpoints when it is not ``running`` (default: this
+    interpreter's, :func:`hvdkeras.common.stack.current`); else None."""
+    trained = trained_stack(path)
+    running = running or stack_lib.current()
+    return trained if trained is not None and trained != running else None
+
+
+def _stack_text(trained: Stack, running: Stack) -> str:
+    return f"on another stack ({trained.describe()}; this is {running.describe()})"
+
+
+def _fresh(path: str) -> str:
+    return f"--fresh to start over (the old run moves to {os.path.join(path, PREVIOUS_DIR)}/)"
+
+
+def _no_force(trained: Stack, running: Stack) -> str:
+    return (f"--resume=force cannot help: Keras {trained.keras_major}'s checkpoints do not load in"
+            f" Keras {running.keras_major}")
+
+
+def check_same_training(path: str, cfg: Config, training: bool = True, running: Optional[Stack] = None) -> None:
     """Refuses (one line) a config whose training keys differ from the one the workdir's checkpoints were
-    trained with; the line names the ways out of a training run, or of an evaluation when not ``training``."""
+    trained with, or a stack other than the one that trained them (``running``, default this interpreter's);
+    the line names the ways out of a training run, or of an evaluation when not ``training``."""
     changed = changed_training(path, cfg)
-    if not changed:
+    running = running or stack_lib.current()
+    trained = other_stack(path, running)
+    if not changed and trained is None:
         return
-    if training:
-        way_out = (f"rerun with the config it was started with ({Workdir(path).config}), pass --fresh to start over"
-                   f" (the old run moves to {os.path.join(path, PREVIOUS_DIR)}/), or --resume=force to continue"
-                   " from its weights anyway")
+    config = Workdir(path).config
+    if trained is None:
+        what = f"with another config ({'; '.join(changed)})"
+        if training:
+            way_out = (f"rerun with the config it was started with ({config}), pass {_fresh(path)}, or --resume=force"
+                       " to continue from its weights anyway")
+        else:
+            way_out = f"evaluate with the config it was trained with ({config})"
     else:
-        way_out = f"evaluate with the config it was trained with ({Workdir(path).config})"
-    raise ConfigError(f"--workdir {path} holds checkpoints trained with another config ({'; '.join(changed)}):"
-                      f" {way_out}")
+        what = (f"with another config ({'; '.join(changed)}) " if changed else "") + _stack_text(trained, running)
+        if not training:
+            way_out = f"evaluate on the stack that trained it ({trained.describe()})"
+        elif stack_lib.checkpoints_carry_over(trained, running):
+            way_out = f"pass another --workdir, {_fresh(path)}, or --resume=force to continue from its weights anyway"
+        else:
+            way_out = f"pass another --workdir or {_fresh(path)}; {_no_force(trained, running)}"
+    raise ConfigError(f"--workdir {path} holds checkpoints trained {what}: {way_out}")
+
+
+def forced_changes(path: str, cfg: Config, running: Optional[Stack] = None) -> List[str]:
+    """``--resume=force``: what differs from the training of workdir ``path``'s checkpoints (config keys as in
+    :func:`changed_training`, then the stack); a :class:`ConfigError` when they were trained on a stack whose
+    checkpoints this one cannot load."""
+    running = running or stack_lib.current()
+    changed = changed_training(path, cfg)
+    trained = other_stack(path, running)
+    if trained is None:
+        return changed
+    if not stack_lib.checkpoints_carry_over(trained, running):
+        raise ConfigError(f"--workdir {path} holds checkpoints trained {_stack_text(trained, running)}:"
+                          f" {_no_force(trained, running)}; pass another --workdir or {_fresh(path)}")
+    return changed + [f"stack: {trained.describe()} -> {running.describe()}"]
 
 
 def start_over(path: str) -> Optional[str]:

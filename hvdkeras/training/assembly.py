@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from hvdkeras import config as config_lib
 from hvdkeras.callbacks import BackupAndRestore
-from hvdkeras.common import horovod_env, scaling
+from hvdkeras.common import horovod_env, scaling, stack
 from hvdkeras.common.errors import ConfigError, SetupError
 from hvdkeras.common.workdir import Workdir, save_config
 from hvdkeras.runtime import checkpointing, compat, distributed
@@ -241,6 +241,7 @@ class Parts:
         if distributed.is_chief():
             footer = [f"Resolved for this job ({ranks_text(self.process.size)}), not config keys:"]
             footer += [f"  {line}" for line in self.job_lines()]
+            footer.append(f"  {stack.current().line()}")  # what a resume must match besides the config's keys
             save_config(self.config, self.files.config, auto=self.job.auto, footer=footer)
 
 

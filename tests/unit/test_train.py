@@ -139,3 +139,37 @@ def test_everything_the_run_writes_is_whole_after_its_process_ends(tmp_path):
         assert sorted(scalars["epoch_loss"]) == [0, 1], (split, sorted(scalars))
     assert [r["epoch"] for r in read_metrics(str(workdir / "metrics.jsonl"))] == [1, 2]
     assert sorted(os.listdir(workdir / "export")) == ["model.keras", "saved_model"]
+
+
+def _other_stack():
+    """A pinned stack (stacks/<name>/constraints.txt) other than this interpreter's, and that stack's name."""
+    from hvdkeras.common import stack
+    from tests.unit.common.test_stack import _pinned
+
+    return next((_pinned(name), name) for name in sorted(os.listdir(os.path.join(REPO, "stacks")))
+                if _pinned(name) != stack.current())
+
+
+def test_a_workdir_trained_on_the_other_stack_is_refused_in_one_line_before_training(tmp_path):
+    """What `make train` leaves in runs/digits, met by the digits job on the other stack (which `make train
+    STACK=...` now sends to its own workdir): one line naming both stacks and the ways out, also with
+    --resume=force, since Keras 2's checkpoints do not load in Keras 3; nothing trained."""
+    from hvdkeras import config as config_lib
+    from hvdkeras.common import stack
+    from hvdkeras.common.workdir import save_config
+
+    other, _ = _other_stack()
+    workdir = tmp_path / "digits"
+    (workdir / "checkpoints" / "epoch-0015").mkdir(parents=True)
+    save_config(config_lib.load("configs/digits.yaml", []), str(workdir / "config.yaml"),
+                footer=["Resolved for this job (2 ranks), not config keys:", f"  {other.line()}"])
+    here = stack.current()
+    for force in ((), ("--resume=force",)):
+        proc = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *force)
+        assert proc.returncode == 2
+        (line,) = error_lines(proc)
+        assert line.startswith(f"hvdkeras: error: --workdir {workdir} holds checkpoints trained on another stack"
+                               f" ({other.describe()}; this is {here.describe()}): ")
+        assert "pass another --workdir" in line and "--fresh to start over" in line
+        assert f"--resume=force cannot help: Keras {other.keras_major}'s checkpoints do not load in Keras" in line
+    assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml"]  # nothing trained, the lock released

@@ -11,6 +11,7 @@ import yaml
 from hvdkeras import config as config_lib
 from hvdkeras.common import workdir_guard
 from hvdkeras.common.errors import ConfigError, SetupError
+from hvdkeras.common.stack import Stack
 from hvdkeras.common.workdir import save_config
 from tests.unit.helpers import REPO, config_file
 
@@ -67,12 +68,18 @@ def test_a_claim_that_created_the_workdir_leaves_nothing_if_nothing_was_written(
     assert not (tmp_path / "new").exists()
 
 
-def _trained(tmp_path, *sets):
-    """A workdir whose config.yaml records the digits job with ``sets`` and which holds a checkpoint."""
+KERAS2 = Stack("2.15.1", "2.15.0", "0.28.1")
+KERAS3 = Stack("2.21.0", "3.15.1", "0.28.1")
+
+
+def _trained(tmp_path, *sets, stack=None):
+    """A workdir whose config.yaml records the digits job with ``sets`` (trained on ``stack``, when given, as
+    the trainer records it) and which holds a checkpoint."""
     workdir = tmp_path / "run"
     (workdir / "checkpoints" / "epoch-0001").mkdir(parents=True)
+    footer = ["Resolved for this job (2 ranks), not config keys:", "  global batch 64 = 2 ranks x 32"]
     save_config(config_lib.load(config_file("digits.yaml"), list(sets)), str(workdir / "config.yaml"),
-                footer=["Resolved for this job (2 ranks), not config keys:"])
+                footer=footer + ([f"  {stack.line()}"] if stack else []))
     return workdir
 
 
@@ -89,6 +96,56 @@ def test_a_changed_training_is_refused_with_the_keys_and_the_way_out(tmp_path):
         " model.dropout: 0.25 -> 0.0; optimizer.learning_rate: 0.05 -> 0.07): rerun with the config it was started"
         f" with ({workdir}/config.yaml), pass --fresh to start over (the old run moves to {workdir}/previous/), or"
         " --resume=force to continue from its weights anyway")
+
+
+def test_a_workdir_trained_on_keras_2_is_refused_on_keras_3_naming_both_stacks_and_the_ways_out(tmp_path):
+    workdir = _trained(tmp_path, stack=KERAS2)
+    cfg = config_lib.load(config_file("digits.yaml"), [])
+    assert workdir_guard.trained_stack(str(workdir)) == KERAS2
+    workdir_guard.check_same_training(str(workdir), cfg, running=KERAS2)  # the same stack: resumes
+    with pytest.raises(ConfigError) as err:
+        workdir_guard.check_same_training(str(workdir), cfg, running=KERAS3)
+    assert str(err.value) == (
+        f"--workdir {workdir} holds checkpoints trained on another stack (TensorFlow 2.15.1, Keras 2.15.0, Horovod"
+        " 0.28.1; this is TensorFlow 2.21.0, Keras 3.15.1, Horovod 0.28.1): pass another --workdir or --fresh to"
+        f" start over (the old run moves to {workdir}/previous/); --resume=force cannot help: Keras 2's checkpoints"
+        " do not load in Keras 3")
+    with pytest.raises(ConfigError) as err:  # and --resume=force says so before any checkpoint is read
+        workdir_guard.forced_changes(str(workdir), cfg, running=KERAS3)
+    assert str(err.value) == (
+        f"--workdir {workdir} holds checkpoints trained on another stack (TensorFlow 2.15.1, Keras 2.15.0, Horovod"
+        " 0.28.1; this is TensorFlow 2.21.0, Keras 3.15.1, Horovod 0.28.1): --resume=force cannot help: Keras 2's"
+        f" checkpoints do not load in Keras 3; pass another --workdir or --fresh to start over (the old run moves"
+        f" to {workdir}/previous/)")
+    with pytest.raises(ConfigError, match=r"evaluate on the stack that trained it \(TensorFlow 2.15.1, "):
+        workdir_guard.check_same_training(str(workdir), cfg, training=False, running=KERAS3)
+
+
+def test_another_stack_of_the_same_keras_may_be_forced_and_a_changed_config_is_named_too(tmp_path):
+    workdir = _trained(tmp_path, stack=KERAS3)
+    other = Stack("2.16.2", "3.15.1", "0.28.1")
+    cfg = config_lib.load(config_file("digits.yaml"), ["optimizer.learning_rate=0.07"])
+    with pytest.raises(ConfigError) as err:
+        workdir_guard.check_same_training(str(workdir), cfg, running=other)
+    assert str(err.value) == (
+        f"--workdir {workdir} holds checkpoints trained with another config (optimizer.learning_rate: 0.05 -> 0.07)"
+        " on another stack (TensorFlow 2.21.0, Keras 3.15.1, Horovod 0.28.1; this is TensorFlow 2.16.2, Keras"
+        f" 3.15.1, Horovod 0.28.1): pass another --workdir, --fresh to start over (the old run moves to"
+        f" {workdir}/previous/), or --resume=force to continue from its weights anyway")
+    assert workdir_guard.forced_changes(str(workdir), cfg, running=other) == [
+        "optimizer.learning_rate: 0.05 -> 0.07",
+        "stack: TensorFlow 2.21.0, Keras 3.15.1, Horovod 0.28.1 -> TensorFlow 2.16.2, Keras 3.15.1, Horovod 0.28.1"]
+
+
+def test_the_stack_counts_only_where_checkpoints_are_and_a_stack_recorded(tmp_path):
+    cfg = config_lib.load(config_file("digits.yaml"), [])
+    older = _trained(tmp_path)  # an older version's workdir: no stack recorded, nothing to compare
+    assert workdir_guard.trained_stack(str(older)) is None
+    workdir_guard.check_same_training(str(older), cfg, running=KERAS3)
+    (older / "checkpoints" / "epoch-0001").rmdir()  # a run that never saved: nothing to resume
+    save_config(cfg, str(older / "config.yaml"), footer=[KERAS2.line()])
+    assert workdir_guard.trained_stack(str(older)) is None and workdir_guard.other_stack(str(older), KERAS3) is None
+    workdir_guard.check_same_training(str(older), cfg, running=KERAS3)
 
 
 def test_launcher_and_bookkeeping_keys_may_change(tmp_path):

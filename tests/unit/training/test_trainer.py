@@ -8,8 +8,9 @@ import pytest
 
 from hvdkeras import callbacks as hc
 from hvdkeras import config as config_lib
-from hvdkeras.common import scaling
+from hvdkeras.common import scaling, stack
 from hvdkeras.common.errors import ConfigError
+from hvdkeras.common.stack import Stack
 from hvdkeras.common.workdir import Workdir, read_metrics
 from hvdkeras.training import assembly
 from hvdkeras.training import trainer as trainer_lib
@@ -150,6 +151,10 @@ def test_trainer_writes_lr_and_images_per_sec_to_tensorboard(hvd_single, tmp_pat
     assert "  compression: none\n" in text
     assert "#   learning rate 0.025 = 0.05 x global batch 16 / optimizer.base_batch_size 32" in text
     assert "#   steps per epoch 3: trainer.steps_per_epoch" in text
+    import tensorflow as tf
+
+    recorded = Stack.from_config_text(text)  # the stack that trained it, as the running TensorFlow says
+    assert recorded == stack.current() and recorded.tensorflow == tf.__version__
     config_lib.from_dict(saved, source="config.yaml")
 
 
