@@ -33,7 +33,8 @@ flags.DEFINE_string("workdir", None, "Where config.yaml, metrics.jsonl and check
 flags.DEFINE_bool("fresh", False, "Start over in --workdir: its config.yaml, metrics.jsonl and checkpoints move to "
                   "<workdir>/previous/<time>/ (nothing is deleted).")
 flags.DEFINE_enum("resume", "auto", ["auto", "force"], "auto: resume from --workdir's checkpoints unless the config "
-                  "changes the training they hold (then stop with the changed keys); force: resume anyway.")
+                  "or the stack (TensorFlow, Keras, Horovod) changes the training they hold (then stop with what "
+                  "changed); force: resume anyway, where this stack can load them.")
 flags.DEFINE_bool("dry_run", False, "Print world size, batches, scaled lr, steps, Horovod and thread settings and "
                   "the launch command or file for --launcher; start nothing.")
 

@@ -47,27 +47,26 @@ class DataConfig:
     # Synthetic data only: image shape, classes and examples per epoch (num_classes also for a built-in model on
     # your own data).
     image_shape: Tuple[int, ...] = (224, 224, 3)
-    num_classes: int = 1000
-    train_examples: int = 1280
-    eval_examples: int = 256
-    # TensorFlow Datasets only: splits, where prepared data lives, where manual downloads go.
+    num_classes: int = 1000  # classes of the labels
+    train_examples: int = 1280  # training examples per epoch (also sizes your own data's epoch when set)
+    eval_examples: int = 256  # validation examples
+    # TensorFlow Datasets only: the split trained on.
     train_split: str = "train"
-    eval_split: Optional[str] = "validation"  # null: no validation
-    data_dir: Optional[str] = None  # null: TFDS' default (~/tensorflow_datasets)
-    manual_dir: Optional[str] = None  # null: <data_dir>/downloads/manual
+    eval_split: Optional[str] = "validation"  # TensorFlow Datasets only: the split validated on; null: no validation
+    data_dir: Optional[str] = None  # where prepared TFDS data lives; null: TFDS' default (~/tensorflow_datasets)
+    manual_dir: Optional[str] = None  # where TFDS' manual downloads go; null: <data_dir>/downloads/manual
     # Per-example transforms (hvdkeras.training.preprocessing); auto picks by dataset name.
     pipeline: str = dataclasses.field(default="auto", metadata=_choices("auto", "imagenet", "cifar", "mnist"))
-    shuffle_buffer: int = 10000  # examples, per rank
-    # tf.data: parallel map calls (-1: autotune), prefetch depth in batches (-1: autotune, 0: none),
-    # autotuning, deterministic order, private thread pool size (null: the rank's intra-op threads).
-    # Autotuning is off by default: its thread holds an iterator's end (fit's, each validation pass's) until its
-    # next optimization; without it -1 means the thread pool's size (at most 16) and a prefetch buffer that grows
-    # while training waits, at the same input rate (docs/performance.md#figures-behind-defaults).
+    shuffle_buffer: int = 10000  # the shuffle buffer, in examples, per rank
+    # tf.data's parallel map calls (-1: autotune). tf.data's autotuning (data.autotune) is off by default: its
+    # thread holds an iterator's end (fit's, each validation pass's) until its next optimization; without it -1
+    # means the thread pool's size (at most 16) and a prefetch buffer that grows while training waits, at the same
+    # input rate (docs/performance.md#figures-behind-defaults).
     parallel_calls: int = -1
-    prefetch: int = -1
-    autotune: bool = False
-    deterministic: bool = True
-    private_threadpool_size: Optional[int] = None
+    prefetch: int = -1  # tf.data prefetch depth in batches (-1: autotune, 0: none)
+    autotune: bool = False  # tf.data's autotuning (off: see data.parallel_calls)
+    deterministic: bool = True  # tf.data keeps the examples' order (the same run twice sees the same batches)
+    private_threadpool_size: Optional[int] = None  # tf.data's private thread pool; null: the rank's intra-op threads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +78,7 @@ class ModelConfig:
     name: str = "small_cnn"
     # Keyword arguments for model.name's function (your own model only).
     args: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    # Built-in models only (your function takes its own settings from model.args).
+    # The built-in models' dropout rate (your own function takes its settings from model.args).
     dropout: float = 0.25
     # L2 on convolution and dense kernels only (not batch-norm, not biases): adds
     # weight_decay / 2 * ||w||^2 to the loss, i.e. weight_decay * w to each kernel's gradient.
@@ -90,6 +89,7 @@ class ModelConfig:
 class OptimizerConfig:
     """Optimizer by name and the learning-rate scaling rule (see :mod:`hvdkeras.training.optimizers`)."""
 
+    # sgd, adam, adamw or rmsprop (hvdkeras.training.optimizers; the estimator API: sgd, adam, rmsprop).
     name: str = "sgd"
     # The rate for a reference batch of examples; the optimizer gets the rate scaled to the global batch
     # (the linear scaling rule, hvdkeras.common.scaling): learning_rate * global batch / reference batch.
@@ -98,27 +98,28 @@ class OptimizerConfig:
     # ranks: data.per_rank_batch_size (Horovod's lr x size; only with data.per_rank_batch_size);
     # none: the global batch itself (no scaling).
     lr_scaling: str = dataclasses.field(default="global_batch", metadata=_choices("global_batch", "ranks", "none"))
-    base_batch_size: int = 256
-    momentum: float = 0.9
-    nesterov: bool = False
+    base_batch_size: int = 256  # the reference batch of optimizer.lr_scaling: global_batch
+    momentum: float = 0.9  # SGD's momentum (also rmsprop's)
+    nesterov: bool = False  # SGD with Nesterov momentum
     weight_decay: float = 0.0  # decoupled weight decay (adamw only)
-    clipnorm: Optional[float] = None
+    clipnorm: Optional[float] = None  # Keras' clipnorm: clip each gradient to this norm; null: no clipping
 
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
     """Learning rate over epochs: linear warmup, then a decay (see :mod:`hvdkeras.common.schedules`)."""
 
+    # The decay after the warmup: constant, step (at boundaries), cosine or polynomial to end_lr_fraction.
     name: str = dataclasses.field(default="constant", metadata=_choices("constant", "step", "cosine", "polynomial"))
     # Warm up per batch from the reference batch's rate, min(learning_rate, scaled lr), to the scaled lr
     # over this many epochs (Goyal et al.; Horovod's scaled_lr / ranks under its convention).
     warmup_epochs: float = 0.0
     # step: multiply by decay_rate at each boundary (in epochs).
     boundaries: Tuple[float, ...] = ()
-    decay_rate: float = 0.1
+    decay_rate: float = 0.1  # step: the factor at each boundary
     # cosine / polynomial: the rate reached at the last epoch, as a fraction of scaled_lr.
     end_lr_fraction: float = 0.0
-    power: float = 1.0  # polynomial only
+    power: float = 1.0  # polynomial only: the decay's power (1: linear)
     # SGD with momentum: rescale the velocity by new_lr / old_lr when the rate changes (Goyal et al.).
     momentum_correction: bool = True
 
@@ -129,7 +130,7 @@ class TrainerConfig:
 
     # keras: hvdkeras.training.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
     api: str = dataclasses.field(default="keras", metadata=_choices("keras", "estimator"))
-    epochs: int = 10
+    epochs: int = 10  # epochs to train (a resumed run continues to this many)
     # Optimizer steps per epoch on every rank; None: as many full global batches as the data holds.
     steps_per_epoch: Optional[int] = None
     # Validate every N epochs (0: never).
@@ -143,11 +144,11 @@ class TrainerConfig:
     # A model with several outputs: loss is one name for every output or a mapping of output name to a name
     # (an output left out has no loss); metrics a list for every output or a mapping of output name to a list.
     loss: Union[str, Dict[str, str]] = "sparse_categorical_crossentropy"
-    metrics: Union[Tuple[str, ...], Dict[str, Tuple[str, ...]]] = ("accuracy",)
+    metrics: Union[Tuple[str, ...], Dict[str, Tuple[str, ...]]] = ("accuracy",)  # names, as for trainer.loss
     # How much each output's loss counts in the loss minimised: a mapping of output name to a weight >= 0 (an
     # output with a loss left out weighs 1); null: every output weighs 1.
     loss_weights: Optional[Dict[str, float]] = None
-    label_smoothing: float = 0.0
+    label_smoothing: float = 0.0  # for the default loss only: sparse categorical cross-entropy
     # Stop every rank at the same batch when any rank's loss is NaN or infinite (one tiny allreduce per batch).
     terminate_on_nan: bool = True
     # Check at the end that all ranks hold identical weights (one small collective).
@@ -167,7 +168,7 @@ class TrainerConfig:
 class CheckpointConfig:
     """Checkpoints in ``<workdir>/checkpoints``: how often, how many kept, resume, preemption, errors."""
 
-    enabled: bool = True
+    enabled: bool = True  # rank 0 writes checkpoints
     # Save after every N epochs (the last epoch is always saved).
     every_epochs: int = 1
     # How many checkpoints to keep (oldest removed first); 0 keeps all.
@@ -178,7 +179,7 @@ class CheckpointConfig:
     # stops at the same batch, rank 0 writes a mid-epoch checkpoint, all exit with status 75; the
     # rerun resumes at that batch. preemption_grace_s: warn if that took longer after the signal.
     preemption: bool = True
-    preemption_grace_s: float = 30.0
+    preemption_grace_s: float = 30.0  # see checkpoint.preemption
     # A save that fails (full disk, I/O error): stop with one line, or warn and train on. The
     # checkpoints already written stay intact either way.
     on_save_error: str = dataclasses.field(default="stop", metadata=_choices("stop", "continue"))
@@ -198,8 +199,8 @@ class HorovodConfig:
     # applies the sum of the k averages: the linear scaling rule for the k-times larger batch.
     # true divides by k: the rate of one batch for the k-times larger one.
     backward_passes_per_step: int = 1
-    average_aggregated_gradients: bool = False
-    sparse_as_dense: bool = False
+    average_aggregated_gradients: bool = False  # see horovod.backward_passes_per_step
+    sparse_as_dense: bool = False  # Horovod's sparse_as_dense: embedding gradients averaged as dense tensors
     # 0: one allreduce request per gradient, sent as soon as the backward pass produces it (overlaps
     # computation; Horovod fuses what is ready each cycle). k: k grouped requests, each sent when its
     # last gradient exists (1: one request after the whole backward pass).
@@ -207,7 +208,7 @@ class HorovodConfig:
     # Stall inspector: warn (naming the missing ranks) after a collective has waited this long
     # for some ranks (0: off), and shut the job down after stall_shutdown_seconds (0: never).
     stall_warning_seconds: int = 60
-    stall_shutdown_seconds: int = 0
+    stall_shutdown_seconds: int = 0  # see horovod.stall_warning_seconds
     # Horovod's runtime knobs, set before hvd.init(). cycle_time_ms null: Horovod's own 1 ms, ahead of 10 ms
     # (docs/performance.md#figures-behind-defaults). fusion_threshold_mb null: Horovod's own default; an
     # explicit value crashes Horovod 0.28.1 when an elastic job re-forms, so it is refused with elastic.enabled.
@@ -216,30 +217,30 @@ class HorovodConfig:
     # coordinating with the others every cycle (hvdkeras's Horovod build, patch 0008; 0: Horovod's
     # own loop). Measured in the lab, one core per host: docs/performance.md#idle-cycles.
     idle_wait_ms: float = 50.0
-    fusion_threshold_mb: Optional[int] = None
-    cache_capacity: int = 1024
-    hierarchical_allreduce: bool = False
-    hierarchical_allgather: bool = False
+    fusion_threshold_mb: Optional[int] = None  # see horovod.cycle_time_ms
+    cache_capacity: int = 1024  # Horovod's response cache (HOROVOD_CACHE_CAPACITY)
+    hierarchical_allreduce: bool = False  # Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE
+    hierarchical_allgather: bool = False  # Horovod's HOROVOD_HIERARCHICAL_ALLGATHER
     # Horovod's timeline (written by rank 0; a path relative to the workdir) and autotuning.
     timeline: Optional[str] = None
-    timeline_mark_cycles: bool = False
-    autotune: bool = False
-    autotune_log: Optional[str] = None
+    timeline_mark_cycles: bool = False  # mark Horovod's cycles in the timeline
+    autotune: bool = False  # Horovod's autotuning of fusion and cycle time (HOROVOD_AUTOTUNE)
+    autotune_log: Optional[str] = None  # where autotuning logs its trials (relative to the workdir)
 
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeConfig:
     """Process setup (see :mod:`hvdkeras.runtime.distributed`)."""
 
-    seed: int = 42
-    # None: cores_on_host // ranks_on_host (at least 1).
+    seed: int = 42  # Python's, NumPy's and TensorFlow's seed on each rank: seed + rank
+    # TensorFlow's intra-op threads per rank; null: cores_on_host // ranks_on_host (at least 1).
     intra_op_threads: Optional[int] = None
-    # None: max(2, intra_op_threads // 4) (at least two: see horovod_env.thread_budget).
+    # TensorFlow's inter-op threads per rank; null: max(2, intra_op_threads // 4) (see horovod_env.thread_budget).
     inter_op_threads: Optional[int] = None
     # CPU hosts: auto runs local rank r of k on its own block of the n cores the host's ranks share,
     # cores[r*n//k:(r+1)*n//k], unless the launcher bound it already; none leaves the affinity alone.
     cpu_binding: str = dataclasses.field(default="auto", metadata=_choices("auto", "none"))
-    gpu_memory_growth: bool = True
+    gpu_memory_growth: bool = True  # GPUs: allocate memory as needed instead of all at start
     # Keras mixed precision policy: float32 variables, float16/bfloat16 compute. mixed_float16 adds
     # dynamic loss scaling (applied after Horovod's allreduce, so every rank skips the same steps).
     mixed_precision: str = dataclasses.field(default="none",
@@ -255,9 +256,9 @@ class RuntimeConfig:
 class ElasticConfig:
     """Horovod elastic mode (see :mod:`hvdkeras.elastic`); launch with horovodrun --min-np/--max-np."""
 
-    enabled: bool = False
-    min_np: int = 1
-    max_np: Optional[int] = None
+    enabled: bool = False  # train under Horovod's elastic mode (hosts may leave and join)
+    min_np: int = 1  # the fewest ranks the job continues with
+    max_np: Optional[int] = None  # the most ranks; null: no limit
     # Commit the in-memory state every N batches (and at every epoch end).
     commit_every_batches: int = 10
     # keep_global_batch: per-rank batch = global / ranks, same lr; keep_rank_batch: per-rank batch fixed,
