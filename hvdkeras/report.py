@@ -4,8 +4,9 @@ Reads ``<workdir>/metrics.jsonl`` (one JSON line per epoch, written by rank 0,
 see :class:`hvdkeras.callbacks.JsonlMetricsLogger`) and draws, by epoch: loss
 (train and validation; for a model with several outputs the total and each
 output's, ``<output>_loss``), accuracy (train and validation; each output's
-``<output>_..accuracy`` too), the learning rate, and images per second (all ranks,
-and per rank when there is more than one). The PNG goes to ``<workdir>/report.png``
+``<output>_..accuracy`` too), the learning rate, and the throughput in the task's own
+unit (``<unit>_per_sec``: images for the built-in image tasks, examples for your own
+data; all ranks, and per rank when there is more than one). The PNG goes to ``<workdir>/report.png``
 unless ``--out`` says otherwise.
 
 Rules: when an epoch appears more than once (a job that ran it again, e.g. after
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -29,14 +31,31 @@ from hvdkeras.common import log
 from hvdkeras.common.errors import ReportError
 from hvdkeras.common.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
 
-# (panel title, y label, [(record key, legend label, style)])
+# (panel title, y label, [(record key, legend label, style)]); the throughput panel is the task's (throughput_panel).
 PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Loss", "loss", (("loss", "train", "-"), ("val_loss", "validation", "--"))),
     ("Accuracy", "accuracy", (("accuracy", "train", "-"), ("val_accuracy", "validation", "--"))),
     ("Learning rate", "learning rate (end of epoch)", (("lr", "lr", "-"),)),
-    ("Images per second", "images/s (training only)",
-     (("images_per_sec", "all ranks", "-"), ("images_per_sec_per_rank", "per rank", "--"))),
 )
+DEFAULT_UNIT = "images"  # the built-in tasks'; what the throughput panel names when the records hold no rate
+_RATE = re.compile(r"^(?!val_)([a-z][a-z0-9_]*?)_per_sec$")
+
+
+def throughput_unit(records: Sequence[Dict[str, Any]]) -> str:
+    """The unit the records' throughput is counted in: ``<unit>`` of the first ``<unit>_per_sec`` key with a
+    number (the task's, :class:`hvdkeras.callbacks.ThroughputLogger`), else ``images``."""
+    for record in records:
+        for key, value in record.items():
+            found = _RATE.match(key)
+            if found and _number(value) is not None:
+                return found.group(1)
+    return DEFAULT_UNIT
+
+
+def throughput_panel(unit: str) -> Tuple[str, str, Tuple[Tuple[str, str, str], ...]]:
+    """The throughput panel for ``unit``: all ranks' rate and each rank's."""
+    return (f"{unit.replace('_', ' ').capitalize()} per second", f"{unit}/s (training only)",
+            ((f"{unit}_per_sec", "all ranks", "-"), (f"{unit}_per_sec_per_rank", "per rank", "--")))
 
 
 def _per_output(records: Sequence[Dict[str, Any]], suffix: str, exclude: str) -> List[str]:
@@ -57,7 +76,7 @@ def panel_lines(records: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, Tuple
     output's accuracy (``buy_accuracy``, ``buy_binary_accuracy``...); train and validation of one key share
     a colour."""
     panels = []
-    for panel, ylabel, lines in PANELS:
+    for panel, ylabel, lines in PANELS + (throughput_panel(throughput_unit(records)),):
         drawn = [(key, label, style, f"C{i // 2}" if panel in ("Loss", "Accuracy") else f"C{i}")
                  for i, (key, label, style) in enumerate(lines)]
         extra = {"Loss": ("_loss", "loss"), "Accuracy": ("accuracy", "accuracy")}.get(panel)
@@ -154,8 +173,8 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
         plotted: List[float] = []
         for key, label, style, colour in lines:
             epochs, values = _series(records, key)
-            if key == "images_per_sec_per_rank":  # one rank: the same line as all ranks
-                _, total = _series(records, "images_per_sec")
+            if key.endswith("_per_sec_per_rank"):  # one rank: the same line as all ranks
+                _, total = _series(records, key[:-len("_per_rank")])
                 if total == values:
                     continue
             if not epochs:
@@ -203,7 +222,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m hvdkeras.report``: draws a workdir's ``metrics.jsonl`` into a PNG; returns 0, or 2 on an error."""
     parser = argparse.ArgumentParser(
         prog="python -m hvdkeras.report",
-        description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, images/s by epoch) into a PNG;"
+        description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, throughput by epoch) into a PNG;"
                     " a model with several outputs gets each output's loss and accuracy as well.")
     parser.add_argument("workdir", help="a training workdir holding metrics.jsonl (or the metrics.jsonl file itself)")
     parser.add_argument("--out", default=None, help="PNG to write (default: <workdir>/report.png)")

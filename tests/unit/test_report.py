@@ -115,3 +115,17 @@ def test_a_model_of_several_outputs_gets_each_outputs_loss_and_accuracy_drawn(tm
     assert [key for key, _, _, _ in single[0][2]] == ["loss", "val_loss"]
     assert [label for _, label, _, _ in single[0][2]] == ["train", "validation"]
     assert_png(report.plot_metrics(records, str(tmp_path / "outputs.png")))
+
+
+def test_the_throughput_panel_draws_the_tasks_own_unit():
+    """Your own data counts examples (examples_per_sec), the built-in image tasks images: the panel follows the
+    records, and one rank's per-rank rate is not drawn twice."""
+    own = [{"epoch": e, "loss": 1.0 / e, "examples_per_sec": 500.0 + e, "examples_per_sec_per_rank": 250.0 + e,
+            "val_examples_per_sec": 1.0} for e in (1, 2)]
+    assert report.throughput_unit(own) == "examples"
+    title, ylabel, lines = report.panel_lines(own)[-1]
+    assert (title, ylabel) == ("Examples per second", "examples/s (training only)")
+    assert [key for key, _, _, _ in lines] == ["examples_per_sec", "examples_per_sec_per_rank"]
+    assert report.throughput_unit(synthetic_records()) == "images"
+    assert report.throughput_unit([{"epoch": 1, "tokens_per_sec": 9e4}]) == "tokens"
+    assert report.throughput_unit([{"epoch": 1, "loss": 0.5}]) == "images"  # nothing recorded: the panel says so
