@@ -8,8 +8,8 @@ that machine noise hits all of them alike; each job trains two epochs of
 ``--steps`` steps and only the second (warm) epoch is measured:
 
 * ``hvdkeras``: ``python -m hvdkeras.train`` on a synthetic config, with its defaults;
-* ``hvdkeras-lean``: the same without per-batch callbacks (``TerminateOnNaN``'s
-  allreduce), to price them;
+* ``hvdkeras-lean``: the same without the per-batch NaN agreement
+  (``trainer.terminate_on_nan=false``: ``TerminateOnNaN``'s allreduce), to price it;
 * ``horovod``: Horovod's published Keras recipe (init, scale the rate,
   ``DistributedOptimizer``, broadcast and metric-average callbacks) with Horovod's
   and TensorFlow's default settings (on Keras 3, where Horovod 0.28.1's Keras layer
