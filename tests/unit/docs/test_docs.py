@@ -101,7 +101,8 @@ def _check_python(words, command):
         if os.path.exists(os.path.join(REPO, config)):
             config = os.path.join(REPO, config)
         sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
-        config_lib.load(config, sets)  # the file or shipped name exists, every key exists, every value fits
+        return config_lib.load(config, sets)  # the file or shipped name exists, every key exists, every value fits
+    return None
 
 
 @pytest.mark.parametrize("doc,command", COMMANDS)
@@ -122,8 +123,11 @@ def test_each_command_in_the_docs_parses(doc, command):
         assert tool in scripts, f"no console script {tool}: {command}"
         words = ["python", "-m", scripts[tool].split(":")[0].removesuffix(".__main__")] + words[1:]
     python = next((i for i, w in enumerate(words) if re.match(r"^python[\d.]*$", os.path.basename(w))), None)
-    if python is not None:
-        _check_python(words[python:], command)
+    cfg = _check_python(words[python:], command) if python is not None else None
+    if cfg is not None:  # every world the command can make (-np, an elastic job's --min-np and --max-np) fits
+        for i, word in enumerate(words[:-1]):
+            if word.split("=")[0] in ("-np", "--np", "--min-np", "--max-np"):
+                config_lib.validate_for_world(cfg, int(words[i + 1]))
 
 
 def test_the_readmes_commands_run_as_written_in_a_fresh_clone():
