@@ -5,8 +5,9 @@ lab/spark.py builds it on lab/hosts.py's namespaces (the master at the launcher'
 (``scripts/spark_cluster_check.py``) runs at the launcher's address, as on a cluster's gateway.
 Needs root; elsewhere the module is skipped with the reason.
 
-The ``spark_cluster`` fixture is the cluster for the module: a second driver script runs on it with
-``launch([sys.executable, SCRIPT, ...], env=spark_cluster.env(), timeout=...)``.
+The ``spark_cluster`` fixture is the cluster for the module; one driver runs every check on it (a driver's
+session and its executors take 10-20 s to start): ``hvdkeras.spark.run``'s ranks, the task slots, the
+refused ``num_proc=3``, and a KerasEstimator fit with a rank killed in the middle, then resumed.
 """
 import os
 import sys
@@ -15,14 +16,15 @@ import pytest
 
 from lab import hosts as hosts_lib
 from lab import spark as spark_lab
+from tests.harness import spark_checks
 from tests.harness.ranks import SCRIPTS, launch, results
 from tests.harness.stacks import once_per_make_test
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
 
-# Spark's scheduling and Horovod's task services across hosts do not depend on the stack; the ranks' own
-# code (hvd.init, an allreduce) is test_spark.py's, which runs on local[2] on both.
-pytestmark = once_per_make_test("the standalone Spark cluster on the two hosts", 3.0, stack="keras3")
+# Spark's scheduling and Horovod's task services across hosts do not depend on the stack. The KerasEstimator's
+# checks run here on keras3 and on local[2] on keras2 (test_spark.py), one driver each.
+pytestmark = once_per_make_test("the standalone Spark cluster on the two hosts", 2.5, stack="keras3")
 
 CHECK = os.path.join(SCRIPTS, "spark_cluster_check.py")
 
@@ -42,7 +44,8 @@ def spark_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def check(spark_cluster):
-    (report,) = results(launch([sys.executable, CHECK], env=spark_cluster.env(), timeout=150))
+    store = os.path.join(spark_cluster.folder, "store")  # on the filesystem both hosts share
+    (report,) = results(launch([sys.executable, CHECK, store], env=spark_cluster.env(), timeout=600))
     print(f"\nthe driver's SparkSession started in {report['session_s']:.1f}s, hvdkeras.spark.run(num_proc=2)"
           f" took {report['run_s']:.1f}s, num_proc=3 was refused after {report['too_many']['seconds']:.1f}s")
     return report
@@ -80,12 +83,8 @@ def test_more_ranks_than_the_clusters_slots_is_one_line_at_once(spark_cluster, c
     assert too_many["seconds"] < 3  # Horovod itself would wait start_timeout for the third task
 
 
-FIT = os.path.join(SCRIPTS, "spark_cluster_fit_check.py")
-
-
-def test_a_rank_killed_in_the_middle_of_fit_ends_it_in_one_line_and_the_next_fit_resumes(spark_cluster, check):
-    store = os.path.join(spark_cluster.folder, "store")  # on the filesystem both hosts share
-    (report,) = results(launch([sys.executable, FIT, store], env=spark_cluster.env(), timeout=420))
+def test_a_rank_killed_in_the_middle_of_fit_ends_it_in_one_line_and_the_next_fit_resumes(check):
+    report = check
     killed = report["killed"]
     assert killed["error"].startswith("fit stopped: a rank failed ("), killed
     assert killed["error"].endswith("fit again with run_id='killed' to resume there") and "\n" not in killed["error"]
@@ -94,3 +93,19 @@ def test_a_rank_killed_in_the_middle_of_fit_ends_it_in_one_line_and_the_next_fit
     # the second fit restores epoch 1 and trains epochs 2 and 3; its model predicts
     assert report["resumed"] == {"epochs": 3, "checkpoints": ["epoch-0002", "epoch-0003"]}
     assert report["transformed"] == 10
+
+
+def test_the_estimator_trains_on_the_cluster_like_one_process_on_the_global_batch(check):
+    spark_checks.assert_fit(check["estimator"]["fit"])
+
+
+def test_the_estimators_model_transforms_on_the_cluster(check):
+    spark_checks.assert_transform(check["estimator"]["transform"])
+
+
+def test_the_estimators_model_saves_and_loads_on_the_shared_filesystem(check):
+    spark_checks.assert_persist(check["estimator"]["persist"])
+
+
+def test_bad_input_to_the_estimator_is_one_line_on_the_cluster(check):
+    spark_checks.assert_errors(check["estimator"]["errors"])

@@ -4,19 +4,36 @@
 
 * ``hvdkeras.spark.run(fn, num_proc=2)``: one rank per executor, each allreducing its rank and saying
   where it ran (hostname, its address on the lab's link, its network namespace);
-* ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took.
+* ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
+* with ``STORE`` (``spark_cluster_check.py STORE``, on the filesystem both hosts share): a KerasEstimator
+  fit of two ranks, one per host, on a small model; a callback SIGKILLs rank 1's process at the third
+  batch of epoch 2, once (a marker file in the store remembers). The first fit must end in one line; a
+  second fit with the same run_id resumes from the store's checkpoint and trains to the end; its model
+  predicts;
+* the KerasEstimator checks test_spark.py runs on local[2] (``spark_estimator_check.run_checks``: fit
+  against one process, transform, persistence, the one-line errors), here on the cluster, the store on
+  the shared filesystem (keras3 runs them here and keras2 on local[2]).
 
-Prints ``RESULT {"ranks": [...], "too_many": {...}, "slots": {...}}``.
+One driver (one SparkSession, one set of executors) for every check: each costs 10-20 s to start.
+Prints ``RESULT {"ranks": [...], "too_many": {...}, "slots": {...}, "killed": {...}, "resumed": {...},
+"transformed": N, "estimator": {...}}``.
 """
 import json
 import os
+import signal
 import sys
 import time
 
+import numpy as np
+from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
+from spark_estimator_check import run_checks  # this script's folder is first on sys.path
 
+import hvdkeras.spark.keras as hvd_keras
 from hvdkeras import spark as hvd_spark
 from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.store import Store
 from hvdkeras.spark.runner import _registered_slots
 
 
@@ -34,6 +51,62 @@ def where_and_allreduce(driver_addr):
     probe.close()
     return {"rank": hvd.rank(), "size": hvd.size(), "local_rank": hvd.local_rank(), "sum": float(total.numpy()),
             "hostname": socket.gethostname(), "addr": addr, "netns": os.readlink("/proc/self/ns/net")}
+
+
+class KillRankOnce(keras.callbacks.Callback):
+    """SIGKILLs rank 1's process at the third batch of the second epoch, once."""
+
+    def __init__(self, marker):
+        super().__init__()
+        self.marker, self.epoch = marker, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        import horovod.tensorflow as hvd_tf
+
+        if self.epoch == 1 and batch == 2 and hvd_tf.rank() == 1 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def make_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, activation="relu"),
+                             keras.layers.Dense(3, activation="softmax")])
+
+
+def killed_and_resumed(session, store_path):
+    """The killed fit and the fit that resumes it: ``{"killed": ..., "resumed": ..., "transformed": N}``."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 192)
+    features = rng.normal(size=(192, 16)) + labels[:, None]
+    df = session.createDataFrame([(Vectors.dense(features[i].tolist()), int(labels[i])) for i in range(192)],
+                                 ["features", "label"])
+    store = Store.create(store_path)
+    marker = os.path.join(store_path, "killed-once")
+
+    def fit():
+        return hvd_keras.KerasEstimator(
+            num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
+            loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
+            label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id="killed",
+            callbacks=[KillRankOnce(marker)]).fit(df)
+
+    began = time.time()
+    try:
+        fit()
+        error = None
+    except HvdkerasError as exc:
+        error = str(exc)
+    checkpoints = os.path.join(store_path, "runs", "killed", "checkpoints")
+    report = {"killed": {"error": error, "seconds": time.time() - began,
+                         "checkpoints": sorted(os.listdir(checkpoints))}}
+    model = fit()
+    report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": sorted(os.listdir(checkpoints))}
+    report["transformed"] = model.transform(df.limit(10)).count()
+    return report
 
 
 def slots(sc):
@@ -58,6 +131,9 @@ try:
         error = str(exc)
     report["too_many"] = {"error": error, "seconds": time.time() - before}
     report["driver_netns"] = os.readlink("/proc/self/ns/net")
+    if len(sys.argv) > 1:
+        report.update(killed_and_resumed(session, sys.argv[1]))
+        report["estimator"] = run_checks(session, os.path.join(sys.argv[1], "estimator"), too_many=False)
     print("RESULT " + json.dumps(report), flush=True)
 finally:
     session.stop()

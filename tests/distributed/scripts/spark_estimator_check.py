@@ -1,7 +1,9 @@
-"""Run by test_spark.py: hvdkeras.spark.keras.KerasEstimator on a real local[2] Spark, Horovod's MNIST example's shape.
+"""hvdkeras.spark.keras.KerasEstimator on a real Spark, Horovod's MNIST example's shape.
 
-``spark_estimator_check.py STORE``: one driver, several checks (each Spark session and
-each Horovod start costs ~10-20 s). It prints ``RESULT {...}`` with:
+``spark_estimator_check.py STORE``: test_spark.py's driver on local[2], several checks in one driver
+(each Spark session and each Horovod start costs ~10-20 s). test_spark_cluster.py's driver
+(``spark_cluster_check.py``) runs the same checks (:func:`run_checks`) on the standalone cluster.
+It prints ``RESULT {...}`` with:
 
 * ``fit``: two ranks train a multi-input model (a 64-value DenseVector reshaped to (8, 8, 1), and an
   array column) on one-hot SparseVector labels with a validation fraction; the history, a weight
@@ -9,7 +11,7 @@ each Horovod start costs ~10-20 s). It prints ``RESULT {...}`` with:
   rows, batches and rate (``single``), the run's checkpoints;
 * ``transform``: prediction columns, a row count, the argmax accuracy;
 * ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
-* ``too_many``: hvdkeras.spark.run with num_proc=3 on two slots;
+* ``too_many``: hvdkeras.spark.run with num_proc=3 on two slots (local[2] only: the cluster's driver has its own);
 * ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
   feature length, unknown parameter, a petastorm-only parameter).
 """
@@ -32,7 +34,6 @@ from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.store import Store
 
-STORE = sys.argv[1]
 ROWS = 256
 
 
@@ -109,22 +110,19 @@ def error_of(fn):
     return None
 
 
-spark = (SparkSession.builder.master("local[2]").appName("hvdkeras-estimator-check")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-out = {"seconds": {}}
-clock = [time.monotonic()]
+def run_checks(spark, store_path, too_many=True):
+    """Every check on ``spark``'s cluster, the store at ``store_path``: the result this script prints."""
+    out = {"seconds": {}}
+    clock = [time.monotonic()]
 
+    def lap(name):
+        now = time.monotonic()
+        out["seconds"][name] = round(now - clock[0], 1)
+        clock[0] = now
 
-def lap(name):
-    now = time.monotonic()
-    out["seconds"][name] = round(now - clock[0], 1)
-    clock[0] = now
-
-
-try:
     df = spark.createDataFrame(rows(), ["features", "extra", "label", "id"])
     df = OneHotEncoder(inputCols=["label"], outputCols=["label_vec"], dropLast=False).fit(df).transform(df)
-    store = Store.create("file://" + os.path.abspath(STORE))
+    store = Store.create("file://" + os.path.abspath(store_path))
 
     def estimator(**kw):
         args = dict(num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.05),
@@ -138,7 +136,7 @@ try:
     history = keras_model.getHistory()
     out["fit"] = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
                   "checksum": checksum(keras_model.getModel()),
-                  "checkpoints": sorted(os.listdir(os.path.join(STORE, "runs", "run1", "checkpoints"))),
+                  "checkpoints": sorted(os.listdir(os.path.join(store_path, "runs", "run1", "checkpoints"))),
                   "run_id": keras_model.getRunId()}
 
     out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store)
@@ -150,10 +148,10 @@ try:
                                                    for r in collected]))}
 
     lap("transform")
-    model_path = os.path.join(STORE, "saved_model")
+    model_path = os.path.join(store_path, "saved_model")
     keras_model.save(model_path)
     loaded = hvd.KerasModel.load(model_path)
-    pipeline_path = os.path.join(STORE, "pipeline")
+    pipeline_path = os.path.join(store_path, "pipeline")
     PipelineModel(stages=[keras_model]).save(pipeline_path)
     from_pipeline = PipelineModel.load(pipeline_path)
     few = df.drop("label_vec").filter("id < 3").coalesce(1)
@@ -170,7 +168,8 @@ try:
         out["persist"]["save_twice"] = str(exc).splitlines()[0]
 
     lap("persist")
-    out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
+    if too_many:
+        out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
     empty = df.limit(0)
     out["errors"] = {
         "missing": error_of(lambda: estimator(feature_cols=["pixels"]).fit(df)),
@@ -182,6 +181,14 @@ try:
         "petastorm": error_of(lambda: estimator(reader_pool_type="process")),
     }
     lap("errors")
-finally:
-    spark.stop()
-print("RESULT " + json.dumps(out), flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    session = (SparkSession.builder.master("local[2]").appName("hvdkeras-estimator-check")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    try:
+        result = run_checks(session, sys.argv[1])
+    finally:
+        session.stop()
+    print("RESULT " + json.dumps(result), flush=True)

@@ -1,0 +1,40 @@
+"""What the KerasEstimator checks (``tests/distributed/scripts/spark_estimator_check.py``) must show, wherever they ran.
+
+test_spark.py asserts them on local[2] and test_spark_cluster.py on the standalone cluster of the two
+emulated hosts: one function per part of the driver's result.
+"""
+
+
+def assert_fit(fit):
+    """Two ranks trained like one process on their global batches, with rank 0's checkpoints in the store."""
+    assert fit["history_keys"] == ["accuracy", "loss", "lr", "val_accuracy", "val_loss"]
+    assert fit["epochs"] == 2
+    assert fit["checkpoints"] == ["epoch-0001", "epoch-0002"]  # rank 0's checkpoints, in the store's run
+    assert fit["single"] < 1e-5, fit  # the ranks' weights = one process stepping on their global batches
+
+
+def assert_transform(transform):
+    """``transform`` added the output column to every row, and it predicts."""
+    assert transform["columns"] == ["features", "extra", "label", "id", "label_prob"]
+    assert transform["rows"] == 256
+    assert transform["accuracy"] > 0.4  # four classes; chance is 0.25
+
+
+def assert_persist(persist):
+    """The model saved and loaded alone and in a PipelineModel predicts the same; a second save is one line."""
+    assert persist["loaded_same"] and persist["pipeline_same"]
+    assert persist["output_cols"] == ["label_prob"] and persist["type"] == "KerasModel"
+    assert persist["save_twice"].endswith("already holds a saved model; use model.write().overwrite().save(path)")
+
+
+def assert_errors(errors):
+    """Each bad input ended ``fit`` (or the constructor) in its one line."""
+    assert errors["missing"].startswith("feature_cols names column 'pixels', which the DataFrame does not have")
+    assert errors["string"].startswith("column 'name' holds string, which a Keras model cannot take")
+    assert errors["empty"].startswith("the DataFrame has no rows to train on")
+    assert errors["length"] == ("feature column 'extra' holds 3 values per row, but the model's input 'image' takes"
+                                " shape (8, 8, 1) (64 values); reshape the column or the input")
+    assert errors["unknown"].startswith("KerasEstimator has no parameter 'epoch' (Received: epoch=...)")
+    assert errors["petastorm"] == ("KerasEstimator(reader_pool_type=...) has no meaning here: it is petastorm's;"
+                                   " each rank reads its rows with pyarrow; remove it")
+    assert all("\n" not in line for line in errors.values())
