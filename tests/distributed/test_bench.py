@@ -9,10 +9,10 @@ from tests.harness.ranks import REPO
 from tests.harness.stacks import once_per_make_test
 
 # Three kinds of row (hvdkeras, Horovod's recipe, MWMS) run through the same runner in the lab's round
-# (test_lab.py) on keras3, whose Horovod recipe is the TensorFlow-ops one, over the two emulated hosts;
-# here they run on keras2 (Horovod's Keras recipe, with its examples' --fp16-allreduce), with the bench's
-# table, paired ratios, JSON and chart. The lab's round (about 1 minute) is on keras3 and the bench (about
-# half) on keras2 to even out the stacks' times: keras2 alone runs the Estimator tests.
+# (test_lab.py) on keras3, whose Horovod recipe is the TensorFlow-ops one, over the two emulated hosts, with
+# the hvdkeras/MWMS pair; here, on one host, keras2 runs hvdkeras and Horovod's Keras recipe (its examples'
+# --fp16-allreduce) with the bench's table, JSON and chart. The MWMS row (30 s of this test's 100 s) is the
+# lab's alone. The lab's round is on keras3 and the bench on keras2 to even out the stacks' times.
 pytestmark = once_per_make_test("the side-by-side bench", 0.6, stack="keras2")
 
 
@@ -20,20 +20,19 @@ def test_bench_runs_each_variant_and_writes_results(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--model", "applications.MobileNet", "--image_size", "32",
-         "--batch", "4", "--steps", "2", "--rounds", "1", "--np", "2", "--variants", "hvdkeras,horovod-fp16,mwms",
+         "--batch", "4", "--steps", "2", "--rounds", "1", "--np", "2", "--variants", "hvdkeras,horovod-fp16",
          "--out", str(out), "--timeout", "300"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=900,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "bench.json").read_text())
     table = result["table"]
-    assert set(table) == {"hvdkeras", "horovod-fp16", "mwms"}
+    assert set(table) == {"hvdkeras", "horovod-fp16"}
     for rows in table.values():
         row = rows["2"]
         assert row["images_per_sec"] > 0 and row["peak_rss_mb_per_rank"] > 0
         assert row["hvdkeras_over_this"] > 0
-    (pair,) = result["pairs"]["2"]  # one round of each row, compared in that round
-    assert pair["pair"] == "hvdkeras / mwms" and len(pair["rounds"]) == 1 and pair["median"] > 0
+    assert result["pairs"]["2"] == []  # benchmarks/pairs.py pairs a row with MWMS: test_lab.py's round
     assert (out / "bench.png").stat().st_size > 1000
     assert "hvdkeras/x" in proc.stdout
 
