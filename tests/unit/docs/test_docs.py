@@ -260,10 +260,17 @@ def test_each_environment_variable_is_documented_and_each_documented_one_exists(
     assert documented - in_code == set(), "the docs name variables nothing reads"
 
 
+# What an outer make hands this process (`make test STACK=keras3` runs these tests): a user's shell has none
+# of it, and make would pass STACK=keras3 on to `make -n train`.
+OUTER_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "STACK", "CONFIG", "WORKDIR", "VENV", "NP")
+
+
 def _make_train_workdir(*args):
-    """The --workdir of the training command `make train <args>` runs (make -n: printed, nothing run)."""
+    """The --workdir of the training command `make train <args>` runs (make -n: printed, nothing run), as from a
+    user's shell."""
+    env = {k: v for k, v in os.environ.items() if k not in OUTER_MAKE}
     out = subprocess.run(["make", "-n", "train", *args], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         check=True).stdout
+                         check=True, env=env).stdout
     line = next(line for line in out.splitlines() if "-m hvdkeras.train" in line)
     return shlex.split(line)[shlex.split(line).index("--workdir") + 1]
 
