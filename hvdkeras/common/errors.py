@@ -63,6 +63,11 @@ class PeerLostError(HvdkerasError, RuntimeError):
     """A collective failed because another rank's process or host is gone (see :mod:`hvdkeras.common.peers`)."""
 
 
+class PeerUnresponsiveError(HvdkerasError, RuntimeError):
+    """A collective failed because another rank's process is there but does not answer (stopped, e.g. by
+    ``SIGSTOP``, or hung; see :mod:`hvdkeras.common.peers`)."""
+
+
 class StallError(HvdkerasError, RuntimeError):
     """Horovod shut the job down because a rank stalled longer than ``horovod.stall_shutdown_seconds``."""
 

@@ -1,27 +1,32 @@
-"""Which rank, on which host, is gone when a collective fails.
+"""Which rank, on which host, is gone or frozen when a collective fails.
 
 Horovod reports a lost peer without naming it: Gloo's ``Timed out waiting 30000ms
 for recv operation to complete`` or ``Horovod has been shut down``. To name it, each
-rank keeps a :class:`Beacon`: a listening TCP socket on an ephemeral port, nothing
-more. The kernel completes a connection to a listening socket without the process's
-help, so a probe tells three states apart, even for a rank that is busy or frozen:
+rank keeps a :class:`Beacon`: a listening TCP socket on an ephemeral port, and a thread
+that answers every connection with one byte. The kernel completes a connection to a
+listening socket without the process's help, even for a process that is stopped
+(``SIGSTOP``); the answer needs the process running. A probe therefore tells four states apart:
 
-* ``alive``: the connection is accepted (the process holds its socket open);
+* ``alive``: the connection is accepted and answered (the process runs, busy or not);
+* ``unresponsive``: accepted, but no answer within the deadline (the process holds its
+  socket open but does not run: stopped, or hung with Python's interpreter lock held);
 * ``exited``: refused (the host answers, the process and its socket are gone);
 * ``unreachable``: no answer within the timeout, or no route (the host or the link is down).
 
 The ranks exchange ``(host, port)`` once at start (:class:`PeerTable`, gathered by
 the caller with any collective); after a failed collective each rank probes the
-others in parallel and :func:`lost_line` names the lost ones in one line.
+others in parallel and :func:`lost_line` names the lost ones in one line,
+:func:`unresponsive_line` the frozen ones.
 
-The same probe tells a rank when another has really exited: after a preemption the
-other ranks leave only once rank 0's process is gone (:meth:`PeerTable.wait_until_gone`,
+The same probe, without waiting for the answer, tells a rank when another has really exited: after a
+preemption the other ranks leave only once rank 0's process is gone (:meth:`PeerTable.wait_until_gone`,
 with rank 0's beacon held open until its process ends, :meth:`Beacon.hold_until_exit`),
 because a launcher stops the whole job when its first rank exits.
 
 :func:`watching` puts it together for a driver: the exchange, and a failed
 collective inside its block turned into one line naming the lost ranks
-(:class:`~hvdkeras.common.errors.PeerLostError`) or Horovod's stall shutdown
+(:class:`~hvdkeras.common.errors.PeerLostError`), the frozen ones
+(:class:`~hvdkeras.common.errors.PeerUnresponsiveError`) or Horovod's stall shutdown
 (:class:`~hvdkeras.common.errors.StallError`). No TensorFlow or Horovod here: the driver
 hands in the collective and the test for a failed one (:mod:`hvdkeras.runtime.distributed`'s).
 """
@@ -32,14 +37,20 @@ import contextlib
 import dataclasses
 import errno
 import os
+import selectors
 import socket
+import threading
 import time
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
-from hvdkeras.common.errors import HvdkerasError, PeerLostError, StallError
+from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiveError, StallError
 
-ALIVE, EXITED, UNREACHABLE = "alive", "exited", "unreachable"
+ALIVE, UNRESPONSIVE, EXITED, UNREACHABLE = "alive", "unresponsive", "exited", "unreachable"
 PROBE_TIMEOUT_S = 3.0
+# How long a probe after a failed collective waits for a connected beacon's answer (its thread needs the
+# interpreter lock: a rank in a long TensorFlow or Horovod op has released it, so a running rank answers at once).
+REPLY_TIMEOUT_S = 3.0
+REPLY = b"!"
 # After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
 # leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
 LEAVE_WAIT_S = 30.0
@@ -55,17 +66,42 @@ def own_host() -> str:
 
 
 class Beacon:
-    """A listening socket on every address of this host; :attr:`port` is what peers probe."""
+    """A listening socket on every address of this host (:attr:`port` is what peers probe), and a thread
+    answering each connection with one byte while this process runs."""
 
     def __init__(self, host: str = "0.0.0.0"):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
-        # Probes wait in the backlog (nobody accepts them; the close drops them). Room for every rank's
-        # probes while they wait for this one to exit (the kernel caps it at net.core.somaxconn).
+        # Probes wait in the backlog until the thread takes them (after close, and while this process is
+        # stopped, nobody does; the process's end drops them). Room for every rank's probes while they wait
+        # for this one to exit (the kernel caps it at net.core.somaxconn).
         self._sock.listen(1024)
+        self._sock.setblocking(False)  # the thread accepts what the selector shows; a probe gone meanwhile is skipped
         self.port = self._sock.getsockname()[1]
         self._held: Optional[int] = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._thread = threading.Thread(target=self._answer, name="hvdkeras-beacon", daemon=True)
+        self._thread.start()
+
+    def _answer(self) -> None:
+        """Answers each connection with :data:`REPLY` and closes it, until :meth:`close` wakes it."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._sock, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while not any(key.fileobj is self._wake_r for key, _ in selector.select()):
+                self._answer_one()
+
+    def _answer_one(self) -> None:
+        try:
+            conn, _ = self._sock.accept()
+        except OSError:  # the prober gave up meanwhile
+            return
+        with conn:
+            try:
+                conn.sendall(REPLY)
+            except OSError:
+                pass
 
     def hold_until_exit(self) -> None:
         """Keeps the port listening until this process ends, even after :meth:`close`.
@@ -78,8 +114,13 @@ class Beacon:
             self._held = os.dup(self._sock.fileno())
 
     def close(self) -> None:
-        """Closes the listening socket (a port held by :meth:`hold_until_exit` stays open)."""
+        """Stops the answers and closes the listening socket (a port held by :meth:`hold_until_exit` stays open)."""
+        if self._thread.is_alive():
+            self._wake_w.send(b"x")
+            self._thread.join()
         self._sock.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def __enter__(self) -> "Beacon":
         return self
@@ -88,11 +129,21 @@ class Beacon:
         self.close()
 
 
-def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> str:
-    """:data:`ALIVE`, :data:`EXITED` or :data:`UNREACHABLE` for the beacon at ``host:port``."""
+def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S, reply_timeout: Optional[float] = None) -> str:
+    """:data:`ALIVE`, :data:`EXITED` or :data:`UNREACHABLE` for the beacon at ``host:port``.
+
+    With ``reply_timeout``, also waits that long for the beacon's answer: a connection the kernel accepted
+    but the process never answered is :data:`UNRESPONSIVE` (without it, the connection alone is :data:`ALIVE`).
+    """
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return ALIVE
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            if reply_timeout is None:
+                return ALIVE
+            conn.settimeout(reply_timeout)
+            try:
+                return ALIVE if conn.recv(1) == REPLY else EXITED  # closed unanswered: the process is ending
+            except (socket.timeout, TimeoutError):
+                return UNRESPONSIVE
     except ConnectionRefusedError:
         return EXITED
     except (socket.timeout, TimeoutError):
@@ -116,7 +167,7 @@ class Peer:
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """A peer found not alive, with its probe's state (:data:`EXITED` or :data:`UNREACHABLE`)."""
+    """A peer found not alive, with its probe's state (:data:`EXITED`, :data:`UNREACHABLE` or :data:`UNRESPONSIVE`)."""
 
     peer: Peer
     state: str
@@ -134,13 +185,15 @@ class PeerTable:
         """From ``[(host, port), ...]`` in rank order (one ``allgather`` of :func:`own_host` and the port)."""
         return cls([Peer(r, str(h), int(p)) for r, (h, p) in enumerate(gathered)], own_rank)
 
-    def lost(self, timeout: float = PROBE_TIMEOUT_S) -> List[Finding]:
-        """The other ranks that are not alive, probed in parallel, in rank order."""
+    def lost(self, timeout: float = PROBE_TIMEOUT_S, reply_timeout: Optional[float] = None) -> List[Finding]:
+        """The other ranks that are not alive (gone, or there but not answering within ``reply_timeout``,
+        default :data:`REPLY_TIMEOUT_S`), probed in parallel, in rank order."""
+        reply_timeout = REPLY_TIMEOUT_S if reply_timeout is None else reply_timeout
         others = [p for p in self.peers if p.rank != self.own_rank]
         if not others:
             return []
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(others))) as pool:
-            states = list(pool.map(lambda p: probe(p.host, p.port, timeout), others))
+            states = list(pool.map(lambda p: probe(p.host, p.port, timeout, reply_timeout), others))
         return [Finding(p, s) for p, s in zip(others, states) if s != ALIVE]
 
     def wait_until_gone(self, rank: int, timeout: float, stop: Callable[[], bool] = lambda: False) -> bool:
@@ -181,17 +234,37 @@ def wait_until_gone(host: str, port: int, timeout: float, first_poll_s: float = 
 
 
 def lost_line(findings: Sequence[Finding], timeout: float = PROBE_TIMEOUT_S, limit: int = 4) -> Optional[str]:
-    """One line naming the lost ranks and hosts (None if none is lost).
+    """One line naming the lost ranks and hosts (None if none is lost; unresponsive ones are left out).
 
     ``lost rank 1 on host 198.18.213.3 (unreachable: no answer within 3 s; the host or its link is down)``
     """
-    if not findings:
+    gone = [f for f in findings if f.state in (EXITED, UNREACHABLE)]
+    if not gone:
         return None
     why = {UNREACHABLE: f"unreachable: no answer within {timeout:g} s; the host or its link is down",
            EXITED: "its process has exited; the host answers"}
-    parts = [f"rank {f.peer.rank} on host {f.peer.host} ({why[f.state]})" for f in findings[:limit]]
-    more = f" and {len(findings) - limit} more" if len(findings) > limit else ""
+    parts = [f"rank {f.peer.rank} on host {f.peer.host} ({why[f.state]})" for f in gone[:limit]]
+    more = f" and {len(gone) - limit} more" if len(gone) > limit else ""
     return "lost " + ", ".join(parts) + more
+
+
+def unresponsive_line(findings: Sequence[Finding], reply_timeout: Optional[float] = None,
+                      limit: int = 4) -> Optional[str]:
+    """One line naming the ranks whose process is there but does not answer within ``reply_timeout``
+    (default :data:`REPLY_TIMEOUT_S`; None if there is none).
+
+    ``rank 1 on host 198.18.213.3 is not responding (its process is there but did not answer within 3 s:
+    stopped, e.g. by SIGSTOP, or hung)``
+    """
+    frozen = [f for f in findings if f.state == UNRESPONSIVE]
+    if not frozen:
+        return None
+    reply_timeout = REPLY_TIMEOUT_S if reply_timeout is None else reply_timeout
+    names = ", ".join(f"rank {f.peer.rank} on host {f.peer.host}" for f in frozen[:limit])
+    more = f" and {len(frozen) - limit} more" if len(frozen) > limit else ""
+    verb = "is" if len(frozen) == 1 else "are"
+    return (f"{names}{more} {verb} not responding (the process is there but did not answer within"
+            f" {reply_timeout:g} s: stopped, e.g. by SIGSTOP, or hung)")
 
 
 @contextlib.contextmanager
@@ -203,7 +276,9 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
 
     Every rank opens a :class:`Beacon` and the ranks exchange their addresses with
     ``gather_objects``; when a Horovod op fails, the other ranks are probed and, if any is
-    gone, :class:`PeerLostError` replaces Horovod's error. If every rank is alive, Horovod
+    gone, :class:`PeerLostError` replaces Horovod's error; if none is gone but one is there without
+    answering (stopped past Gloo's timeout, or hung), :class:`PeerUnresponsiveError` does. If every rank
+    answers, Horovod
     shut down and ``stall_shutdown_seconds`` is set, its stall inspector stopped the job:
     :class:`StallError`. Other errors pass through unchanged.
 
@@ -230,12 +305,17 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
         except Exception as exc:
             if isinstance(exc, HvdkerasError) or not is_collective_failure(exc):
                 raise
-            line = lost_line(table.lost())
+            findings = table.lost()
+            line, frozen = lost_line(findings), unresponsive_line(findings)
             saved = resume_point()
             resume = "rerun the same command to resume from the last checkpoint" + (
                 f" (checkpoint {saved})" if saved else "")
             if line is not None:
-                raise PeerLostError(f"{line}; {resume}") from exc
+                raise PeerLostError("; ".join(x for x in (line, frozen, resume) if x)) from exc
+            if frozen is not None:
+                raise PeerUnresponsiveError(
+                    f"{frozen}; the launcher ends it once this rank has left (if it is still there, end it);"
+                    f" {resume}") from exc
             if stall_shutdown_seconds and "shut down" in str(exc):
                 raise StallError(
                     f"Horovod stopped the job: a rank stalled longer than horovod.stall_shutdown_seconds="

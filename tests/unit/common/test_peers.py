@@ -1,6 +1,8 @@
 """hvdkeras.common.peers: beacons, probes and the line naming a lost rank (no Horovod: sockets on this host)."""
 import errno
 import multiprocessing
+import os
+import signal
 import socket
 import threading
 import time
@@ -20,6 +22,52 @@ def test_a_beacon_answers_without_its_process_accepting():
     with peers.Beacon() as beacon:
         assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE
         assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE  # again: the backlog is never drained
+
+
+def _open_a_beacon(conn):
+    """In a process of its own: a beacon; sends its port, waits until the test lets this process end."""
+    beacon = peers.Beacon()
+    conn.send(beacon.port)
+    conn.recv()
+
+
+def _wait_until_stopped(pid, timeout=30.0):
+    """Until the kernel has stopped every thread of ``pid`` (SIGSTOP is delivered asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        if all(open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T" for t in tasks):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop")
+
+
+def test_a_stopped_process_is_unresponsive_not_alive_and_answers_again_once_continued():
+    # The kernel completes the connection to a stopped process's listening socket (the soak's SIGSTOP past Gloo's
+    # timeout looked alive); only the beacon's answer tells a running process from a frozen one.
+    ours, theirs = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=_open_a_beacon, args=(theirs,))
+    proc.start()
+    try:
+        port = ours.recv()
+        assert peers.probe("127.0.0.1", port, reply_timeout=2) == peers.ALIVE
+        os.kill(proc.pid, signal.SIGSTOP)
+        _wait_until_stopped(proc.pid)
+        assert peers.probe("127.0.0.1", port) == peers.ALIVE  # the connection alone: the wait for an exit
+        assert peers.probe("127.0.0.1", port, reply_timeout=0.3) == peers.UNRESPONSIVE
+        table = peers.PeerTable.from_gathered([("127.0.0.1", 9), ("127.0.0.1", port)], own_rank=0)
+        found = table.lost(timeout=0.3, reply_timeout=0.3)
+        assert [(f.peer.rank, f.state) for f in found] == [(1, peers.UNRESPONSIVE)]
+        assert peers.lost_line(found) is None
+        assert peers.unresponsive_line(found, reply_timeout=0.3) == (
+            "rank 1 on host 127.0.0.1 is not responding (the process is there but did not answer within 0.3 s:"
+            " stopped, e.g. by SIGSTOP, or hung)")
+        os.kill(proc.pid, signal.SIGCONT)
+        assert peers.probe("127.0.0.1", port, reply_timeout=2) == peers.ALIVE  # the probes in its backlog answered
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.kill()
+        proc.join(30)
 
 
 def test_a_closed_beacon_reads_as_an_exited_process():
@@ -135,6 +183,25 @@ def test_a_collective_failure_with_a_peer_gone_becomes_one_line_naming_it():
                                             r"answers\); rerun the same command to resume from the last checkpoint$"):
         with _watching(("127.0.0.1", _closed_port())):
             raise ShutDownError("Horovod has been shut down. This was caused by ...")
+
+
+def test_a_collective_failure_with_a_peer_frozen_becomes_one_line_naming_it_and_what_to_do(monkeypatch):
+    from hvdkeras.common.errors import PeerUnresponsiveError
+
+    # A listening socket nobody answers: what a stopped (SIGSTOP) rank's beacon is to the kernel.
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen(8)
+    monkeypatch.setattr(peers, "REPLY_TIMEOUT_S", 0.3)
+    with frozen, pytest.raises(PeerUnresponsiveError, match=(
+            r"^rank 1 on host 127\.0\.0\.1 is not responding \(the process is there but did not answer within"
+            r" 0\.3 s: stopped, e\.g\. by SIGSTOP, or hung\); the launcher ends it once this rank has left \(if it is"
+            r" still there, end it\); rerun the same command to resume from the last checkpoint \(checkpoint epoch"
+            r" 2\)$")) as caught:
+        with _watching(("127.0.0.1", frozen.getsockname()[1]), resume_point=lambda: "epoch 2",
+                       stall_shutdown_seconds=10):  # a frozen rank is named, not taken for a stall
+            raise ShutDownError("Timed out waiting 30000ms for recv operation to complete")
+    assert isinstance(caught.value.__cause__, ShutDownError)
 
 
 def test_a_stall_shutdown_with_every_rank_alive_names_the_setting():
