@@ -49,8 +49,9 @@ def _leave_after_preemption(status: int) -> None:
     """A rank other than 0 after a preemption: exit 75 at once, skipping the interpreter's teardown.
 
     Rank 0's checkpoint is written and its process is gone (the preemption callback waited for
-    that), so nothing is left to coordinate; Horovod's shutdown would wait on the departed peer
-    until the launcher kills this rank (status 137 after horovodrun's grace:
+    that), or the signal came outside training's preemption checks and there is nothing to save
+    (:mod:`hvdkeras.common.signals`), so nothing is left to coordinate; Horovod's shutdown would wait
+    on the departed peer until the launcher kills this rank (status 137 after horovodrun's grace:
     docs/reliability.md#preemption-in-detail). The command line owns the process, so it may end it
     like this; the library does not.
     """

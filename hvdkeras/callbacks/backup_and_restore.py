@@ -8,7 +8,7 @@ from typing import Callable, Optional, Tuple, Union
 import hvdkeras
 from hvdkeras.callbacks import divergence
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
-from hvdkeras.common import log
+from hvdkeras.common import log, signals
 from hvdkeras.common.errors import CheckpointError
 from hvdkeras.runtime import checkpointing, compat, distributed
 from hvdkeras.runtime.compat import keras
@@ -163,7 +163,12 @@ class BackupAndRestore(keras.callbacks.Callback):
             self.store.remove_stale()
             self._trackable = checkpointing.trackable_for(self.model)
         if self.preemption:
-            self.signal_flag.install()
+            shared = signals.process_flag()  # the trainer's process notes SIGTERM from its setup on
+            if shared is not None:
+                self.signal_flag = shared  # a signal before this fit is pending here: the first check stops
+                shared.watch()
+            else:  # alone in a model.fit: from now on
+                self.signal_flag.install()
             self._agreement = StopAgreement(distributed.allreduce_sum, is_root=distributed.is_chief(),
                                             names=lambda: distributed.cycled_name("hvdkeras.preemption"),
                                             interval_s=self.check_interval_s)
@@ -214,6 +219,8 @@ class BackupAndRestore(keras.callbacks.Callback):
         if self._preempted_line is not None:
             line, self._preempted_line = self._preempted_line, None
             raise Preempted(line)
+        if self.signal_flag is signals.process_flag():  # after the fit, a SIGTERM ends the rank at once again
+            self.signal_flag.unwatch()  # (one that came after the last check too: nothing is left to save)
         compat.clear_fit_start(self.model)
         if self.delete_checkpoint and distributed.is_chief():
             shutil.rmtree(self.backup_dir, ignore_errors=True)

@@ -5,79 +5,28 @@ clouds, ``--signal`` under Slurm); ``horovodrun`` forwards its own SIGTERM to ev
 rank and kills them 5 s later. Ranks must agree where to stop, or one would wait in
 an allreduce for a partner that has left.
 
-* :class:`SignalFlag` notes the signal (and when it came) instead of dying on it.
+* :class:`SignalFlag` notes the signal (and when it came) instead of dying on it
+  (:mod:`hvdkeras.common.signals`; the trainer's process has one from its setup on, which the
+  callback takes over for the fit).
 * :class:`StopAgreement` turns each rank's flag into one decision shared by all: a
   two-number sum over ranks about once a second (at most once per batch), at batches
   every rank knows, so all ranks stop together at the same batch.
 * :class:`Preempted` is how a rank leaves ``fit`` then: a ``SystemExit`` with status
-  :data:`PREEMPTED_EXIT` carrying the one line to print.
+  :data:`PREEMPTED_EXIT` carrying the one line to print (also :mod:`hvdkeras.common.signals`').
 
 :class:`hvdkeras.callbacks.BackupAndRestore` (``preemption=True``) combines them with
 a mid-epoch checkpoint; the classes here hold no Keras state and are tested alone.
 """
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
-PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again later", distinct from a failure (1, 2) and a kill (137, 143)
+from hvdkeras.common.signals import PREEMPTED_EXIT, Preempted, SignalFlag
 
-
-class Preempted(SystemExit):
-    """Leaves ``fit`` (and the process, if uncaught) with status :data:`PREEMPTED_EXIT`."""
-
-    code: int  # PREEMPTED_EXIT (SystemExit's code may be any status)
-
-    def __init__(self, line: str):
-        super().__init__(PREEMPTED_EXIT)
-        self.line = line
-
-    def __str__(self) -> str:
-        return self.line
-
-
-class SignalFlag:
-    """Records the first of ``signals`` instead of letting it end the process; :meth:`uninstall` undoes it."""
-
-    def __init__(self, signals: Sequence[int] = (signal.SIGTERM,)):
-        self.signals = tuple(signals)
-        self.signum: Optional[int] = None
-        self.received_at: Optional[float] = None  # time.monotonic() of the first signal
-        self.count = 0  # every signal caught, the first included
-        self._previous: dict = {}
-
-    @property
-    def pending(self) -> bool:
-        """Whether a signal has been received."""
-        return self.signum is not None
-
-    def install(self) -> bool:
-        """Catches the signals from now on; False (and nothing changed) off the main thread."""
-        if threading.current_thread() is not threading.main_thread():
-            return False
-        for signum in self.signals:
-            if signum not in self._previous:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return True
-
-    def uninstall(self) -> None:
-        """Puts back the handlers :meth:`install` replaced."""
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-        self._previous = {}
-
-    def _handle(self, signum, frame) -> None:
-        self.count += 1
-        if self.signum is None:
-            self.signum, self.received_at = signum, time.monotonic()
-
-    def seconds_since(self) -> Optional[float]:
-        """Seconds since the first signal, or ``None`` if none came."""
-        return None if self.received_at is None else time.monotonic() - self.received_at
+__all__ = ["PREEMPTED_EXIT", "Preempted", "SignalFlag", "StopAgreement"]
 
 
 class StopAgreement:

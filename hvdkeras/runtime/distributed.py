@@ -11,6 +11,9 @@ layer, so this module works unchanged on any Keras version Horovod's ops run on.
 
 Process setup done by :func:`init`, in this order:
 
+0. SIGTERM noted from now on (:func:`hvdkeras.common.signals.install_process_flag`): until a fit's
+   preemption callback takes the flag over, a SIGTERM ends the rank as a preemption with nothing
+   to save (status 75 and one line), and a fit still sees one that came before it.
 1. ``hvd.init()``.
 2. GPU pinning: a process sees only the GPU at index ``local_rank`` of the host's
    GPU list, with memory growth on. The list is passed in (``gpus=``), so the rule
@@ -36,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from hvdkeras.common import horovod_env, log
+from hvdkeras.common import horovod_env, log, signals
 from hvdkeras.common.errors import PreflightError
 from hvdkeras.common.horovod_env import (
     CpuBinding,
@@ -206,6 +209,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     Returns:
         What was set up for this process.
     """
+    signals.install_process_flag()
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")
     if horovod_cfg is not None:

@@ -20,3 +20,13 @@ def restore_environment():
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _sigterm_as_before():
+    """distributed.init (Trainer.from_config, assembly.start) installs the process's SIGTERM flag; put pytest's
+    own handler back after each test, so a SIGTERM to pytest still ends it."""
+    yield
+    from hvdkeras.common import signals
+
+    signals.uninstall_process_flag()

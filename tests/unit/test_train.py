@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+from tests.harness.stacks import once_per_make_test
 from tests.unit.helpers import REPO, write_yaml
 
 
@@ -173,3 +174,25 @@ def test_a_workdir_trained_on_the_other_stack_is_refused_in_one_line_before_trai
         assert "pass another --workdir" in line and "--fresh to start over" in line
         assert f"--resume=force cannot help: Keras {other.keras_major}'s checkpoints do not load in Keras" in line
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml"]  # nothing trained, the lock released
+
+
+@once_per_make_test("the command line's SIGTERM during start-up (a TensorFlow import)", 0.2, stack="keras3")
+def test_a_sigterm_during_start_up_ends_the_rank_as_a_preemption_with_nothing_to_save(tmp_path):
+    """Issue 52: a SIGTERM after the process's setup, before fit (here while the model is built), exits with the
+    preemption's status and one line, not 143; nothing is written to resume from."""
+    (tmp_path / "sigterm_in_build.py").write_text(
+        "import os, signal\n"
+        "import tensorflow as tf\n\n\n"
+        "def model():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # as a scheduler would, while the model is being built\n"
+        "    return tf.keras.Sequential([tf.keras.Input((8, 8, 1)), tf.keras.layers.Flatten(),"
+        " tf.keras.layers.Dense(10, activation='softmax')])\n")
+    config = write_yaml(tmp_path, "data: {name: digits, global_batch_size: 64}\n"
+                                  "model: {name: 'sigterm_in_build:model'}\n"
+                                  "trainer: {epochs: 1, verbose: 0, export: false}\n")
+    proc = run_train("--config", config, "--workdir", str(tmp_path / "w"))
+    assert proc.returncode == 75, (proc.returncode, proc.stderr[-2000:])
+    assert error_lines(proc) == ["hvdkeras: preempted (SIGTERM) outside training's preemption checks (during"
+                                 " start-up, or without checkpoint.preemption): nothing to save; rerun the same"
+                                 " command to resume from the last checkpoint, if any"]
+    assert not os.path.exists(tmp_path / "w" / "checkpoints") or not os.listdir(tmp_path / "w" / "checkpoints")

@@ -111,6 +111,38 @@ def test_preemption_writes_a_mid_epoch_checkpoint_at_the_batch_of_the_signal(hvd
     assert again.restored.position == (1, 4)
 
 
+def test_a_fit_sees_a_sigterm_that_came_before_it_on_the_process_flag_and_releases_it_after(hvd_single, tmp_path):
+    # Issue 52: the trainer's process notes SIGTERM from its setup on (hvdkeras.common.signals); the callback takes
+    # that flag over for the fit instead of installing a fresh one that would miss the earlier signal.
+    import signal as signal_lib
+
+    from hvdkeras.callbacks.preemption import Preempted
+    from hvdkeras.common import signals
+
+    flag = signals.install_process_flag()
+    with pytest.raises(Preempted):  # during start-up: ends the rank (say something swallowed it, and fit began)
+        os.kill(os.getpid(), signal_lib.SIGTERM)
+    cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True, delete_checkpoint=False), small_bn_model(),
+                epochs=3, steps=10)
+    cb.check_interval_s = 0
+    cb.continue_at(0)
+    cb.on_train_begin()
+    assert cb.signal_flag is flag and flag.watched
+    cb.on_epoch_begin(0)
+    with pytest.raises(Preempted, match="^preempted at epoch 1, batch 1; checkpoint written: .*epoch-0000-batch-0001$"):
+        cb.on_train_batch_end(0)  # the first check
+    # A fit that ends normally hands the flag back: a SIGTERM after it ends the rank at once again.
+    other = attach(hc.BackupAndRestore(str(tmp_path / "b"), preemption=True), small_bn_model(), epochs=1, steps=2)
+    signals.install_process_flag()
+    other.continue_at(0)
+    other.on_train_begin()
+    assert other.signal_flag.watched
+    other.on_train_end()
+    assert not other.signal_flag.watched
+    with pytest.raises(Preempted, match="nothing to save"):
+        os.kill(os.getpid(), signal_lib.SIGTERM)
+
+
 def test_preemption_on_an_epochs_last_batch_lets_the_epoch_end_then_leaves(hvd_single, tmp_path):
     from hvdkeras.callbacks.preemption import Preempted
 
