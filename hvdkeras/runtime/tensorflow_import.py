@@ -5,15 +5,72 @@ Importing a hvdkeras module that needs TensorFlow (``hvdkeras.callbacks``,
 prints. The command lines (``python -m hvdkeras.train``, ``hvdkeras.input_bench``)
 call :func:`load` first, before any such module, so that their output stays the
 one-line kind whatever TensorFlow version is installed.
+
+While it imports TensorFlow, :func:`load` also keeps matplotlib out: Keras 3 (which TensorFlow 2.16+
+imports with itself) imports ``matplotlib.pyplot`` for its two plotting functions wherever matplotlib is
+installed, a large part of each rank's start (docs/performance.md, "Figures behind defaults"). A rank
+never plots; Keras' plotting functions get stand-ins that import matplotlib at their first use instead.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.abc
+import importlib.util
 import os
 import re
 import sys
 import tempfile
 from types import ModuleType
+from typing import Any, Iterator, Optional, Sequence
+
+# Keras 3's modules that import matplotlib at their own import, and what each binds: (module, name, import).
+KERAS_PLOTTING = (("keras.src.visualization.plot_image_gallery", "plt", "matplotlib.pyplot"),
+                  ("keras.src.visualization.plot_bounding_box_gallery", "patches", "matplotlib.patches"))
+
+
+class _Deferred:
+    """Stands for module ``name`` and imports it at the first attribute asked of it."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+    def __repr__(self) -> str:
+        return f"<{self._name}, imported at its first use>"
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """An import finder that refuses the packages ``names`` (and their submodules) while it is installed."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = tuple(names)
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None) -> None:
+        if fullname.split(".")[0] in self.names:
+            raise ImportError(f"{fullname} is imported at its first use, not while TensorFlow loads")
+        return None
+
+
+@contextlib.contextmanager
+def _matplotlib_deferred() -> Iterator[None]:
+    """Refuses matplotlib inside the block, then gives Keras' plotting modules stand-ins for what they found
+    missing (nothing is done where matplotlib is already imported or not installed)."""
+    if "matplotlib" in sys.modules or importlib.util.find_spec("matplotlib") is None:
+        yield
+        return
+    finder = _Refuse(["matplotlib"])
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for module_name, attr, target in KERAS_PLOTTING:
+            module = sys.modules.get(module_name)
+            if module is not None and getattr(module, attr, False) is None:
+                setattr(module, attr, _Deferred(target))
 
 
 def load() -> ModuleType:
@@ -28,15 +85,19 @@ def load() -> ModuleType:
     level asked for. Once TensorFlow is imported, this returns it and does nothing else.
     """
     level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") or 0)
-    if "tensorflow" in sys.modules or level < 1:
+    if "tensorflow" in sys.modules:
         return importlib.import_module("tensorflow")
+    if level < 1:
+        with _matplotlib_deferred():
+            return importlib.import_module("tensorflow")
     dropped = ("I" if level >= 1 else "") + ("W" if level >= 2 else "")
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            return importlib.import_module("tensorflow")
+            with _matplotlib_deferred():
+                return importlib.import_module("tensorflow")
         finally:
             os.dup2(saved, 2)
             os.close(saved)

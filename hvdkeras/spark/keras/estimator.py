@@ -371,6 +371,9 @@ def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[st
 
     for row in rows:
         if model is None:
+            from hvdkeras.runtime import tensorflow_import
+
+            tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
             from hvdkeras.spark.keras.task import model_from_bytes
 
             model = model_from_bytes(blob, custom_objects)

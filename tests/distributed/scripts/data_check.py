@@ -19,6 +19,10 @@ import json
 import os
 import sys
 
+from hvdkeras.runtime import tensorflow_import
+
+tensorflow_import.load()  # first, as the command lines import TensorFlow: quiet, matplotlib at its first use
+
 import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf

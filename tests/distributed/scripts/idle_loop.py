@@ -16,6 +16,10 @@ import os
 import sys
 import time
 
+from hvdkeras.runtime import tensorflow_import
+
+tensorflow_import.load()  # first, as the command lines import TensorFlow: quiet, matplotlib at its first use
+
 import horovod.tensorflow as hvd
 import tensorflow as tf
 

@@ -23,6 +23,9 @@ BEGIN, END = "\nSCRIPT {} BEGIN {}", "\nSCRIPT {} END {}"
 
 
 def main():
+    from hvdkeras.runtime import tensorflow_import
+
+    tensorflow_import.load()  # as the command lines import TensorFlow: quiet, matplotlib at its first use
     jobs = json.loads(sys.argv[1])
     for index, (script, *args) in enumerate(jobs):
         name = os.path.basename(script)

@@ -14,6 +14,10 @@ import os
 import sys
 import time
 
+from hvdkeras.runtime import tensorflow_import
+
+tensorflow_import.load()  # first, as the command lines import TensorFlow: quiet, matplotlib at its first use
+
 from hvdkeras import train
 from hvdkeras.runtime import distributed
 from hvdkeras.runtime.compat import keras

@@ -14,6 +14,10 @@ import json
 import os
 import sys
 
+from hvdkeras.runtime import tensorflow_import
+
+tensorflow_import.load()  # first, as the command lines import TensorFlow: quiet, matplotlib at its first use
+
 import numpy as np
 import tensorflow as tf
 

@@ -12,6 +12,10 @@ slower. :func:`setup` does the same from a script's own top.
 import sys
 
 from hvdkeras import config as config_lib
+from hvdkeras.runtime import tensorflow_import
+
+tensorflow_import.load()  # as the command lines import TensorFlow: quiet, matplotlib at its first use
+
 from hvdkeras.runtime import distributed
 
 

@@ -25,6 +25,10 @@ cases, with ``hvdkeras.keras as hvd``:
 The ``LossScaleOptimizer`` case runs in float32 with a dynamic
 scale, so its scaling and unscaling are exact and the result is comparable bit for bit.
 """
+from hvdkeras.runtime import tensorflow_import
+
+tensorflow_import.load()  # first, as the command lines import TensorFlow: quiet, matplotlib at its first use
+
 import numpy as np
 import tensorflow as tf
 
