@@ -20,6 +20,7 @@ from tests.harness.ranks import (
     start,
     wait_for_epochs,
 )
+from tests.harness.stacks import once_per_make_test
 
 # Long enough that the new worker joins well before the end, short because every epoch after the join is
 # spent waiting (about 1 s each on 2 cores). With the kill after epoch 3 and the hosts file changed after 2
@@ -105,6 +106,10 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
     assert sorted(os.listdir(workdir / "checkpoints"))[-1] == f"epoch-{EPOCHS:04d}"
 
 
+# The preemption's stop at one batch and its checkpoint are the trainer's on both stacks (test_preemption_two_ranks.py),
+# and hvdkeras.elastic's state on both stacks is the kill-and-join test's; what is left here, Horovod's elastic driver
+# ending the job when every worker leaves with status 75, does not depend on the stack.
+@once_per_make_test("the SIGTERM to an elastic job (Horovod's elastic driver)", 0.4, stack="keras3")
 def test_sigterm_stops_an_elastic_job_at_one_batch_and_the_rerun_resumes_there(tmp_path):
     """Preemption in elastic mode is preemption, not a lost host: both workers stop at one batch with a
     checkpoint and status 75, Horovod's driver ends the job (every worker failed) instead of waiting for
