@@ -66,7 +66,7 @@ def test_the_plan_calls_the_trainers_scaling_function(monkeypatch):
     assert calls == [64]
 
 
-def test_resnet_numbers_and_unknown_imagenet_size(tmp_path):
+def test_resnet_numbers_and_unknown_imagenet_size(tmp_path, hvd_single):
     cfg = load("resnet.yaml", f"data.data_dir={tmp_path}")  # an empty data_dir: not prepared here
     p = launch.plan(cfg, 8, "a:4,b:4", gpus_per_host=4, cores_per_host=32)
     assert (p.global_batch, p.per_rank_batch) == (1024, 128)
@@ -124,7 +124,7 @@ def test_resnet_with_steps_per_epoch_given(tmp_path):
     assert "steps 37530, 75060, 100080" in launch.describe(p)  # the step boundaries 30, 60, 80
 
 
-def test_cifar10_resnet56_numbers(tmp_path):
+def test_cifar10_resnet56_numbers(tmp_path, hvd_single):
     cfg = load("cifar10_resnet56.yaml", f"data.data_dir={tmp_path}")
     p = launch.plan(cfg, 4, cores_per_host=8)
     assert (p.global_batch, p.per_rank_batch, p.hosts) == (128, 32, (launch.Host("localhost", 4),))
