@@ -16,7 +16,7 @@ from benchmarks.soak.loop import Job, Loop
 from benchmarks.soak.schedule import FULL_DISK, KINDS, parse_range, plan
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-IN_NAMESPACE = "HVDKERAS_SOAK_MOUNT_NS"  # set when the soak runs in its own mount namespace
+IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
 SHORT = {"faults": 5, "interval": "6-10", "epochs": 40, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
 
@@ -44,6 +44,7 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--no-quiet", action="store_true", help="skip the quiet run and the final comparison")
     parser.add_argument("--short", action="store_true", help="the suite's soak: 5 faults in at most 3 minutes")
     parser.add_argument("--out", default=os.path.join("runs", "soak"))
+    parser.add_argument(IN_NAMESPACE, action="store_true", dest="in_namespace", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     fallback = SHORT if args.short else {"faults": 30, "interval": "30-90", "epochs": 600, "deadline": 150.0,
                                          "gloo_timeout": 30, "startup": 15.0}
@@ -83,12 +84,9 @@ def command(args, workdir: str) -> List[str]:
 
 def _in_own_mount_namespace(argv: Optional[List[str]]) -> None:
     """Reruns this command in a private mount namespace (its tmpfs vanishes with it, whatever ends the soak)."""
-    if os.environ.get(IN_NAMESPACE) == "1":
-        return
-    env = dict(os.environ, **{IN_NAMESPACE: "1"})
     argv = sys.argv[1:] if argv is None else argv
-    os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "benchmarks.soak",
-                           *argv], env)
+    os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "benchmarks.soak",
+                          *argv, IN_NAMESPACE])
 
 
 def _stack() -> str:
@@ -128,7 +126,7 @@ def _final(args, loop: Loop, quiet: Optional[Loop], workdir: str, quiet_dir: str
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs the quiet run, then the soak; writes and prints the report. Exit status 0 when every promise held."""
     args = parse(argv)
-    if FULL_DISK in args.kinds:
+    if FULL_DISK in args.kinds and not args.in_namespace:
         _in_own_mount_namespace(argv)
     out = os.path.abspath(args.out)
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
@@ -137,7 +135,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     for old in (workdir, quiet_dir):
         shutil.rmtree(old, ignore_errors=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop(IN_NAMESPACE, None)
     tic = time.time()
     quiet = None
     if not args.no_quiet:

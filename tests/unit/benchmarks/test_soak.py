@@ -271,3 +271,43 @@ def test_a_process_left_behind_by_the_job_is_named_and_killed(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_short_fills_in_the_suites_settings_and_the_users_flags_win():
+    from benchmarks.soak.__main__ import SHORT, command, parse
+
+    args = parse(["--short", "--kinds", "kill_rank,preempt", "--epochs", "12"])
+    assert (args.faults, args.deadline, args.gloo_timeout) == (SHORT["faults"], SHORT["deadline"],
+                                                               SHORT["gloo_timeout"])
+    assert args.faults >= 5 and args.epochs == 12 and args.kinds == ["kill_rank", "preempt"]
+    cmd = command(args, "/w")
+    assert cmd[cmd.index("--gloo-timeout-seconds") + 1] == str(SHORT["gloo_timeout"])
+    assert cmd[cmd.index("--workdir") + 1] == "/w" and "trainer.epochs=12" in cmd and "model.dropout=0" in cmd
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--interval", "90-30"], "--interval: a range of seconds is LOW-HIGH"),
+    (["--kinds", "kill_rank,oom"], "--kinds: unknown ['oom']"),
+    (["--faults", "0"], "--faults and --epochs must be at least 1"),
+])
+def test_a_wrong_flag_gets_one_line_saying_what_to_pass(argv, said, capsys):
+    from benchmarks.soak.__main__ import parse
+
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_the_full_disk_fault_without_root_says_how_to_leave_it_out(monkeypatch, capsys):
+    from benchmarks.soak.__main__ import parse
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit):
+        parse([])
+    err = capsys.readouterr().err
+    assert "the full_disk fault needs root" in err
+    assert "--kinds kill_rank,preempt,freeze,damage_checkpoint" in err
+    assert parse(["--kinds", "kill_rank"]).kinds == ["kill_rank"]  # without it, no root needed
