@@ -60,31 +60,14 @@ class Loop:
                           os.path.join(self.logs, f"attempt-{index:03d}.log"), self.clock)
             self.say(f"[soak] {run.started:7.1f}s attempt {index} started (launcher pid {run.pid})")
             freezes: List[fault_lib.Freeze] = []
-            ballast: Optional[str] = None
-            hang, seen, last_progress = False, (0, -1.0), run.started
-            while run.running():
-                now = self.clock()
-                progress = (len(run.lines), self._metrics_mtime())
-                if progress != seen:
-                    seen, last_progress = progress, now
-                elif now - last_progress > self.deadline_s:
-                    hang = True
-                    self.say(f"[soak] {now:7.1f}s attempt {index}: no progress and no exit in {self.deadline_s:g}s:"
-                             " a hang; killing it")
-                    run.kill()
-                    break
-                if len(self.faults) < len(self.plan):
-                    planned = self.plan[len(self.faults)]
-                    due = due_at(planned, previous_at, previous_attempt, index, run.started, self.interval)
-                    if now >= due:
-                        fault, freeze, filled = self._inject(planned, run, index)
-                        self.faults.append(fault)
-                        freezes += [freeze] if freeze else []
-                        ballast = filled or ballast
-                        previous_at, previous_attempt = fault.at, index
-                        self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind} ({fault.phase}):"
-                                 f" {fault.detail}")
-                time.sleep(0.2)
+            try:
+                hang, previous_at, previous_attempt, ballast = self._watch(run, index, freezes, previous_at,
+                                                                           previous_attempt)
+            except BaseException:  # the soak itself stops (Ctrl-C, a bug): nothing of the job is left running
+                for freeze in freezes:
+                    freeze.finish()
+                run.kill()
+                raise
             status = run.finish()
             for freeze in freezes:
                 freeze.finish()
@@ -101,6 +84,36 @@ class Loop:
             if status == 0 and not hang:
                 return True
         return False
+
+    def _watch(self, run: Running, index: int, freezes: List[fault_lib.Freeze], previous_at: float,
+               previous_attempt: int):
+        """Watches attempt ``index`` until it exits or hangs, injecting the faults that fall due; (hang?, the last
+        fault's time and attempt, the ballast written or None)."""
+        hang, seen, last_progress, ballast = False, (0, -1.0), run.started, None
+        while run.running():
+            now = self.clock()
+            progress = (len(run.lines), self._metrics_mtime())
+            if progress != seen:
+                seen, last_progress = progress, now
+            elif now - last_progress > self.deadline_s:
+                hang = True
+                self.say(f"[soak] {now:7.1f}s attempt {index}: no progress and no exit in {self.deadline_s:g}s:"
+                         " a hang; killing it")
+                run.kill()
+                break
+            if len(self.faults) < len(self.plan):
+                planned = self.plan[len(self.faults)]
+                due = due_at(planned, previous_at, previous_attempt, index, run.started, self.interval)
+                if now >= due:
+                    fault, freeze, filled = self._inject(planned, run, index)
+                    self.faults.append(fault)
+                    freezes += [freeze] if freeze else []
+                    ballast = filled or ballast
+                    previous_at, previous_attempt = fault.at, index
+                    self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind} ({fault.phase}):"
+                             f" {fault.detail}")
+            time.sleep(0.2)
+        return hang, previous_at, previous_attempt, ballast
 
     def _metrics_mtime(self) -> float:
         try:
