@@ -78,7 +78,7 @@ def text(report: Dict[str, Any]) -> str:
             f" {_position(row['promised'], steps):>8} {'-' if row['lost'] is None else row['lost']:>5}"
             f" {'-' if row['allowed'] is None else row['allowed']:>7}"
             f" {'-' if row['wall_lost_s'] is None else format(row['wall_lost_s'], '.1f'):>7}"
-            f"  {'yes ' if row['held'] else 'NO  '}  {(row['detail'] + '; ' if row['detail'] else '') + row['note']}")
+            f"  {'yes ' if row['held'] else 'NO  '}  {'; '.join(t for t in (row['detail'], row['note']) if t)}")
     for label, key in (("processes left behind", "left_behind"), ("failures with no fault", "unprompted_failures"),
                        ("checkpoints found damaged that the soak did not damage", "damage_not_injected")):
         if report[key]:
