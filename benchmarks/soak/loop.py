@@ -31,6 +31,7 @@ class Job:
 
     @property
     def checkpoints(self) -> str:
+        """The job's checkpoint folder."""
         return os.path.join(self.workdir, "checkpoints")
 
 

@@ -40,6 +40,7 @@ def compare(soaked: str, quiet: str) -> Dict[str, Any]:
     moving = [k for k in a if "moving_" in k]
 
     def worst(keys):
+        """The largest absolute difference over ``keys`` (0 for none)."""
         return max((float(np.max(np.abs(a[k] - b[k]))) for k in keys), default=0.0)
 
     return {"same_variables": True, "trainable_variables": len(trainable),
