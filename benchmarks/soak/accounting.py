@@ -82,6 +82,10 @@ def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> t
     base, since = start_abs, resumed_at
     if fault.logged_at is not None and fault.logged_at > resumed_at and fault.epoch_logged * steps >= start_abs:
         base, since = fault.epoch_logged * steps, fault.logged_at
+    elif fault.kind == PREEMPT:
+        # No preemption line and no epoch ended in this attempt: the SIGTERM may have come before fit installed its
+        # handler, when nothing of this attempt was trained; count nothing rather than guess.
+        return start_abs, False
     within = math.floor((fault.at - since) / fault.step_time_s) if fault.step_time_s else 0
     cap = (base // steps) * steps + steps - 1  # the next epoch's line would have been logged
     return min(base + max(0, within), max(base, cap)), False
@@ -121,7 +125,9 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[O
         out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
         out.held = out.resumed == out.promised and out.lost <= out.allowed and not out.hang
         if fault.kind == PREEMPT and attempt.said.preempted is None and fault.phase == TRAINING:
-            out.note = "no preemption line: the SIGTERM did not stop the job at a batch"
+            out.note = (f"no preemption line (status {attempt.status}): the SIGTERM did not stop the job at a batch"
+                        if out.lost else f"no preemption line (status {attempt.status}): the SIGTERM came before"
+                        " an epoch of this attempt ended, maybe before training (the handler is installed by fit)")
         elif out.resumed < out.promised:
             out.note = "resumed before the newest intact checkpoint: a checkpoint was lost"
         elif out.resumed > out.promised:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -51,6 +52,15 @@ class Running:
         return status
 
 
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def left_behind(marker: str, grace: float = 10.0) -> List[str]:
     """Processes whose command line holds ``marker`` (the job's workdir) still there ``grace`` s after the job ended,
     as ``pid: command``; they are killed (with their session) so that the next attempt starts clean."""
@@ -70,5 +80,11 @@ def left_behind(marker: str, grace: float = 10.0) -> List[str]:
             break
         time.sleep(0.2)
     for pid, _ in found:
-        kill_session(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5.0  # gone or a zombie (an orphan's zombie stays until its reaper acts)
+    while time.monotonic() < deadline and any(_running(pid) for pid, _ in found):
+        time.sleep(0.05)
     return [f"{pid}: {argv[:200]}" for pid, argv in found]

@@ -39,8 +39,9 @@ class Loop:
     """Runs ``job`` until it succeeds, ``plan``'s faults injected; :attr:`faults` and :attr:`attempts` after."""
 
     def __init__(self, job: Job, plan: Sequence[PlannedFault], interval: Tuple[float, float], deadline_s: float,
-                 logs: str, max_attempts: int, say=print):
+                 logs: str, max_attempts: int, say=print, tick_s: float = 0.2):
         self.job, self.plan, self.interval, self.deadline_s = job, list(plan), interval, deadline_s
+        self.tick_s = tick_s  # how often the loop looks at the job
         self.logs, self.max_attempts, self.say = logs, max_attempts, say
         self.faults: List[Fault] = []
         self.attempts: List[Attempt] = []
@@ -113,7 +114,7 @@ class Loop:
                     previous_at, previous_attempt = fault.at, index
                     self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind} ({fault.phase}):"
                              f" {fault.detail}")
-            time.sleep(0.2)
+            time.sleep(self.tick_s)
         return hang, previous_at, previous_attempt, ballast
 
     def _metrics_mtime(self) -> float:

@@ -2,6 +2,7 @@
 report; and its one-host faults on plain processes and folders (no TensorFlow, no Horovod)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -137,11 +138,19 @@ def test_a_rerun_that_resumes_before_the_newest_checkpoint_has_lost_one():
 
 
 def test_a_sigterm_in_training_without_a_preemption_line_breaks_the_promise():
-    fault = _fault(schedule.PREEMPT, 20.0, epoch_logged=4, logged_at=19.0, step_time_s=0.1)
+    fault = _fault(schedule.PREEMPT, 20.0, epoch_logged=4, logged_at=19.0, step_time_s=0.1)  # epoch 4 ended at 19 s
     attempts = [_attempt(0, 143, (0, 0), 1.0, expected=(4, 0)), _attempt(1, 0, (4, 0), 32.0)]
     (out,) = accounting.outcomes([fault], attempts, STEPS)
     assert not out.held and out.allowed == 0 and out.lost == 10
-    assert "no preemption line" in out.note
+    assert "no preemption line (status 143): the SIGTERM did not stop the job at a batch" in out.note
+
+
+def test_a_sigterm_before_an_epoch_of_the_attempt_ended_counts_nothing_lost_and_says_so():
+    fault = _fault(schedule.PREEMPT, 20.0, epoch_logged=4, logged_at=0.5, step_time_s=0.1)  # logged before the start
+    attempts = [_attempt(0, 143, (4, 0), 1.0, expected=(4, 0)), _attempt(1, 0, (4, 0), 32.0)]
+    (out,) = accounting.outcomes([fault], attempts, STEPS)
+    assert out.held and out.lost == 0 and not out.exact
+    assert "before an epoch of this attempt ended" in out.note
 
 
 def test_a_fault_at_start_up_loses_nothing_when_the_rerun_resumes_where_the_attempt_would_have():
@@ -234,11 +243,11 @@ def test_a_freeze_stops_the_rank_then_thaws_or_kills_it():
                        ("kill", lambda p: p.wait(timeout=5) == -signal.SIGKILL)):
         proc = subprocess.Popen(["sleep", "30"])
         try:
-            freeze = faults.Freeze(proc.pid, 0.2, end)
+            freeze = faults.Freeze(proc.pid, 0.1, end)
             assert freeze.start()
             time.sleep(0.05)
             assert _state(proc.pid) == "T"
-            freeze._thread.join(timeout=5)  # the freeze ends by itself after its 0.2 s
+            freeze._thread.join(timeout=5)  # the freeze ends by itself after its 0.1 s
             assert freeze.ended_with == end and check(proc)
             freeze.finish()
         finally:
@@ -311,3 +320,33 @@ def test_the_full_disk_fault_without_root_says_how_to_leave_it_out(monkeypatch, 
     assert "the full_disk fault needs root" in err
     assert "--kinds kill_rank,preempt,freeze,damage_checkpoint" in err
     assert parse(["--kinds", "kill_rank"]).kinds == ["kill_rank"]  # without it, no root needed
+
+
+# ------------------------------------------------------------------ the loop, on a stand-in job
+
+
+def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_promise_holds(tmp_path):
+    from benchmarks.soak.loop import Job, Loop
+
+    workdir = tmp_path / "work"
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_fake_job.py")
+    python_sleep = tmp_path / "work-ranks" / "python"  # the ranks: sleep(1), named as the soak looks for them and
+    python_sleep.parent.mkdir()  # with the workdir in their command line, as the soak looks for those left behind
+    python_sleep.symlink_to(shutil.which("sleep"))
+    job = Job([sys.executable, script, str(workdir), "4", str(python_sleep)], dict(os.environ), str(tmp_path),
+              str(workdir))
+    plan = [schedule.PlannedFault(0, schedule.KILL_RANK, schedule.PREVIOUS, 0.15, rank=1),
+            schedule.PlannedFault(1, schedule.PREEMPT, schedule.RESTART, 0.12)]
+    loop = Loop(job, plan, (0.1, 0.2), deadline_s=5, logs=str(tmp_path), max_attempts=4, say=lambda line: None,
+                tick_s=0.02)
+    assert loop.run()
+    statuses = [a.status for a in loop.attempts]
+    assert statuses in ([1, 75, 0], [1, -signal.SIGTERM, 0]), statuses  # -15: the SIGTERM beat the job's handler
+    assert [f.kind for f in loop.faults] == [schedule.KILL_RANK, schedule.PREEMPT]
+    assert loop.faults[0].detail.startswith("SIGKILL to rank 1 (pid ")
+    outs = accounting.outcomes(loop.faults, loop.attempts, 4)
+    assert all(out.ended_attempt and out.held for out in outs), outs
+    resumed = [a.said.resumed for a in loop.attempts[1:] if a.said.resumed is not None][0]
+    assert resumed == (loop.attempts[0].expected_next or (0, 0))  # at the newest checkpoint
+    assert loop.attempts[-1].said.final == {"val_accuracy": 0.5}
+    assert not [a.left_behind for a in loop.attempts if a.left_behind]
