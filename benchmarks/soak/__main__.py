@@ -18,6 +18,7 @@ from benchmarks.soak.schedule import FULL_DISK, KINDS, parse_range, plan
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
+KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
 SHORT = {"faults": 5, "interval": "6-10", "epochs": 40, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
 
 
@@ -40,7 +41,7 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--gloo-timeout", type=int, default=None,
                         help="horovodrun --gloo-timeout-seconds, the stall limit a freeze outlasts (default 30;"
                              " --short 10)")
-    parser.add_argument("--disk-mb", type=int, default=256, help="the size of the workdir's own tmpfs")
+    parser.add_argument("--disk-mb", type=int, default=64, help="the size of the workdir's own tmpfs")
     parser.add_argument("--no-quiet", action="store_true", help="skip the quiet run and the final comparison")
     parser.add_argument("--short", action="store_true", help="the suite's soak: 5 faults in at most 3 minutes")
     parser.add_argument("--out", default=os.path.join("runs", "soak"))
@@ -79,7 +80,7 @@ def command(args, workdir: str) -> List[str]:
             str(args.gloo_timeout), sys.executable, "-m", "hvdkeras.train", "--config", args.config,
             "--workdir", workdir, "--set", f"trainer.epochs={args.epochs}",
             "--set", "model.dropout=0",  # the end is compared bit for bit (docs/reliability.md)
-            "--set", "trainer.export=false"]
+            "--set", "trainer.export=false", "--set", f"checkpoint.keep={KEEP}"]
 
 
 def _in_own_mount_namespace(argv: Optional[List[str]]) -> None:
@@ -169,8 +170,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "epochs": args.epochs, "deadline_s": args.deadline, "gloo_timeout_s": args.gloo_timeout,
                     "short": args.short, "stack": _stack(), "command": " ".join(command(args, workdir)),
                     "total_wall_s": round(time.time() - tic, 1)}
+        lost = accounting.lost_checkpoints(loop.attempts, KEEP)
         result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,
-                              loop.attempts), foreign)
+                              loop.attempts), foreign, lost)
         if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
             shutil.copy(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "metrics.jsonl"))
     finally:
@@ -184,7 +186,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(table)
     print(f"wrote {os.path.join(out, 'soak.txt')} and soak.json ({result['settings']['total_wall_s']}s in all)")
     ok = (finished and result["survived"] == result["faults"] and not result["hangs"] and not result["left_behind"]
-          and not result["unprompted_failures"] and not foreign
+          and not result["unprompted_failures"] and not foreign and not lost
           and (quiet is None or "bit for bit" in final.get("verdict", "")))
     return 0 if ok else 1
 

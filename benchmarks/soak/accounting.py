@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from benchmarks.soak.output import Position, Said, absolute
 from benchmarks.soak.schedule import FREEZE, PREEMPT, THAW
@@ -34,6 +34,7 @@ class Attempt:
     hang: bool = False
     expected_next: Optional[Position] = None  # the newest checkpoint the soak did not damage, when it ended
     left_behind: List[str] = dataclasses.field(default_factory=list)  # processes still there after it ended
+    checkpoints: Dict[str, Position] = dataclasses.field(default_factory=dict)  # the folders on disk when it ended
 
 
 @dataclasses.dataclass
@@ -142,3 +143,17 @@ def unprompted(faults: List[Fault], attempts: List[Attempt]) -> List[Attempt]:
     """Attempts that failed with no fault injected in them: failures of the job itself."""
     hit = {f.attempt for f in faults}
     return [a for a in attempts if (a.status != 0 or a.hang) and a.index not in hit]
+
+
+def lost_checkpoints(attempts: List[Attempt], keep: int) -> List[str]:
+    """Checkpoints on disk when one attempt ended and gone when the next ended, for no reason hvdkeras gives: not
+    pruned (``keep`` newer ones exist, 0: keep all) and not set aside as damaged (the trainer's warning names it)."""
+    lost = []
+    for before, after in zip(attempts, attempts[1:]):
+        for path, position in sorted(before.checkpoints.items()):
+            if path in after.checkpoints or path in after.said.damaged:
+                continue
+            newer = sum(p > position for p in after.checkpoints.values())
+            if keep <= 0 or newer < keep:
+                lost.append(f"{path} (after attempt {before.index}, gone after attempt {after.index})")
+    return lost

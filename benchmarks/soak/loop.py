@@ -78,7 +78,8 @@ class Loop:
             leftovers = left_behind(self.job.workdir)
             newest = fault_lib.newest_intact(self.job.checkpoints, self.damaged)
             attempt = Attempt(index, run.started, self.clock(), None if hang else status, output.read(run.lines),
-                              hang=hang, expected_next=newest[1] if newest else None, left_behind=leftovers)
+                              hang=hang, expected_next=newest[1] if newest else None, left_behind=leftovers,
+                              checkpoints=fault_lib.checkpoints(self.job.checkpoints))
             self.attempts.append(attempt)
             self.say(f"[soak] {attempt.end:7.1f}s attempt {index} ended: status {attempt.status}"
                      + (f"; {attempt.said.errors[0]}" if attempt.said.errors else "")

@@ -29,7 +29,7 @@ def _fault_row(out: Outcome) -> Dict[str, Any]:
 
 def build(outs: List[Outcome], attempts: List[Attempt], settings: Dict[str, Any], steps: int,
           final: Optional[Dict[str, Any]] = None, unprompted: List[Attempt] = (),
-          foreign_damage: List[str] = ()) -> Dict[str, Any]:
+          foreign_damage: List[str] = (), lost_checkpoints: List[str] = ()) -> Dict[str, Any]:
     """The report as one JSON-ready dict."""
     survived = sum(out.held and not out.hang for out in outs)
     return {
@@ -48,6 +48,7 @@ def build(outs: List[Outcome], attempts: List[Attempt], settings: Dict[str, Any]
         "unprompted_failures": [{"attempt": a.index, "status": a.status, "errors": a.said.errors}
                                 for a in unprompted],
         "damage_not_injected": list(foreign_damage),
+        "checkpoints_lost": list(lost_checkpoints),
         "final": final or {},
     }
 
@@ -80,7 +81,8 @@ def text(report: Dict[str, Any]) -> str:
             f" {'-' if row['wall_lost_s'] is None else format(row['wall_lost_s'], '.1f'):>7}"
             f"  {'yes ' if row['held'] else 'NO  '}  {'; '.join(t for t in (row['detail'], row['note']) if t)}")
     for label, key in (("processes left behind", "left_behind"), ("failures with no fault", "unprompted_failures"),
-                       ("checkpoints found damaged that the soak did not damage", "damage_not_injected")):
+                       ("checkpoints found damaged that the soak did not damage", "damage_not_injected"),
+                       ("checkpoints lost (gone, neither pruned nor set aside as damaged)", "checkpoints_lost")):
         if report[key]:
             lines += ["", f"{label}:", *[f"  {item}" for item in report[key]]]
     final = report["final"]

@@ -350,3 +350,18 @@ def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_prom
     assert resumed == (loop.attempts[0].expected_next or (0, 0))  # at the newest checkpoint
     assert loop.attempts[-1].said.final == {"val_accuracy": 0.5}
     assert not [a.left_behind for a in loop.attempts if a.left_behind]
+
+
+def test_a_checkpoint_gone_without_being_pruned_or_set_aside_is_lost():
+    def ended(index, names, damaged=()):
+        attempt = _attempt(index, 1)
+        attempt.checkpoints = {f"/c/{n}": output.checkpoint_position(n) for n in names}
+        attempt.said.damaged = list(damaged)
+        return attempt
+
+    attempts = [ended(0, ["epoch-0001", "epoch-0002", "epoch-0003"]),
+                ended(1, ["epoch-0002", "epoch-0003", "epoch-0004"]),  # 1 pruned: 3 newer exist
+                ended(2, ["epoch-0002", "epoch-0004"], damaged=["/c/epoch-0003"]),  # 3 set aside as damaged
+                ended(3, ["epoch-0004"])]  # 2 gone with one newer only
+    assert accounting.lost_checkpoints(attempts, keep=3) == ["/c/epoch-0002 (after attempt 2, gone after attempt 3)"]
+    assert len(accounting.lost_checkpoints(attempts, keep=0)) == 2  # keep all: a pruned one is lost too
