@@ -13,7 +13,7 @@ from typing import List, Optional
 import benchmarks.soak as soak
 from benchmarks.soak import accounting, report
 from benchmarks.soak.loop import Job, Loop
-from benchmarks.soak.schedule import FULL_DISK, KINDS, parse_range, plan
+from benchmarks.soak.schedule import FULL_DISK, KINDS, LINK_CUT, TWO_HOST_KINDS, parse_range, plan
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
@@ -30,7 +30,10 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--faults", type=int, default=None, help="faults to inject (default 30; --short 5)")
     parser.add_argument("--interval", default=None, help="seconds between faults, LOW-HIGH (default 30-90)")
     parser.add_argument("--seed", type=int, default=0, help="the fault plan's seed (the job's is the config's)")
-    parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+    parser.add_argument("--kinds", default=None, help=f"comma-separated, of {', '.join(KINDS + TWO_HOST_KINDS)}"
+                        f" (default: {','.join(KINDS)}; with --hosts 2 also {','.join(TWO_HOST_KINDS)})")
+    parser.add_argument("--hosts", type=int, default=0, choices=(0, 2),
+                        help="2: one rank on each of the lab's two emulated hosts (python -m lab.hosts; needs root)")
     parser.add_argument("--recovery-share", type=float, default=0.3,
                         help="share of faults timed from the next restart instead of from the previous fault")
     parser.add_argument("--startup", type=float, default=None,
@@ -56,10 +59,20 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         args.interval = parse_range(args.interval)
     except ValueError as err:
         parser.error(f"--interval: {err}")
+    if args.kinds is None:
+        args.kinds = ",".join(KINDS + (TWO_HOST_KINDS if args.hosts else ()))
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    unknown = [k for k in args.kinds if k not in KINDS]
+    unknown = [k for k in args.kinds if k not in KINDS + TWO_HOST_KINDS]
     if unknown or not args.kinds:
-        parser.error(f"--kinds: unknown {unknown}; choose from {', '.join(KINDS)}")
+        parser.error(f"--kinds: unknown {unknown}; choose from {', '.join(KINDS + TWO_HOST_KINDS)}")
+    if LINK_CUT in args.kinds and not args.hosts:
+        parser.error(f"--kinds: {LINK_CUT} needs the lab's two hosts: add --hosts 2")
+    if args.hosts:
+        from lab import hosts as lab_hosts
+
+        ok, reason = lab_hosts.can_run()
+        if not ok:
+            parser.error(f"--hosts 2: the lab cannot run here: {reason}")
     if args.faults < 1 or args.epochs < 1:
         parser.error("--faults and --epochs must be at least 1")
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
@@ -74,9 +87,10 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def command(args, workdir: str) -> List[str]:
-    """The job's command, the same for every attempt."""
-    return [args.horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", "--gloo-timeout-seconds",
+def command(args, workdir: str, lab=None) -> List[str]:
+    """The job's command, the same for every attempt (on the lab's hosts ``lab``, a :class:`lab.hosts.HostsInfo`)."""
+    where = [*lab.horovodrun_args(), "--disable-cache"] if lab is not None else ["-H", "localhost:2"]
+    return [args.horovodrun, "-np", "2", *where, "--gloo", "--gloo-timeout-seconds",
             str(args.gloo_timeout), sys.executable, "-m", "hvdkeras.train", "--config", args.config,
             "--workdir", workdir, "--set", f"trainer.epochs={args.epochs}",
             "--set", "model.dropout=0",  # the end is compared bit for bit (docs/reliability.md)
@@ -137,25 +151,31 @@ def main(argv: Optional[List[str]] = None) -> int:
         shutil.rmtree(old, ignore_errors=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     tic = time.time()
-    quiet = None
-    if not args.no_quiet:
-        print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
-        quiet = Loop(Job(command(args, quiet_dir), env, REPO, quiet_dir), [], args.interval, args.deadline,
-                     os.path.join(out, "logs", "quiet"), max_attempts=1)
-        os.makedirs(quiet.logs, exist_ok=True)
-        if not quiet.run():
-            print(f"[soak] the quiet run failed: see {quiet.logs}", flush=True)
-    mounted = False
+    mounted, lab = False, None
     os.makedirs(disk, exist_ok=True)
-    if FULL_DISK in args.kinds:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.disk_mb}m", "tmpfs", disk], check=True)
-        mounted = True
     try:
+        if FULL_DISK in args.kinds:  # before the lab's hosts start: their own mount namespaces copy it
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.disk_mb}m", "tmpfs", disk], check=True)
+            mounted = True
+        if args.hosts:
+            from lab import hosts as lab_hosts
+
+            lab = lab_hosts.up(os.path.join(out, "lab"))
+            env = lab.env(env)
+        quiet = None
+        if not args.no_quiet:
+            print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
+            quiet = Loop(Job(command(args, quiet_dir, lab), env, REPO, quiet_dir), [], args.interval, args.deadline,
+                         os.path.join(out, "logs", "quiet"), max_attempts=1)
+            os.makedirs(quiet.logs, exist_ok=True)
+            if not quiet.run():
+                print(f"[soak] the quiet run failed: see {quiet.logs}", flush=True)
         faults = plan(args.seed, args.faults, args.interval, args.kinds, args.recovery_share, args.startup,
                       stall_limit_s=args.gloo_timeout)
         print(f"[soak] {len(faults)} faults planned (seed {args.seed}): "
               + ", ".join(f"{f.kind}@{f.anchor}+{f.delay_s:g}s" for f in faults), flush=True)
-        loop = Loop(Job(command(args, workdir), env, REPO, workdir, disk if mounted else None), faults,
+        links = {rank: end for rank, (_, _, _, end) in enumerate(lab_hosts.HOST_SPECS)} if lab else {}
+        loop = Loop(Job(command(args, workdir, lab), env, REPO, workdir, disk if mounted else None, links), faults,
                     args.interval, args.deadline, os.path.join(out, "logs"), max_attempts=3 * args.faults + 5,
                     say=lambda line: print(line, flush=True))
         finished = loop.run()
@@ -168,14 +188,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             final["note"] = f"the run ended after {len(loop.faults)} of {args.faults} faults: raise --epochs"
         settings = {"seed": args.seed, "faults": args.faults, "interval_s": list(args.interval), "kinds": args.kinds,
                     "epochs": args.epochs, "deadline_s": args.deadline, "gloo_timeout_s": args.gloo_timeout,
-                    "short": args.short, "stack": _stack(), "command": " ".join(command(args, workdir)),
-                    "total_wall_s": round(time.time() - tic, 1)}
+                    "hosts": args.hosts or 1, "short": args.short, "stack": _stack(),
+                    "command": " ".join(command(args, workdir, lab)), "total_wall_s": round(time.time() - tic, 1)}
         lost = accounting.lost_checkpoints(loop.attempts, KEEP)
         result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,
                               loop.attempts), foreign, lost)
         if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
             shutil.copy(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "metrics.jsonl"))
     finally:
+        if lab is not None:
+            lab_hosts.down(lab)
         if mounted:
             subprocess.run(["umount", "-l", disk], check=False)
     with open(os.path.join(out, "soak.json"), "w") as f:

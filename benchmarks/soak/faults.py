@@ -1,7 +1,8 @@
-"""The soak's one-host faults, each a small function on a running job or its workdir.
+"""The soak's faults, each a small function or class on a running job, its workdir or its link.
 
 * :func:`signal_rank`: a signal to one rank (SIGKILL; SIGSTOP, then :class:`Freeze` ends it);
 * :func:`preempt`: SIGTERM to the launcher, as a scheduler preempts a job;
+* :class:`LinkCut`: on the lab's two emulated hosts (:mod:`lab.hosts`), one host's link down for a while;
 * :func:`fill_disk`: a ballast file leaving less room than one checkpoint, so the next save fails;
 * :func:`damage`: the newest checkpoint's data file truncated, as the damaged-checkpoint test does.
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from typing import Callable, Dict, Optional, Tuple
@@ -20,31 +22,30 @@ from benchmarks.soak.output import Position, checkpoint_position
 DAMAGED_SIZE = 100  # bytes left of a data file the soak damages (the damaged-checkpoint test's truncation)
 
 
-def rank_pids(launcher_pid: int) -> Dict[int, int]:
-    """``{rank: pid}`` of the Python rank processes under the launcher ``launcher_pid`` (those started so far)."""
+def rank_pids(marker: str) -> Dict[int, int]:
+    """``{rank: pid}`` of the Python rank processes whose command line holds ``marker`` (the job's workdir), on this
+    machine's emulated hosts too (their processes share this machine's process table)."""
     import psutil
 
     found: Dict[int, int] = {}
-    try:
-        children = psutil.Process(launcher_pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return found
-    for proc in children:
+    for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
-            argv = proc.cmdline()
+            argv = proc.info["cmdline"] or []
+            if not argv or marker not in " ".join(argv) or not os.path.basename(argv[0]).startswith("python"):
+                continue
             rank = proc.environ().get("HOROVOD_RANK")
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if rank is not None and argv and os.path.basename(argv[0]).startswith("python"):
+        if rank is not None:
             found[int(rank)] = proc.pid
     return found
 
 
-def wait_for_rank(launcher_pid: int, rank: int, timeout: float, alive: Callable[[], bool]) -> Optional[int]:
+def wait_for_rank(marker: str, rank: int, timeout: float, alive: Callable[[], bool]) -> Optional[int]:
     """The pid of ``rank`` once it exists, waiting at most ``timeout`` s while ``alive()``; None if it never came."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and alive():
-        pid = rank_pids(launcher_pid).get(rank)
+        pid = rank_pids(marker).get(rank)
         if pid is not None:
             return pid
         time.sleep(0.1)
@@ -88,6 +89,32 @@ class Freeze:
 
     def finish(self) -> None:
         """Ends the freeze now if it still lasts (the soak is leaving) and waits for it."""
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+class LinkCut:
+    """A host's link taken down (``ip link set <dev> down``) and brought up again ``seconds`` later, on a thread."""
+
+    def __init__(self, device: str, seconds: float, run: Callable = subprocess.run):
+        self.device, self.seconds, self._run = device, seconds, run
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+
+    def start(self) -> bool:
+        """Takes the link down and starts the clock; False if ``ip`` refused."""
+        if self._run(["ip", "link", "set", self.device, "down"], check=False).returncode != 0:
+            return False
+        self._thread.start()
+        return True
+
+    def _wait(self) -> None:
+        self._done.wait(self.seconds)
+        self._run(["ip", "link", "set", self.device, "up"], check=False)
+
+    def finish(self) -> None:
+        """Brings the link up now if it is still down (the soak is leaving) and waits for it."""
         self._done.set()
         if self._thread.is_alive():
             self._thread.join()

@@ -12,7 +12,7 @@ from benchmarks.soak import faults as fault_lib
 from benchmarks.soak import output
 from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
 from benchmarks.soak.attempt import Running, left_behind
-from benchmarks.soak.schedule import DAMAGE, FREEZE, FULL_DISK, KILL_RANK, PREEMPT, PlannedFault, due_at
+from benchmarks.soak.schedule import DAMAGE, FREEZE, FULL_DISK, KILL_RANK, LINK_CUT, PREEMPT, PlannedFault, due_at
 from hvdkeras.common.workdir import read_metrics
 
 RANK_WAIT_S = 30.0  # how long a rank fault waits for the rank to exist (a fault in the first seconds of a restart)
@@ -28,6 +28,7 @@ class Job:
     cwd: str
     workdir: str
     disk: Optional[str] = None  # the small filesystem holding the workdir (the full-disk fault's)
+    links: Dict[int, str] = dataclasses.field(default_factory=dict)  # rank -> its host's link (the lab's)
 
     @property
     def checkpoints(self) -> str:
@@ -125,10 +126,11 @@ class Loop:
             return -1.0
 
     def _inject(self, planned: PlannedFault, run: Running, index: int):
-        """Injects ``planned`` into ``run``; (the :class:`Fault`, a :class:`Freeze` or None, a ballast path or None)."""
+        """Injects ``planned`` into ``run``; (the :class:`Fault`, what lasts (a :class:`Freeze` or a :class:`LinkCut`)
+        or None, a ballast path or None)."""
         pid = None
         if planned.kind in (KILL_RANK, FREEZE):  # at start-up the ranks may not exist yet: the fault comes when they do
-            pid = fault_lib.wait_for_rank(run.pid, planned.rank, RANK_WAIT_S, run.running)
+            pid = fault_lib.wait_for_rank(self.job.workdir, planned.rank, RANK_WAIT_S, run.running)
         phase = TRAINING if output.read(list(run.lines)).resumed is not None else STARTUP
         fault = Fault(planned.index, planned.kind, self.clock(), index, phase, freeze_s=planned.freeze_s,
                       freeze_end=planned.freeze_end)
@@ -165,10 +167,17 @@ class Loop:
                                 f" then {planned.freeze_end}")
             else:
                 freeze, fault.detail = None, f"rank {planned.rank} not found"
+        elif planned.kind == LINK_CUT:
+            device = self.job.links.get(planned.rank)
+            freeze = fault_lib.LinkCut(device, planned.cut_s) if device else None
+            if freeze is not None and freeze.start():
+                fault.detail = f"the link of rank {planned.rank}'s host ({device}) down for {planned.cut_s:g}s"
+            else:
+                freeze, fault.detail = None, f"no link to cut for rank {planned.rank} (not in the lab)"
         return fault, freeze, ballast
 
     def _signal_rank(self, run: Running, rank: int, signum: int) -> str:
-        pid = fault_lib.wait_for_rank(run.pid, rank, RANK_WAIT_S, run.running)
+        pid = fault_lib.wait_for_rank(self.job.workdir, rank, RANK_WAIT_S, run.running)
         if pid is None or not fault_lib.signal_rank(pid, signum):
             return f"rank {rank} not found"
         return f"{signal.Signals(signum).name} to rank {rank} (pid {pid})"

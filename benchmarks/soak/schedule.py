@@ -16,7 +16,9 @@ PREEMPT = "preempt"  # SIGTERM of the job (its launcher), as a scheduler preempt
 FREEZE = "freeze"  # SIGSTOP of one rank past the stall limit, then SIGCONT or SIGKILL
 FULL_DISK = "full_disk"  # the workdir's filesystem filled up until a save fails
 DAMAGE = "damage_checkpoint"  # the newest checkpoint's data truncated, then a rank killed
-KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)
+LINK_CUT = "link_cut"  # the link of one of the lab's two emulated hosts down for a while (--hosts 2)
+KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)  # one host's
+TWO_HOST_KINDS = (LINK_CUT,)
 
 PREVIOUS, RESTART = "previous", "restart"
 THAW, KILL = "cont", "kill"  # what ends a freeze
@@ -32,7 +34,8 @@ class PlannedFault:
     delay_s: float
     freeze_s: float = 0.0  # FREEZE: how long the rank stays stopped
     freeze_end: str = ""  # FREEZE: THAW or KILL
-    rank: int = 0  # the rank a rank fault hits
+    rank: int = 0  # the rank a rank fault hits (a link cut: the host of that rank)
+    cut_s: float = 0.0  # LINK_CUT: how long the link stays down
 
 
 def parse_range(text: str) -> Tuple[float, float]:
@@ -49,13 +52,13 @@ def parse_range(text: str) -> Tuple[float, float]:
 
 def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[str] = KINDS,
          recovery_share: float = 0.3, startup_s: float = 15.0, stall_limit_s: float = 30.0,
-         ranks: int = 2) -> List[PlannedFault]:
+         ranks: int = 2, cut_s: float = 20.0) -> List[PlannedFault]:
     """``count`` faults drawn from ``seed``: kinds in shuffled rounds over ``kinds``, each fault but the first
     timed from the next restart with probability ``recovery_share`` (within ``startup_s``), else after the
-    previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``."""
-    unknown = sorted(set(kinds) - set(KINDS))
+    previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``, a link cut ``cut_s``."""
+    unknown = sorted(set(kinds) - set(KINDS + TWO_HOST_KINDS))
     if unknown or not kinds:
-        raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(KINDS)}")
+        raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(KINDS + TWO_HOST_KINDS)}")
     rng = random.Random(seed)
     order: List[str] = []
     while len(order) < count:
@@ -71,7 +74,8 @@ def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[s
         freeze_s, end = 0.0, ""
         if kind == FREEZE:
             freeze_s, end = stall_limit_s + rng.uniform(5.0, 15.0), rng.choice((THAW, KILL))
-        faults.append(PlannedFault(i, kind, anchor, round(delay, 2), round(freeze_s, 2), end, rng.randrange(ranks)))
+        faults.append(PlannedFault(i, kind, anchor, round(delay, 2), round(freeze_s, 2), end, rng.randrange(ranks),
+                                   cut_s if kind == LINK_CUT else 0.0))
     return faults
 
 

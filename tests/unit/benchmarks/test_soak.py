@@ -256,17 +256,37 @@ def test_a_freeze_stops_the_rank_then_thaws_or_kills_it():
     assert not faults.Freeze(2 ** 22 + 1, 0.1, "cont").start()  # no such process
 
 
-def test_the_ranks_are_found_under_the_launcher_by_their_horovod_rank(tmp_path):
+def test_the_ranks_are_found_by_the_workdir_in_their_command_line_and_their_horovod_rank(tmp_path):
+    marker = str(tmp_path / "work")
     env = dict(os.environ, HOROVOD_RANK="1")
-    launcher = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "import time; time.sleep(30)" & wait'], env=env)
+    launcher = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "import time; time.sleep(30)" {marker} & wait'],
+                                env=env)
     try:
-        pid = faults.wait_for_rank(launcher.pid, 1, 10, lambda: True)
+        pid = faults.wait_for_rank(marker, 1, 10, lambda: True)
         assert pid is not None and pid != launcher.pid  # the Python process, not its shell
-        assert faults.wait_for_rank(launcher.pid, 0, 0.3, lambda: True) is None
+        assert faults.wait_for_rank(marker, 0, 0.1, lambda: True) is None
+        assert faults.wait_for_rank(str(tmp_path / "other"), 1, 0.1, lambda: True) is None
         assert faults.signal_rank(pid, signal.SIGKILL)
     finally:
         launcher.kill()
         launcher.wait()
+
+
+def test_a_link_cut_goes_down_then_up_after_its_time():
+    calls = []
+
+    def run(cmd, check):
+        calls.append(cmd[-1])
+        return subprocess.CompletedProcess(cmd, 0)
+
+    cut = faults.LinkCut("hvdtest0-b", 0.05, run=run)
+    assert cut.start() and calls == ["down"]
+    cut._thread.join(timeout=5)
+    assert calls == ["down", "up"]
+    cut.finish()
+    assert calls == ["down", "up"]
+    refused = faults.LinkCut("nosuch", 0.05, run=lambda cmd, check: subprocess.CompletedProcess(cmd, 1))
+    assert not refused.start()
 
 
 def test_a_process_left_behind_by_the_job_is_named_and_killed(tmp_path):
@@ -365,3 +385,29 @@ def test_a_checkpoint_gone_without_being_pruned_or_set_aside_is_lost():
                 ended(3, ["epoch-0004"])]  # 2 gone with one newer only
     assert accounting.lost_checkpoints(attempts, keep=3) == ["/c/epoch-0002 (after attempt 2, gone after attempt 3)"]
     assert len(accounting.lost_checkpoints(attempts, keep=0)) == 2  # keep all: a pruned one is lost too
+
+
+def test_the_link_cut_needs_the_labs_hosts_and_the_lab_says_why_it_cannot_run(monkeypatch, capsys):
+    from benchmarks.soak.__main__ import parse
+    from lab import hosts as lab_hosts
+
+    with pytest.raises(SystemExit):
+        parse(["--kinds", "link_cut"])
+    assert "link_cut needs the lab's two hosts: add --hosts 2" in capsys.readouterr().err
+    monkeypatch.setattr(lab_hosts, "can_run", lambda: (False, "'ip' not found: install iproute2"))
+    with pytest.raises(SystemExit):
+        parse(["--hosts", "2"])
+    assert "--hosts 2: the lab cannot run here: 'ip' not found: install iproute2" in capsys.readouterr().err
+    monkeypatch.setattr(lab_hosts, "can_run", lambda: (True, ""))
+    assert parse(["--hosts", "2"]).kinds[-1] == "link_cut"  # the two-host kinds join the default
+
+
+def test_on_the_labs_hosts_the_job_runs_one_rank_on_each():
+    from benchmarks.soak.__main__ import command, parse
+    from lab import hosts as lab_hosts
+
+    hosts = [lab_hosts.Host("a", "na", "198.18.213.2"), lab_hosts.Host("b", "nb", "198.18.213.3")]
+    lab = lab_hosts.HostsInfo("/t", hosts, identity_file="/t/id_ed25519")
+    cmd = command(parse(["--kinds", "kill_rank"]), "/w", lab)
+    assert cmd[cmd.index("-H") + 1] == "198.18.213.2:1,198.18.213.3:1" and "--network-interfaces" in cmd
+    assert "localhost:2" not in cmd
