@@ -144,6 +144,8 @@ class Loop:
         freeze, ballast = None, None
         if planned.kind == PREEMPT:
             fault.detail = "SIGTERM to the launcher" + ("" if fault_lib.preempt(run.pid) else " (already gone)")
+        elif planned.kind == FULL_DISK and self.job.disk is None:
+            fault.detail = "no disk of its own to fill"
         elif planned.kind == FULL_DISK:
             size = fault_lib.folder_bytes(newest[0]) if newest else DEFAULT_CHECKPOINT_BYTES
             ballast, written = fault_lib.fill_disk(self.job.disk, size)
