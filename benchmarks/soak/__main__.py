@@ -144,11 +144,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if FULL_DISK in args.kinds and not args.in_namespace:
         _in_own_mount_namespace(argv)
     out = os.path.abspath(args.out)
-    os.makedirs(os.path.join(out, "logs"), exist_ok=True)
     disk = os.path.join(out, "disk")
     workdir, quiet_dir = os.path.join(disk, "work"), os.path.join(out, "quiet")
-    for old in (workdir, quiet_dir):
+    for old in (workdir, quiet_dir, os.path.join(out, "logs")):  # a soak starts afresh in --out
         shutil.rmtree(old, ignore_errors=True)
+    os.makedirs(os.path.join(out, "logs"))
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     tic = time.time()
     mounted, lab = False, None
