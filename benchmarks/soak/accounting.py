@@ -53,6 +53,7 @@ class Fault:
     logged_at: Optional[float] = None  # when that line was written (the file's mtime, soak seconds)
     step_time_s: Optional[float] = None  # the last metrics line's step time
     newest_checkpoint: Optional[Position] = None
+    injected: bool = True  # False: nothing to hit (the rank had gone, no disk of its own)
 
 
 @dataclasses.dataclass
@@ -93,14 +94,17 @@ def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> t
 
 
 def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[Outcome]:
-    """Each fault's :class:`Outcome`: the last fault in an attempt that failed ended it; the next attempt that said
-    where it starts is its resume; the promise is the newest undamaged checkpoint when the attempt before that
-    one ended."""
+    """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed ended it; the next attempt
+    that said where it starts is its resume; the promise is the newest undamaged checkpoint when the attempt
+    before that one ended."""
     by_index = {a.index: a for a in attempts}
     found = []
     for fault in faults:
         attempt = by_index[fault.attempt]
-        later = [f for f in faults if f.attempt == fault.attempt and f.at > fault.at]
+        if not fault.injected:
+            found.append(Outcome(fault, ended_attempt=False, note="not injected"))
+            continue
+        later = [f for f in faults if f.attempt == fault.attempt and f.at > fault.at and f.injected]
         ended = not later and (attempt.status != 0 or attempt.hang)
         out = Outcome(fault, ended_attempt=ended, hang=ended and attempt.hang)
         previous = by_index.get(fault.attempt - 1)

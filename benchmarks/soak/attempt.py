@@ -13,7 +13,7 @@ from hvdkeras.common.processes import kill_session
 
 class Running:
     """The launcher ``cmd`` started now; its output lines, each with the soak's clock (``clock()``), also go to
-    ``log_path``."""
+    ``log_path`` (each after that time in seconds)."""
 
     def __init__(self, cmd: Sequence[str], env: dict, cwd: str, log_path: str, clock):
         self.clock = clock
@@ -27,8 +27,9 @@ class Running:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.lines.append((self.clock(), line.rstrip("\n")))
-            self._log.write(line)
+            at = self.clock()
+            self.lines.append((at, line.rstrip("\n")))
+            self._log.write(f"{at:8.2f} {line}")  # the soak's clock, as its own lines and the report give it
             self._log.flush()
 
     @property

@@ -143,9 +143,10 @@ class Loop:
         fault.newest_checkpoint = newest[1] if newest else None
         freeze, ballast = None, None
         if planned.kind == PREEMPT:
-            fault.detail = "SIGTERM to the launcher" + ("" if fault_lib.preempt(run.pid) else " (already gone)")
+            fault.injected = fault_lib.preempt(run.pid)
+            fault.detail = "SIGTERM to the launcher" + ("" if fault.injected else " (already gone)")
         elif planned.kind == FULL_DISK and self.job.disk is None:
-            fault.detail = "no disk of its own to fill"
+            fault.detail, fault.injected = "no disk of its own to fill", False
         elif planned.kind == FULL_DISK:
             size = fault_lib.folder_bytes(newest[0]) if newest else DEFAULT_CHECKPOINT_BYTES
             ballast, written = fault_lib.fill_disk(self.job.disk, size)
@@ -159,23 +160,26 @@ class Loop:
                 fault.detail += "; " + self._signal_rank(run, planned.rank, signal.SIGKILL)
         elif planned.kind == DAMAGE:
             fault.detail = "no checkpoint yet; " + self._signal_rank(run, planned.rank, signal.SIGKILL)
+            fault.injected = "not found" not in fault.detail
         elif planned.kind == KILL_RANK:
-            sent = pid is not None and fault_lib.signal_rank(pid, signal.SIGKILL)
-            fault.detail = f"SIGKILL to rank {planned.rank} (pid {pid})" if sent else f"rank {planned.rank} not found"
+            fault.injected = pid is not None and fault_lib.signal_rank(pid, signal.SIGKILL)
+            fault.detail = (f"SIGKILL to rank {planned.rank} (pid {pid})" if fault.injected
+                            else f"rank {planned.rank} not found")
         elif planned.kind == FREEZE:
             freeze = fault_lib.Freeze(pid, planned.freeze_s, planned.freeze_end) if pid else None
             if freeze is not None and freeze.start():
                 fault.detail = (f"rank {planned.rank} (pid {pid}) stopped for {planned.freeze_s:g}s,"
                                 f" then {planned.freeze_end}")
             else:
-                freeze, fault.detail = None, f"rank {planned.rank} not found"
+                freeze, fault.detail, fault.injected = None, f"rank {planned.rank} not found", False
         elif planned.kind == LINK_CUT:
             device = self.job.links.get(planned.rank)
             freeze = fault_lib.LinkCut(device, planned.cut_s) if device else None
             if freeze is not None and freeze.start():
                 fault.detail = f"the link of rank {planned.rank}'s host ({device}) down for {planned.cut_s:g}s"
             else:
-                freeze, fault.detail = None, f"no link to cut for rank {planned.rank} (not in the lab)"
+                freeze, fault.injected = None, False
+                fault.detail = f"no link to cut for rank {planned.rank} (not in the lab)"
         return fault, freeze, ballast
 
     def _signal_rank(self, run: Running, rank: int, signum: int) -> str:

@@ -11,6 +11,8 @@ def by_kind(outs: List[Outcome]) -> Dict[str, Dict[str, Any]]:
     """Per fault kind: injected, survived (promise held, no hang), batches lost, wall time lost."""
     table: Dict[str, Dict[str, Any]] = {}
     for out in outs:
+        if not out.fault.injected:
+            continue
         row = table.setdefault(out.fault.kind, {"injected": 0, "survived": 0, "batches_lost": 0,
                                                 "wall_lost_s": 0.0, "restarts": 0})
         row["injected"] += 1
@@ -31,11 +33,13 @@ def build(outs: List[Outcome], attempts: List[Attempt], settings: Dict[str, Any]
           final: Optional[Dict[str, Any]] = None, unprompted: List[Attempt] = (),
           foreign_damage: List[str] = (), lost_checkpoints: List[str] = ()) -> Dict[str, Any]:
     """The report as one JSON-ready dict."""
-    survived = sum(out.held and not out.hang for out in outs)
+    injected = [out for out in outs if out.fault.injected]
+    survived = sum(out.held and not out.hang for out in injected)
     return {
         "settings": settings,
         "steps_per_epoch": steps,
-        "faults": len(outs),
+        "faults": len(injected),
+        "not_injected": len(outs) - len(injected),
         "survived": survived,
         "hangs": sum(a.hang for a in attempts),
         "by_kind": by_kind(outs),
@@ -63,7 +67,8 @@ def _position(batches: Optional[int], steps: int, exact: bool = True) -> str:
 def text(report: Dict[str, Any]) -> str:
     """The report as a text table: by kind, per fault, then what failed and the comparison with a quiet run."""
     steps = report["steps_per_epoch"]
-    lines = [f"faults injected: {report['faults']}; survived (promise held, no hang): {report['survived']};"
+    missed = f" ({report['not_injected']} more due found nothing to hit)" if report.get("not_injected") else ""
+    lines = [f"faults injected: {report['faults']}{missed}; survived (promise held, no hang): {report['survived']};"
              f" hangs: {report['hangs']}; attempts: {len(report['attempts'])}", "",
              f"{'kind':<18} {'injected':>8} {'survived':>8} {'restarts':>8} {'batches lost':>12} {'wall lost s':>11}"]
     for kind, row in report["by_kind"].items():

@@ -411,3 +411,15 @@ def test_on_the_labs_hosts_the_job_runs_one_rank_on_each():
     cmd = command(parse(["--kinds", "kill_rank"]), "/w", lab)
     assert cmd[cmd.index("-H") + 1] == "198.18.213.2:1,198.18.213.3:1" and "--network-interfaces" in cmd
     assert "localhost:2" not in cmd
+
+
+def test_a_fault_that_found_nothing_to_hit_is_not_blamed_for_the_end_of_its_attempt():
+    preempt = _fault(schedule.PREEMPT, 19.5, phase=STARTUP)
+    missed = _fault(schedule.KILL_RANK, 29.9, phase=STARTUP, detail="rank 0 not found", injected=False)
+    attempts = [_attempt(0, 1, None, None, expected=None), _attempt(1, 0, (0, 0), 45.0)]
+    first, second = accounting.outcomes([preempt, missed], attempts, STEPS)
+    assert first.ended_attempt and first.held and first.wall_lost_s == 25.5
+    assert not second.ended_attempt and second.note == "not injected"
+    built = report.build([first, second], attempts, {}, STEPS)
+    assert built["faults"] == 1 and built["not_injected"] == 1 and built["by_kind"].keys() == {schedule.PREEMPT}
+    assert "faults injected: 1 (1 more due found nothing to hit)" in report.text(built)
