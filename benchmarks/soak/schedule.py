@@ -1,8 +1,9 @@
 """The soak's fault plan: which fault comes next, and when, drawn from a seed (no TensorFlow, no processes).
 
-A fault is timed either from the previous fault (``previous``: a delay drawn from the
-``--interval`` range) or from the start of the attempt that follows it (``restart``: a delay
-of a few seconds, so that it lands while the job starts again and restores its checkpoint).
+A fault is timed either from the previous fault or the job's last restart, whichever is later
+(``previous``: a delay drawn from the ``--interval`` range), or from the start of the attempt that
+follows it (``restart``: a delay of a few seconds, so that it lands while the job starts again and
+restores its checkpoint).
 Kinds come in shuffled rounds, so every kind is drawn before any is drawn twice.
 """
 from __future__ import annotations
@@ -83,11 +84,13 @@ def due_at(fault: PlannedFault, previous_at: float, previous_attempt: int, attem
            interval: Tuple[float, float]) -> Optional[float]:
     """When ``fault`` fires (a clock time), given the previous fault's time and attempt and the current attempt.
 
-    A ``restart`` fault fires ``delay_s`` after the start of the first attempt after the previous fault's;
-    while that attempt has not come (the previous fault did not end the job), it fires as a ``previous`` fault
-    would at the longest interval, so the soak never waits on a restart that is not coming."""
+    A ``previous`` fault fires ``delay_s`` after the previous fault or after the current attempt's start, whichever
+    is later: the job gets that long between faults, also after a restart. A ``restart`` fault fires ``delay_s``
+    after the start of the first attempt after the previous fault's; while that attempt has not come (the
+    previous fault did not end the job), it fires as a ``previous`` fault would at the longest interval, so the
+    soak never waits on a restart that is not coming."""
     if fault.anchor == RESTART:
         if attempt > previous_attempt:
             return attempt_start + fault.delay_s
         return previous_at + interval[1]
-    return previous_at + fault.delay_s
+    return max(previous_at, attempt_start) + fault.delay_s

@@ -56,12 +56,13 @@ def test_unknown_kinds_and_bad_ranges_are_refused_with_what_is_wrong():
             schedule.parse_range(bad)
 
 
-def test_a_restart_fault_waits_for_the_next_attempt_or_falls_back_to_the_longest_interval():
+def test_a_restart_fault_waits_for_the_next_attempt_and_the_others_give_the_job_their_delay_after_a_restart():
     fault = schedule.PlannedFault(1, schedule.KILL_RANK, schedule.RESTART, 3.0)
     assert schedule.due_at(fault, 100.0, 2, 3, 140.0, (30, 90)) == 143.0  # attempt 3 began at 140 s
     assert schedule.due_at(fault, 100.0, 2, 2, 50.0, (30, 90)) == 190.0  # no restart yet
     calm = schedule.PlannedFault(1, schedule.KILL_RANK, schedule.PREVIOUS, 40.0)
-    assert schedule.due_at(calm, 100.0, 2, 3, 140.0, (30, 90)) == 140.0
+    assert schedule.due_at(calm, 100.0, 2, 3, 140.0, (30, 90)) == 180.0  # 40 s after the restart at 140 s
+    assert schedule.due_at(calm, 100.0, 2, 2, 50.0, (30, 90)) == 140.0  # 40 s after the fault the job went on from
 
 
 # ------------------------------------------------------------------ what an attempt said
