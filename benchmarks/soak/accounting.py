@@ -94,9 +94,9 @@ def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> t
 
 
 def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[Outcome]:
-    """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed ended it; the next attempt
-    that said where it starts is its resume; the promise is the newest undamaged checkpoint when the attempt
-    before that one ended."""
+    """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
+    ended, ended it; the next attempt that said where it starts is its resume; the promise is the newest
+    undamaged checkpoint when the attempt before that one ended."""
     by_index = {a.index: a for a in attempts}
     found = []
     for fault in faults:
@@ -104,7 +104,13 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[O
         if not fault.injected:
             found.append(Outcome(fault, ended_attempt=False, note="not injected"))
             continue
-        later = [f for f in faults if f.attempt == fault.attempt and f.at > fault.at and f.injected]
+        failing = attempt.said.failing_at
+        if failing is not None and fault.at > failing:  # a rank had already ended: the job was going down anyway
+            found.append(Outcome(fault, ended_attempt=False, wall_lost_s=0.0,
+                                 note=f"the job was already ending (a rank exited at {failing:.1f}s)"))
+            continue
+        later = [f for f in faults if f.attempt == fault.attempt and f.at > fault.at and f.injected
+                 and (failing is None or f.at <= failing)]
         ended = not later and (attempt.status != 0 or attempt.hang)
         out = Outcome(fault, ended_attempt=ended, hang=ended and attempt.hang)
         previous = by_index.get(fault.attempt - 1)

@@ -18,6 +18,7 @@ DAMAGED = re.compile(r"checkpoint (\S+) is damaged \(")
 ERROR = re.compile(r"hvdkeras: error: (.*)")
 STEPS = re.compile(r"steps per epoch (\d+)")
 FINAL = re.compile(r"final validation \([^)]*\): (.*)")
+RANK_EXIT = re.compile(r"^Process \d+ exit with status code (-?\d+)")  # horovodrun's line as each rank ends
 CHECKPOINT_NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")
 
 Position = Tuple[int, int]
@@ -45,6 +46,7 @@ class Said:
     errors: List[str] = dataclasses.field(default_factory=list)  # its "hvdkeras: error:" lines, once each
     steps: Optional[int] = None  # steps per epoch
     final: Dict[str, float] = dataclasses.field(default_factory=dict)  # the final validation's metrics
+    failing_at: Optional[float] = None  # when the launcher saw the first rank end with a non-zero status
 
 
 def read(lines: Sequence[Tuple[float, str]]) -> Said:
@@ -70,6 +72,9 @@ def read(lines: Sequence[Tuple[float, str]]) -> Said:
         match = STEPS.search(line)
         if match and said.steps is None:
             said.steps = int(match.group(1))
+        match = RANK_EXIT.search(line)
+        if match and match.group(1) != "0" and said.failing_at is None:
+            said.failing_at = at
         match = FINAL.search(line)
         if match:
             for item in match.group(1).split(","):

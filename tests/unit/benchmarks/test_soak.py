@@ -83,13 +83,15 @@ def test_the_output_gives_the_start_the_preemption_the_damage_the_errors_and_the
         "[1]<stderr>:hvdkeras: preempted at epoch 9, batch 12; checkpoint written: /w/c/epoch-0008-batch-0012",
         "[0]<stderr>:hvdkeras: error: no space left on /d while writing checkpoint epoch 9; epoch 8 is intact",
         "[1]<stderr>:hvdkeras: error: no space left on /d while writing checkpoint epoch 9; epoch 8 is intact",
-        "[0]<stdout>:[hvdkeras] final validation (2 ranks, every example once): val_accuracy=0.9750, val_loss=0.1"))
+        "[0]<stdout>:[hvdkeras] final validation (2 ranks, every example once): val_accuracy=0.9750, val_loss=0.1",
+        "Process 1 exit with status code 0.", "Process 0 exit with status code 2."))
     assert said.resumed == (3, 7) and said.resumed_at == 0.0  # the first rank's line
     assert said.preempted == (8, 12)
     assert said.damaged == ["/w/c/epoch-0006"]
     assert said.errors == ["no space left on /d while writing checkpoint epoch 9; epoch 8 is intact"]
     assert said.steps == 22
     assert said.final == {"val_accuracy": 0.975, "val_loss": 0.1}
+    assert said.failing_at == 10.0  # the first rank that ended badly, as the launcher reports it
 
 
 def test_a_fresh_start_and_a_preemption_at_an_epochs_end():
@@ -424,3 +426,14 @@ def test_a_fault_that_found_nothing_to_hit_is_not_blamed_for_the_end_of_its_atte
     built = report.build([first, second], attempts, {}, STEPS)
     assert built["faults"] == 1 and built["not_injected"] == 1 and built["by_kind"].keys() == {schedule.PREEMPT}
     assert "faults injected: 1 (1 more due found nothing to hit)" in report.text(built)
+
+
+def test_a_fault_that_came_after_a_rank_had_ended_badly_did_not_end_the_attempt():
+    freeze = _fault(schedule.FREEZE, 21.1, freeze_s=22.4, freeze_end=schedule.KILL, epoch_logged=1, logged_at=21.0,
+                    step_time_s=0.06)
+    preempt = _fault(schedule.PREEMPT, 40.8, epoch_logged=1, logged_at=21.0, step_time_s=0.06)
+    attempts = [_attempt(0, 1, (0, 0), 16.0, expected=(1, 0)), _attempt(1, 0, (1, 0), 55.0)]
+    attempts[0].said.failing_at = 31.4  # the frozen rank's partner gave up after Gloo's timeout
+    first, second = accounting.outcomes([freeze, preempt], attempts, STEPS)
+    assert first.ended_attempt and first.held and first.resumed == 22
+    assert not second.ended_attempt and second.held and "already ending (a rank exited at 31.4s)" in second.note
