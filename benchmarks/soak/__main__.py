@@ -19,7 +19,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
 KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
-SHORT = {"faults": 5, "interval": "14-20", "epochs": 16, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
+SHORT = {"faults": 5, "interval": "14-20", "epochs": 20, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
 
 
 def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
