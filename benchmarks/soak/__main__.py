@@ -73,6 +73,9 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ok, reason = lab_hosts.can_run()
         if not ok:
             parser.error(f"--hosts 2: the lab cannot run here: {reason}")
+        if any(os.path.exists(f"/run/netns/{netns}") for _, netns, _, _ in lab_hosts.HOST_SPECS):
+            parser.error("--hosts 2: the lab's hosts are up already, maybe for another job (starting them again would"
+                         " tear that job's down); wait for it, or run python -m lab.hosts down if they are stale")
     if args.faults < 1 or args.epochs < 1:
         parser.error("--faults and --epochs must be at least 1")
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")

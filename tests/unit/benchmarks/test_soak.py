@@ -402,6 +402,12 @@ def test_the_link_cut_needs_the_labs_hosts_and_the_lab_says_why_it_cannot_run(mo
         parse(["--hosts", "2"])
     assert "--hosts 2: the lab cannot run here: 'ip' not found: install iproute2" in capsys.readouterr().err
     monkeypatch.setattr(lab_hosts, "can_run", lambda: (True, ""))
+    exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: p.startswith("/run/netns/hvdtest") or exists(p))
+    with pytest.raises(SystemExit):
+        parse(["--hosts", "2"])
+    assert "the lab's hosts are up already, maybe for another job" in capsys.readouterr().err
+    monkeypatch.setattr(os.path, "exists", lambda p: not p.startswith("/run/netns/hvdtest") and exists(p))
     assert parse(["--hosts", "2"]).kinds[-1] == "link_cut"  # the two-host kinds join the default
 
 
