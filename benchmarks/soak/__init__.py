@@ -1,0 +1,19 @@
+"""The soak: a training job under a restart loop, with a fault injected every 30-90 s, ending where a quiet run ends.
+
+    python -m benchmarks.soak --faults 30 --epochs 600 --out runs/soak        # needs root for the full disk
+    python -m benchmarks.soak --short                                        # 5 faults within 3 minutes
+
+It runs the digits job (``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train``, dropout off so
+that the end can be compared bit for bit) and reruns the same command whenever it exits with a non-zero
+status, as a Slurm requeue or a retry wrapper would, until it has trained all its epochs. Faults come at
+random from a seed (:mod:`~benchmarks.soak.schedule`), some of them in the first seconds after a restart, while
+the job starts and restores: a rank killed, the job preempted (SIGTERM), a rank frozen past the stall limit,
+the disk full during a save (a tmpfs of its own, in a private mount namespace), the newest checkpoint damaged
+(:mod:`~benchmarks.soak.faults`). Each attempt has a deadline: one that neither progresses nor exits within it
+is a hang, killed and reported.
+
+The report (``soak.txt`` and ``soak.json`` in ``--out``, :mod:`~benchmarks.soak.report`) gives per kind and per
+fault the batches and the wall time lost against the promise (:mod:`~benchmarks.soak.accounting`), hangs,
+processes left behind, failures no fault caused, and the final accuracy and weights against a quiet run of
+the same seed (:mod:`~benchmarks.soak.weights`).
+"""

@@ -1,0 +1,220 @@
+"""``python -m benchmarks.soak``: the command line of the soak (see :mod:`benchmarks.soak`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import List, Optional
+
+import benchmarks.soak as soak
+from benchmarks.soak import accounting, report
+from benchmarks.soak.loop import Job, Loop
+from benchmarks.soak.schedule import FULL_DISK, KINDS, LINK_CUT, TWO_HOST_KINDS, parse_range, plan
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
+# --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
+KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
+SHORT = {"faults": 5, "interval": "14-20", "epochs": 20, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
+
+
+def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The soak's flags, with ``--short``'s values filled in where the user gave none."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=soak.__doc__.split("\n")[0])
+    parser.add_argument("--config", default=os.path.join(REPO, "configs", "digits.yaml"))
+    parser.add_argument("--epochs", type=int, default=None, help="epochs the job trains (default 600; --short 40)")
+    parser.add_argument("--faults", type=int, default=None, help="faults to inject (default 30; --short 5)")
+    parser.add_argument("--interval", default=None, help="seconds between faults, LOW-HIGH (default 30-90)")
+    parser.add_argument("--seed", type=int, default=0, help="the fault plan's seed (the job's is the config's)")
+    parser.add_argument("--kinds", default=None, help=f"comma-separated, of {', '.join(KINDS + TWO_HOST_KINDS)}"
+                        f" (default: {','.join(KINDS)}; with --hosts 2 also {','.join(TWO_HOST_KINDS)})")
+    parser.add_argument("--hosts", type=int, default=0, choices=(0, 2),
+                        help="2: one rank on each of the lab's two emulated hosts (python -m lab.hosts; needs root)")
+    parser.add_argument("--recovery-share", type=float, default=0.3,
+                        help="share of faults timed from the next restart instead of from the previous fault")
+    parser.add_argument("--startup", type=float, default=None,
+                        help="a fault timed from a restart comes within this many seconds of it (default 15)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="an attempt that neither progresses nor exits for this many seconds is a hang"
+                             " (default 150; --short 60)")
+    parser.add_argument("--gloo-timeout", type=int, default=None,
+                        help="horovodrun --gloo-timeout-seconds, the stall limit a freeze outlasts (default 30;"
+                             " --short 10)")
+    parser.add_argument("--disk-mb", type=int, default=64, help="the size of the workdir's own tmpfs")
+    parser.add_argument("--no-quiet", action="store_true", help="skip the quiet run and the final comparison")
+    parser.add_argument("--short", action="store_true", help="the suite's soak: 5 faults in at most 3 minutes")
+    parser.add_argument("--out", default=os.path.join("runs", "soak"))
+    parser.add_argument(IN_NAMESPACE, action="store_true", dest="in_namespace", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    fallback = SHORT if args.short else {"faults": 30, "interval": "30-90", "epochs": 600, "deadline": 150.0,
+                                         "gloo_timeout": 30, "startup": 15.0}
+    for key, value in fallback.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    try:
+        args.interval = parse_range(args.interval)
+    except ValueError as err:
+        parser.error(f"--interval: {err}")
+    if args.kinds is None:
+        args.kinds = ",".join(KINDS + (TWO_HOST_KINDS if args.hosts else ()))
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = [k for k in args.kinds if k not in KINDS + TWO_HOST_KINDS]
+    if unknown or not args.kinds:
+        parser.error(f"--kinds: unknown {unknown}; choose from {', '.join(KINDS + TWO_HOST_KINDS)}")
+    if LINK_CUT in args.kinds and not args.hosts:
+        parser.error(f"--kinds: {LINK_CUT} needs the lab's two hosts: add --hosts 2")
+    if args.hosts:
+        from lab import hosts as lab_hosts
+
+        ok, reason = lab_hosts.can_run()
+        if not ok:
+            parser.error(f"--hosts 2: the lab cannot run here: {reason}")
+        if any(os.path.exists(f"/run/netns/{netns}") for _, netns, _, _ in lab_hosts.HOST_SPECS):
+            parser.error("--hosts 2: the lab's hosts are up already, maybe for another job (starting them again would"
+                         " tear that job's down); wait for it, or run python -m lab.hosts down if they are stale")
+    if args.faults < 1 or args.epochs < 1:
+        parser.error("--faults and --epochs must be at least 1")
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    if not os.path.exists(horovodrun):
+        parser.error(f"no horovodrun next to {sys.executable}: run the soak with the Python of hvdkeras's"
+                     " environment (e.g. .venv/bin/python -m benchmarks.soak), after make install")
+    args.horovodrun = horovodrun
+    if FULL_DISK in args.kinds and (os.geteuid() != 0 or shutil.which("unshare") is None):
+        others = ",".join(k for k in args.kinds if k != FULL_DISK)
+        parser.error(f"the {FULL_DISK} fault needs root and unshare(1) (a tmpfs of its own in a private mount"
+                     f" namespace): run as root, or leave it out with --kinds {others}")
+    return args
+
+
+def command(args, workdir: str, lab=None) -> List[str]:
+    """The job's command, the same for every attempt (on the lab's hosts ``lab``, a :class:`lab.hosts.HostsInfo`)."""
+    where = [*lab.horovodrun_args(), "--disable-cache"] if lab is not None else ["-H", "localhost:2"]
+    return [args.horovodrun, "-np", "2", *where, "--gloo", "--gloo-timeout-seconds",
+            str(args.gloo_timeout), sys.executable, "-m", "hvdkeras.train", "--config", args.config,
+            "--workdir", workdir, "--set", f"trainer.epochs={args.epochs}",
+            "--set", "model.dropout=0",  # the end is compared bit for bit (docs/reliability.md)
+            "--set", "trainer.export=false", "--set", f"checkpoint.keep={KEEP}"]
+
+
+def _in_own_mount_namespace(argv: Optional[List[str]]) -> None:
+    """Reruns this command in a private mount namespace (its tmpfs vanishes with it, whatever ends the soak)."""
+    argv = sys.argv[1:] if argv is None else argv
+    os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "benchmarks.soak",
+                          *argv, IN_NAMESPACE])
+
+
+def _stack() -> str:
+    from importlib import metadata
+
+    found = []
+    for name in ("tensorflow", "keras", "horovod"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found)
+
+
+def _final(args, loop: Loop, quiet: Optional[Loop], workdir: str, quiet_dir: str) -> dict:
+    """The final validation and weights of the soaked run against the quiet run's."""
+    if quiet is None:
+        return {}
+    from benchmarks.soak import weights
+
+    name = f"epoch-{args.epochs:04d}"
+    soaked, calm = loop.attempts[-1].said.final, quiet.attempts[-1].said.final
+    found = {"soaked_val_accuracy": soaked.get("val_accuracy"), "quiet_val_accuracy": calm.get("val_accuracy"),
+             "soaked_wall_s": round(loop.attempts[-1].end, 1), "quiet_wall_s": round(quiet.attempts[-1].end, 1)}
+    a, b = (os.path.join(d, "checkpoints", name) for d in (workdir, quiet_dir))
+    if not (os.path.isdir(a) and os.path.isdir(b)):
+        which = "the soaked run" if not os.path.isdir(a) else "the quiet run"
+        found["verdict"] = f"cannot compare: {name} missing in {which}"
+        return found
+    found.update(weights.compare(a, b))
+    equal = found.get("same_variables") and found.get("trainable_max_abs_diff") == 0.0
+    found["verdict"] = ("trainable weights equal bit for bit (the promise, dropout off)" if equal
+                        else "trainable weights DIFFER from the quiet run's")
+    return found
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Runs the quiet run, then the soak; writes and prints the report. Exit status 0 when every promise held."""
+    args = parse(argv)
+    if FULL_DISK in args.kinds and not args.in_namespace:
+        _in_own_mount_namespace(argv)
+    out = os.path.abspath(args.out)
+    disk = os.path.join(out, "disk")
+    workdir, quiet_dir = os.path.join(disk, "work"), os.path.join(out, "quiet")
+    for old in (workdir, quiet_dir, os.path.join(out, "logs")):  # a soak starts afresh in --out
+        shutil.rmtree(old, ignore_errors=True)
+    os.makedirs(os.path.join(out, "logs"))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+    tic = time.time()
+    mounted, lab = False, None
+    os.makedirs(disk, exist_ok=True)
+    try:
+        if FULL_DISK in args.kinds:  # before the lab's hosts start: their own mount namespaces copy it
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.disk_mb}m", "tmpfs", disk], check=True)
+            mounted = True
+        if args.hosts:
+            from lab import hosts as lab_hosts
+
+            lab = lab_hosts.up(os.path.join(out, "lab"))
+            env = lab.env(env)
+        quiet = None
+        if not args.no_quiet:
+            print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
+            quiet = Loop(Job(command(args, quiet_dir, lab), env, REPO, quiet_dir), [], args.interval, args.deadline,
+                         os.path.join(out, "logs", "quiet"), max_attempts=1)
+            os.makedirs(quiet.logs, exist_ok=True)
+            if not quiet.run():
+                print(f"[soak] the quiet run failed: see {quiet.logs}", flush=True)
+        faults = plan(args.seed, args.faults, args.interval, args.kinds, args.recovery_share, args.startup,
+                      stall_limit_s=args.gloo_timeout)
+        print(f"[soak] {len(faults)} faults planned (seed {args.seed}): "
+              + ", ".join(f"{f.kind}@{f.anchor}+{f.delay_s:g}s" for f in faults), flush=True)
+        links = {rank: end for rank, (_, _, _, end) in enumerate(lab_hosts.HOST_SPECS)} if lab else {}
+        loop = Loop(Job(command(args, workdir, lab), env, REPO, workdir, disk if mounted else None, links), faults,
+                    args.interval, args.deadline, os.path.join(out, "logs"), max_attempts=3 * args.faults + 5,
+                    say=lambda line: print(line, flush=True))
+        finished = loop.run()
+        steps = next((a.said.steps for a in loop.attempts if a.said.steps), None) or 1
+        outs = accounting.outcomes(loop.faults, loop.attempts, steps)
+        foreign = sorted({p for a in loop.attempts for p in a.said.damaged} - set(loop.damaged))
+        final = (_final(args, loop, quiet, workdir, quiet_dir) if finished
+                 else {"verdict": "the soaked run never finished"})
+        if len(loop.faults) < args.faults:
+            final["note"] = f"the run ended after {len(loop.faults)} of {args.faults} faults: raise --epochs"
+        settings = {"seed": args.seed, "faults": args.faults, "interval_s": list(args.interval), "kinds": args.kinds,
+                    "epochs": args.epochs, "deadline_s": args.deadline, "gloo_timeout_s": args.gloo_timeout,
+                    "hosts": args.hosts or 1, "short": args.short, "stack": _stack(),
+                    "command": " ".join(command(args, workdir, lab)), "total_wall_s": round(time.time() - tic, 1)}
+        lost = accounting.lost_checkpoints(loop.attempts, KEEP)
+        result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,
+                              loop.attempts), foreign, lost)
+        if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
+            shutil.copy(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "metrics.jsonl"))
+    finally:
+        if lab is not None:
+            lab_hosts.down(lab)
+        if mounted:
+            subprocess.run(["umount", "-l", disk], check=False)
+    with open(os.path.join(out, "soak.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    table = report.text(result)
+    with open(os.path.join(out, "soak.txt"), "w") as f:
+        f.write(table + "\n")
+    print(table)
+    print(f"wrote {os.path.join(out, 'soak.txt')} and soak.json ({result['settings']['total_wall_s']}s in all)")
+    ok = (finished and result["survived"] == result["faults"] and not result["hangs"] and not result["left_behind"]
+          and not result["unprompted_failures"] and not foreign and not lost
+          and (quiet is None or "bit for bit" in final.get("verdict", "")))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

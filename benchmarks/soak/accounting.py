@@ -1,0 +1,169 @@
+"""The batches and the time each fault cost, against what hvdkeras promises (no TensorFlow, no processes).
+
+The promise (docs/reliability.md): a SIGTERM loses nothing (the job stops at one batch, checkpoints it
+and the rerun resumes there); any other fault loses at most the batches since the last checkpoint
+(the rerun resumes from the newest checkpoint that is intact). So after every attempt that ends, the
+next attempt must resume at the newest checkpoint on disk that the soak itself did not damage
+(:attr:`Attempt.expected_next`), and a preemption must leave its ``preempted at`` line.
+
+Where the job was when a fault hit is exact for a preemption (its line) and at start-up (nothing trained
+yet); otherwise it is estimated from ``metrics.jsonl`` as the fault found it (the last epoch logged and
+when) and the run's step time, so the batches lost by a kill are marked approximate (``~``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Optional
+
+from benchmarks.soak.output import Position, Said, absolute
+from benchmarks.soak.schedule import FREEZE, PREEMPT, THAW
+
+STARTUP, TRAINING = "start-up", "training"
+
+
+@dataclasses.dataclass
+class Attempt:
+    """One run of the job's command under the restart loop."""
+
+    index: int
+    start: float  # seconds since the soak began
+    end: float
+    status: Optional[int]  # the launcher's exit status (None: killed by the soak as a hang)
+    said: Said
+    hang: bool = False
+    expected_next: Optional[Position] = None  # the newest checkpoint the soak did not damage, when it ended
+    left_behind: List[str] = dataclasses.field(default_factory=list)  # processes still there after it ended
+    checkpoints: Dict[str, Position] = dataclasses.field(default_factory=dict)  # the folders on disk when it ended
+
+
+@dataclasses.dataclass
+class Fault:
+    """One fault as injected, with what the job had written when it came."""
+
+    index: int
+    kind: str
+    at: float  # seconds since the soak began
+    attempt: int
+    phase: str  # STARTUP (before the attempt said where it starts) or TRAINING
+    detail: str = ""
+    freeze_s: float = 0.0
+    freeze_end: str = ""
+    epoch_logged: int = 0  # the last epoch in metrics.jsonl when it came
+    logged_at: Optional[float] = None  # when that line was written (the file's mtime, soak seconds)
+    step_time_s: Optional[float] = None  # the last metrics line's step time
+    newest_checkpoint: Optional[Position] = None
+    injected: bool = True  # False: nothing to hit (the rank had gone, no disk of its own)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one fault cost."""
+
+    fault: Fault
+    ended_attempt: bool  # the job stopped (the fault was the last one in an attempt that failed)
+    hang: bool = False
+    position: Optional[int] = None  # batches trained when it came (exact or estimated)
+    exact: bool = False
+    resumed: Optional[int] = None  # where the next attempt that trained resumed, in batches
+    promised: Optional[int] = None  # where it had to resume
+    lost: Optional[int] = None  # batches trained again
+    allowed: Optional[int] = None  # batches the promise allows to lose
+    wall_lost_s: Optional[float] = None
+    held: bool = True
+    note: str = ""
+
+
+def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> tuple:
+    """(batches trained when ``fault`` came, exact?) for a fault in ``attempt``, which started at ``start_abs``."""
+    if fault.kind == PREEMPT and attempt.said.preempted is not None:
+        return absolute(attempt.said.preempted, steps), True
+    resumed_at = attempt.said.resumed_at
+    if fault.phase == STARTUP or resumed_at is None or fault.at <= resumed_at:
+        return start_abs, True
+    base, since = start_abs, resumed_at
+    if fault.logged_at is not None and fault.logged_at > resumed_at and fault.epoch_logged * steps >= start_abs:
+        base, since = fault.epoch_logged * steps, fault.logged_at
+    elif fault.kind == PREEMPT:
+        # No preemption line and no epoch ended in this attempt: the SIGTERM may have come before fit installed its
+        # handler, when nothing of this attempt was trained; count nothing rather than guess.
+        return start_abs, False
+    within = math.floor((fault.at - since) / fault.step_time_s) if fault.step_time_s else 0
+    cap = (base // steps) * steps + steps - 1  # the next epoch's line would have been logged
+    return min(base + max(0, within), max(base, cap)), False
+
+
+def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[Outcome]:
+    """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
+    ended, ended it; the next attempt that said where it starts is its resume; the promise is the newest
+    undamaged checkpoint when the attempt before that one ended."""
+    by_index = {a.index: a for a in attempts}
+    found = []
+    for fault in faults:
+        attempt = by_index[fault.attempt]
+        if not fault.injected:
+            found.append(Outcome(fault, ended_attempt=False, note="not injected"))
+            continue
+        failing = attempt.said.failing_at
+        if failing is not None and fault.at > failing:  # a rank had already ended: the job was going down anyway
+            found.append(Outcome(fault, ended_attempt=False, wall_lost_s=0.0,
+                                 note=f"the job was already ending (a rank exited at {failing:.1f}s)"))
+            continue
+        later = [f for f in faults if f.attempt == fault.attempt and f.at > fault.at and f.injected
+                 and (failing is None or f.at <= failing)]
+        ended = not later and (attempt.status != 0 or attempt.hang)
+        out = Outcome(fault, ended_attempt=ended, hang=ended and attempt.hang)
+        previous = by_index.get(fault.attempt - 1)
+        start = attempt.said.resumed or (previous.expected_next if previous else None) or (0, 0)
+        out.position, out.exact = position_at(fault, attempt, absolute(start, steps), steps)
+        if not ended:
+            if fault.kind == FREEZE and fault.freeze_end == THAW:
+                out.wall_lost_s, out.note = fault.freeze_s, "the job waited and went on"
+            else:
+                out.wall_lost_s, out.note = 0.0, "the job went on"
+            found.append(out)
+            continue
+        nxt = next((a for a in attempts if a.index > attempt.index and a.said.resumed is not None), None)
+        if nxt is None:
+            out.held, out.note = False, "no later attempt resumed"
+            found.append(out)
+            continue
+        before = by_index[nxt.index - 1]
+        out.resumed = absolute(nxt.said.resumed, steps)
+        out.promised = absolute(before.expected_next or (0, 0), steps)
+        out.lost = max(0, out.position - out.resumed)
+        out.allowed = 0 if fault.kind == PREEMPT else max(0, out.position - out.promised)
+        out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
+        out.held = out.resumed == out.promised and out.lost <= out.allowed and not out.hang
+        if fault.kind == PREEMPT and attempt.said.preempted is None and fault.phase == TRAINING:
+            out.note = (f"no preemption line (status {attempt.status}): the SIGTERM did not stop the job at a batch"
+                        if out.lost else f"no preemption line (status {attempt.status}): the SIGTERM came before"
+                        " an epoch of this attempt ended, maybe before training (the handler is installed by fit)")
+        elif out.resumed < out.promised:
+            out.note = "resumed before the newest intact checkpoint: a checkpoint was lost"
+        elif out.resumed > out.promised:
+            out.note = "resumed past the newest checkpoint on disk"
+        if out.hang:
+            out.note = (out.note + "; " if out.note else "") + "the attempt hung and was killed"
+        found.append(out)
+    return found
+
+
+def unprompted(faults: List[Fault], attempts: List[Attempt]) -> List[Attempt]:
+    """Attempts that failed with no fault injected in them: failures of the job itself."""
+    hit = {f.attempt for f in faults}
+    return [a for a in attempts if (a.status != 0 or a.hang) and a.index not in hit]
+
+
+def lost_checkpoints(attempts: List[Attempt], keep: int) -> List[str]:
+    """Checkpoints on disk when one attempt ended and gone when the next ended, for no reason hvdkeras gives: not
+    pruned (``keep`` newer ones exist, 0: keep all) and not set aside as damaged (the trainer's warning names it)."""
+    lost = []
+    for before, after in zip(attempts, attempts[1:]):
+        for path, position in sorted(before.checkpoints.items()):
+            if path in after.checkpoints or path in after.said.damaged:
+                continue
+            newer = sum(p > position for p in after.checkpoints.values())
+            if keep <= 0 or newer < keep:
+                lost.append(f"{path} (after attempt {before.index}, gone after attempt {after.index})")
+    return lost

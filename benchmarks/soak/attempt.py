@@ -1,0 +1,91 @@
+"""One run of the soaked job's command: the launcher in a session of its own, its output timed line by line."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import List, Optional, Sequence, Tuple
+
+from hvdkeras.common.processes import kill_session
+
+
+class Running:
+    """The launcher ``cmd`` started now; its output lines, each with the soak's clock (``clock()``), also go to
+    ``log_path`` (each after that time in seconds)."""
+
+    def __init__(self, cmd: Sequence[str], env: dict, cwd: str, log_path: str, clock):
+        self.clock = clock
+        self.started = clock()
+        self.lines: List[Tuple[float, str]] = []
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            at = self.clock()
+            self.lines.append((at, line.rstrip("\n")))
+            self._log.write(f"{at:8.2f} {line}")  # the soak's clock, as its own lines and the report give it
+            self._log.flush()
+
+    @property
+    def pid(self) -> int:
+        """The launcher's pid (it leads its own session)."""
+        return self.proc.pid
+
+    def running(self) -> bool:
+        """Whether the launcher has not exited yet."""
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kills the launcher, every process under it and its session (a hang)."""
+        kill_session(self.proc.pid)
+
+    def finish(self) -> Optional[int]:
+        """Waits for the launcher and its output; its exit status."""
+        status = self.proc.wait()
+        self._reader.join(timeout=30)
+        self._log.close()
+        return status
+
+
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def left_behind(marker: str, grace: float = 10.0) -> List[str]:
+    """Processes whose command line holds ``marker`` (the job's workdir) still there ``grace`` s after the job ended,
+    as ``pid: command``; they are killed (with their session) so that the next attempt starts clean."""
+    import psutil
+
+    deadline = time.monotonic() + grace
+    while True:
+        found = []
+        for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+            try:
+                argv = " ".join(proc.info["cmdline"] or [])
+                if marker in argv and proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                    found.append((proc.pid, argv))
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        if not found or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for pid, _ in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5.0  # gone or a zombie (an orphan's zombie stays until its reaper acts)
+    while time.monotonic() < deadline and any(_running(pid) for pid, _ in found):
+        time.sleep(0.05)
+    return [f"{pid}: {argv[:200]}" for pid, argv in found]

@@ -1,0 +1,189 @@
+"""The restart loop: the job's command rerun after every failure until it has trained all its epochs, with the
+planned faults injected as they fall due (:mod:`benchmarks.soak.schedule`) and a deadline per attempt."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from benchmarks.soak import faults as fault_lib
+from benchmarks.soak import output
+from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
+from benchmarks.soak.attempt import Running, left_behind
+from benchmarks.soak.schedule import DAMAGE, FREEZE, FULL_DISK, KILL_RANK, LINK_CUT, PREEMPT, PlannedFault, due_at
+from hvdkeras.common.workdir import read_metrics
+
+RANK_WAIT_S = 30.0  # how long a rank fault waits for the rank to exist (a fault in the first seconds of a restart)
+DEFAULT_CHECKPOINT_BYTES = 1 << 20  # the full disk's guess before the first checkpoint exists
+
+
+@dataclasses.dataclass
+class Job:
+    """The command the loop reruns and where it writes."""
+
+    cmd: Sequence[str]
+    env: Dict[str, str]
+    cwd: str
+    workdir: str
+    disk: Optional[str] = None  # the small filesystem holding the workdir (the full-disk fault's)
+    links: Dict[int, str] = dataclasses.field(default_factory=dict)  # rank -> its host's link (the lab's)
+
+    @property
+    def checkpoints(self) -> str:
+        """The job's checkpoint folder."""
+        return os.path.join(self.workdir, "checkpoints")
+
+
+class Loop:
+    """Runs ``job`` until it succeeds, ``plan``'s faults injected; :attr:`faults` and :attr:`attempts` after."""
+
+    def __init__(self, job: Job, plan: Sequence[PlannedFault], interval: Tuple[float, float], deadline_s: float,
+                 logs: str, max_attempts: int, say=print, tick_s: float = 0.2):
+        self.job, self.plan, self.interval, self.deadline_s = job, list(plan), interval, deadline_s
+        self.tick_s = tick_s  # how often the loop looks at the job
+        self.logs, self.max_attempts, self.say = logs, max_attempts, say
+        self.faults: List[Fault] = []
+        self.attempts: List[Attempt] = []
+        self.damaged: Dict[str, str] = {}  # checkpoint folder -> the data file the soak truncated
+        self._t0 = time.monotonic()
+
+    def clock(self) -> float:
+        """Seconds since the soak began."""
+        return time.monotonic() - self._t0
+
+    def run(self) -> bool:
+        """Reruns the job until it exits 0; whether it did (False: more than ``max_attempts`` attempts)."""
+        self._t0 = time.monotonic()
+        previous_at, previous_attempt = 0.0, 0
+        while len(self.attempts) < self.max_attempts:
+            index = len(self.attempts)
+            run = Running(self.job.cmd, self.job.env, self.job.cwd,
+                          os.path.join(self.logs, f"attempt-{index:03d}.log"), self.clock)
+            self.say(f"[soak] {run.started:7.1f}s attempt {index} started (launcher pid {run.pid})")
+            freezes: List[fault_lib.Freeze] = []
+            try:
+                hang, previous_at, previous_attempt, ballast = self._watch(run, index, freezes, previous_at,
+                                                                           previous_attempt)
+            except BaseException:  # the soak itself stops (Ctrl-C, a bug): nothing of the job is left running
+                for freeze in freezes:
+                    freeze.finish()
+                run.kill()
+                raise
+            status = run.finish()
+            for freeze in freezes:
+                freeze.finish()
+            if ballast and os.path.exists(ballast):
+                os.remove(ballast)  # the operator frees the space before the job is rerun
+            leftovers = left_behind(self.job.workdir)
+            newest = fault_lib.newest_intact(self.job.checkpoints, self.damaged)
+            attempt = Attempt(index, run.started, self.clock(), None if hang else status, output.read(run.lines),
+                              hang=hang, expected_next=newest[1] if newest else None, left_behind=leftovers,
+                              checkpoints=fault_lib.checkpoints(self.job.checkpoints))
+            self.attempts.append(attempt)
+            self.say(f"[soak] {attempt.end:7.1f}s attempt {index} ended: status {attempt.status}"
+                     + (f"; {attempt.said.errors[0]}" if attempt.said.errors else "")
+                     + (f"; left behind: {leftovers}" if leftovers else ""))
+            if status == 0 and not hang:
+                return True
+        return False
+
+    def _watch(self, run: Running, index: int, freezes: List[fault_lib.Freeze], previous_at: float,
+               previous_attempt: int):
+        """Watches attempt ``index`` until it exits or hangs, injecting the faults that fall due; (hang?, the last
+        fault's time and attempt, the ballast written or None)."""
+        hang, seen, last_progress, ballast = False, (0, -1.0), run.started, None
+        while run.running():
+            now = self.clock()
+            progress = (len(run.lines), self._metrics_mtime())
+            if progress != seen:
+                seen, last_progress = progress, now
+            elif now - last_progress > self.deadline_s:
+                hang = True
+                self.say(f"[soak] {now:7.1f}s attempt {index}: no progress and no exit in {self.deadline_s:g}s:"
+                         " a hang; killing it")
+                run.kill()
+                break
+            if len(self.faults) < len(self.plan):
+                planned = self.plan[len(self.faults)]
+                due = due_at(planned, previous_at, previous_attempt, index, run.started, self.interval)
+                if now >= due:
+                    fault, freeze, filled = self._inject(planned, run, index)
+                    self.faults.append(fault)
+                    freezes += [freeze] if freeze else []
+                    ballast = filled or ballast
+                    previous_at, previous_attempt = fault.at, index
+                    self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind} ({fault.phase}):"
+                             f" {fault.detail}")
+            time.sleep(self.tick_s)
+        return hang, previous_at, previous_attempt, ballast
+
+    def _metrics_mtime(self) -> float:
+        try:
+            return os.path.getmtime(os.path.join(self.job.workdir, "metrics.jsonl"))
+        except FileNotFoundError:
+            return -1.0
+
+    def _inject(self, planned: PlannedFault, run: Running, index: int):
+        """Injects ``planned`` into ``run``; (the :class:`Fault`, what lasts (a :class:`Freeze` or a :class:`LinkCut`)
+        or None, a ballast path or None)."""
+        pid = None
+        if planned.kind in (KILL_RANK, FREEZE):  # at start-up the ranks may not exist yet: the fault comes when they do
+            pid = fault_lib.wait_for_rank(self.job.workdir, planned.rank, RANK_WAIT_S, run.running)
+        phase = TRAINING if output.read(list(run.lines)).resumed is not None else STARTUP
+        fault = Fault(planned.index, planned.kind, self.clock(), index, phase, freeze_s=planned.freeze_s,
+                      freeze_end=planned.freeze_end)
+        records = read_metrics(os.path.join(self.job.workdir, "metrics.jsonl"))
+        if records:
+            fault.epoch_logged = int(records[-1]["epoch"])
+            fault.step_time_s = records[-1].get("step_time_s")
+            fault.logged_at = fault.at - (time.time() - self._metrics_mtime())
+        newest = fault_lib.newest_intact(self.job.checkpoints, self.damaged)
+        fault.newest_checkpoint = newest[1] if newest else None
+        freeze, ballast = None, None
+        if planned.kind == PREEMPT:
+            fault.injected = fault_lib.preempt(run.pid)
+            fault.detail = "SIGTERM to the launcher" + ("" if fault.injected else " (already gone)")
+        elif planned.kind == FULL_DISK and self.job.disk is None:
+            fault.detail, fault.injected = "no disk of its own to fill", False
+        elif planned.kind == FULL_DISK:
+            size = fault_lib.folder_bytes(newest[0]) if newest else DEFAULT_CHECKPOINT_BYTES
+            ballast, written = fault_lib.fill_disk(self.job.disk, size)
+            fault.detail = f"disk filled ({written / 1e6:.1f} MB ballast, {size // 2 / 1e6:.2f} MB left)"
+        elif planned.kind == DAMAGE and newest is not None:
+            damaged = fault_lib.damage(newest[0])
+            if damaged:
+                self.damaged[newest[0]] = damaged
+            fault.detail = f"{os.path.basename(newest[0])} truncated"
+            if phase == TRAINING:  # a crash that tore it: the rerun must meet it (at start-up the restore does)
+                fault.detail += "; " + self._signal_rank(run, planned.rank, signal.SIGKILL)
+        elif planned.kind == DAMAGE:
+            fault.detail = "no checkpoint yet; " + self._signal_rank(run, planned.rank, signal.SIGKILL)
+            fault.injected = "not found" not in fault.detail
+        elif planned.kind == KILL_RANK:
+            fault.injected = pid is not None and fault_lib.signal_rank(pid, signal.SIGKILL)
+            fault.detail = (f"SIGKILL to rank {planned.rank} (pid {pid})" if fault.injected
+                            else f"rank {planned.rank} not found")
+        elif planned.kind == FREEZE:
+            freeze = fault_lib.Freeze(pid, planned.freeze_s, planned.freeze_end) if pid else None
+            if freeze is not None and freeze.start():
+                fault.detail = (f"rank {planned.rank} (pid {pid}) stopped for {planned.freeze_s:g}s,"
+                                f" then {planned.freeze_end}")
+            else:
+                freeze, fault.detail, fault.injected = None, f"rank {planned.rank} not found", False
+        elif planned.kind == LINK_CUT:
+            device = self.job.links.get(planned.rank)
+            freeze = fault_lib.LinkCut(device, planned.cut_s) if device else None
+            if freeze is not None and freeze.start():
+                fault.detail = f"the link of rank {planned.rank}'s host ({device}) down for {planned.cut_s:g}s"
+            else:
+                freeze, fault.injected = None, False
+                fault.detail = f"no link to cut for rank {planned.rank} (not in the lab)"
+        return fault, freeze, ballast
+
+    def _signal_rank(self, run: Running, rank: int, signum: int) -> str:
+        pid = fault_lib.wait_for_rank(self.job.workdir, rank, RANK_WAIT_S, run.running)
+        if pid is None or not fault_lib.signal_rank(pid, signum):
+            return f"rank {rank} not found"
+        return f"{signal.Signals(signum).name} to rank {rank} (pid {pid})"

@@ -1,0 +1,96 @@
+"""The soak's fault plan: which fault comes next, and when, drawn from a seed (no TensorFlow, no processes).
+
+A fault is timed either from the previous fault or the job's last restart, whichever is later
+(``previous``: a delay drawn from the ``--interval`` range), or from the start of the attempt that
+follows it (``restart``: a delay of a few seconds, so that it lands while the job starts again and
+restores its checkpoint).
+Kinds come in shuffled rounds, so every kind is drawn before any is drawn twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import List, Optional, Sequence, Tuple
+
+KILL_RANK = "kill_rank"  # SIGKILL of one rank
+PREEMPT = "preempt"  # SIGTERM of the job (its launcher), as a scheduler preempts
+FREEZE = "freeze"  # SIGSTOP of one rank past the stall limit, then SIGCONT or SIGKILL
+FULL_DISK = "full_disk"  # the workdir's filesystem filled up until a save fails
+DAMAGE = "damage_checkpoint"  # the newest checkpoint's data truncated, then a rank killed
+LINK_CUT = "link_cut"  # the link of one of the lab's two emulated hosts down for a while (--hosts 2)
+KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)  # one host's
+TWO_HOST_KINDS = (LINK_CUT,)
+
+PREVIOUS, RESTART = "previous", "restart"
+THAW, KILL = "cont", "kill"  # what ends a freeze
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedFault:
+    """One fault of the plan: its kind, what its delay counts from, and the delay."""
+
+    index: int
+    kind: str
+    anchor: str  # PREVIOUS: after the previous fault; RESTART: after the next attempt starts
+    delay_s: float
+    freeze_s: float = 0.0  # FREEZE: how long the rank stays stopped
+    freeze_end: str = ""  # FREEZE: THAW or KILL
+    rank: int = 0  # the rank a rank fault hits (a link cut: the host of that rank)
+    cut_s: float = 0.0  # LINK_CUT: how long the link stays down
+
+
+def parse_range(text: str) -> Tuple[float, float]:
+    """``"30-90"`` or ``"45"`` as ``(low, high)`` seconds; ValueError with what is wrong."""
+    parts = text.split("-")
+    try:
+        low, high = (float(parts[0]), float(parts[-1])) if len(parts) <= 2 else (None, None)
+    except ValueError:
+        low = high = None
+    if low is None or high is None or low <= 0 or high < low:
+        raise ValueError(f"a range of seconds is LOW-HIGH with 0 < LOW <= HIGH, e.g. 30-90; received: {text!r}")
+    return low, high
+
+
+def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[str] = KINDS,
+         recovery_share: float = 0.3, startup_s: float = 15.0, stall_limit_s: float = 30.0,
+         ranks: int = 2, cut_s: float = 20.0) -> List[PlannedFault]:
+    """``count`` faults drawn from ``seed``: kinds in shuffled rounds over ``kinds``, each fault but the first
+    timed from the next restart with probability ``recovery_share`` (within ``startup_s``), else after the
+    previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``, a link cut ``cut_s``."""
+    unknown = sorted(set(kinds) - set(KINDS + TWO_HOST_KINDS))
+    if unknown or not kinds:
+        raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(KINDS + TWO_HOST_KINDS)}")
+    rng = random.Random(seed)
+    order: List[str] = []
+    while len(order) < count:
+        batch = list(kinds)
+        rng.shuffle(batch)
+        order.extend(batch)
+    faults = []
+    for i, kind in enumerate(order[:count]):
+        if i > 0 and rng.random() < recovery_share:
+            anchor, delay = RESTART, rng.uniform(0.0, startup_s)
+        else:
+            anchor, delay = PREVIOUS, rng.uniform(*interval)
+        freeze_s, end = 0.0, ""
+        if kind == FREEZE:
+            freeze_s, end = stall_limit_s + rng.uniform(5.0, 15.0), rng.choice((THAW, KILL))
+        faults.append(PlannedFault(i, kind, anchor, round(delay, 2), round(freeze_s, 2), end, rng.randrange(ranks),
+                                   cut_s if kind == LINK_CUT else 0.0))
+    return faults
+
+
+def due_at(fault: PlannedFault, previous_at: float, previous_attempt: int, attempt: int, attempt_start: float,
+           interval: Tuple[float, float]) -> Optional[float]:
+    """When ``fault`` fires (a clock time), given the previous fault's time and attempt and the current attempt.
+
+    A ``previous`` fault fires ``delay_s`` after the previous fault or after the current attempt's start, whichever
+    is later: the job gets that long between faults, also after a restart. A ``restart`` fault fires ``delay_s``
+    after the start of the first attempt after the previous fault's; while that attempt has not come (the
+    previous fault did not end the job), it fires as a ``previous`` fault would at the longest interval, so the
+    soak never waits on a restart that is not coming."""
+    if fault.anchor == RESTART:
+        if attempt > previous_attempt:
+            return attempt_start + fault.delay_s
+        return previous_at + interval[1]
+    return max(previous_at, attempt_start) + fault.delay_s
