@@ -19,15 +19,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
 KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
-SHORT = {"faults": 5, "interval": "14-20", "epochs": 20, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
+SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0}
 
 
 def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """The soak's flags, with ``--short``'s values filled in where the user gave none."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=soak.__doc__.split("\n")[0])
     parser.add_argument("--config", default=os.path.join(REPO, "configs", "digits.yaml"))
-    parser.add_argument("--epochs", type=int, default=None, help="epochs the job trains (default 600; --short 40)")
-    parser.add_argument("--faults", type=int, default=None, help="faults to inject (default 30; --short 5)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help=f"epochs the job trains (default 600; --short {SHORT['epochs']})")
+    parser.add_argument("--faults", type=int, default=None,
+                        help=f"faults to inject (default 30; --short {SHORT['faults']})")
     parser.add_argument("--interval", default=None, help="seconds between faults, LOW-HIGH (default 30-90)")
     parser.add_argument("--seed", type=int, default=0, help="the fault plan's seed (the job's is the config's)")
     parser.add_argument("--kinds", default=None, help=f"comma-separated, of {', '.join(KINDS + TWO_HOST_KINDS)}"

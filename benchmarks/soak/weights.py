@@ -17,8 +17,9 @@ def _is_model_variable(key: str) -> bool:
 
 def model_variables(folder: str) -> Dict[str, Any]:
     """Every model variable of the checkpoint in ``folder``, by its key."""
-    import tensorflow as tf
+    from hvdkeras.runtime import tensorflow_import
 
+    tf = tensorflow_import.load()  # quiet, as the command lines import it
     reader = tf.train.load_checkpoint(os.path.join(folder, PREFIX))
     return {key: reader.get_tensor(key) for key in sorted(reader.get_variable_to_shape_map())
             if _is_model_variable(key)}
