@@ -84,20 +84,24 @@ def load() -> ModuleType:
     except the absl banner and absl-format lines (``I0000 ...``, ``W0000 ...``) below the
     level asked for. Once TensorFlow is imported, this returns it and does nothing else.
     """
-    level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") or 0)
     if "tensorflow" in sys.modules:
         return importlib.import_module("tensorflow")
+    with _matplotlib_deferred():
+        return _import_quietly(int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") or 0))
+
+
+def _import_quietly(level: int) -> ModuleType:
+    """``import tensorflow`` with file descriptor 2 captured meanwhile and its lines below ``level`` dropped
+    (:func:`load`'s docstring); at level 0, a plain import."""
     if level < 1:
-        with _matplotlib_deferred():
-            return importlib.import_module("tensorflow")
+        return importlib.import_module("tensorflow")
     dropped = ("I" if level >= 1 else "") + ("W" if level >= 2 else "")
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            with _matplotlib_deferred():
-                return importlib.import_module("tensorflow")
+            return importlib.import_module("tensorflow")
         finally:
             os.dup2(saved, 2)
             os.close(saved)
