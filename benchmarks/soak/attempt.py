@@ -8,7 +8,7 @@ import threading
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from hvdkeras.common.processes import kill_session
+from hvdkeras.common.processes import alive, kill_session
 
 
 class Running:
@@ -53,18 +53,9 @@ class Running:
         return status
 
 
-def _running(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def left_behind(marker: str, grace: float = 10.0) -> List[str]:
     """Processes whose command line holds ``marker`` (the job's workdir) still there ``grace`` s after the job ended,
-    as ``pid: command``; they are killed (with their session) so that the next attempt starts clean."""
+    as ``pid: command``; they are killed (SIGKILL, then waited for) so that the next attempt starts clean."""
     import psutil
 
     deadline = time.monotonic() + grace
@@ -86,6 +77,6 @@ def left_behind(marker: str, grace: float = 10.0) -> List[str]:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 5.0  # gone or a zombie (an orphan's zombie stays until its reaper acts)
-    while time.monotonic() < deadline and any(_running(pid) for pid, _ in found):
+    while time.monotonic() < deadline and any(alive(pid) for pid, _ in found):
         time.sleep(0.05)
     return [f"{pid}: {argv[:200]}" for pid, argv in found]

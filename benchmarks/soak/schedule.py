@@ -20,6 +20,7 @@ DAMAGE = "damage_checkpoint"  # the newest checkpoint's data truncated, then a r
 LINK_CUT = "link_cut"  # the link of one of the lab's two emulated hosts down for a while (--hosts 2)
 KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)  # one host's
 TWO_HOST_KINDS = (LINK_CUT,)
+ALL_KINDS = KINDS + TWO_HOST_KINDS
 
 PREVIOUS, RESTART = "previous", "restart"
 THAW, KILL = "cont", "kill"  # what ends a freeze
@@ -57,9 +58,9 @@ def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[s
     """``count`` faults drawn from ``seed``: kinds in shuffled rounds over ``kinds``, each fault but the first
     timed from the next restart with probability ``recovery_share`` (within ``startup_s``), else after the
     previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``, a link cut ``cut_s``."""
-    unknown = sorted(set(kinds) - set(KINDS + TWO_HOST_KINDS))
+    unknown = sorted(set(kinds) - set(ALL_KINDS))
     if unknown or not kinds:
-        raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(KINDS + TWO_HOST_KINDS)}")
+        raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(ALL_KINDS)}")
     rng = random.Random(seed)
     order: List[str] = []
     while len(order) < count:
