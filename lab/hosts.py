@@ -194,6 +194,11 @@ def _netns_exists(netns: str) -> bool:
     return os.path.exists(os.path.join("/run/netns", netns))
 
 
+def any_up() -> bool:
+    """Whether a namespace of the lab's hosts exists: they are up, for a job, or a killed run left them."""
+    return any(_netns_exists(netns) for _, netns, _, _ in HOST_SPECS)
+
+
 def down(info: Optional[HostsInfo] = None) -> None:
     """Stops every process in the test namespaces (sshd, ssh sessions, ranks), then removes the
     namespaces, veths and bridge. Idempotent; works from fixed names, ``info`` is optional."""

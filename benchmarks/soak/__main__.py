@@ -13,7 +13,7 @@ from typing import List, Optional
 import benchmarks.soak as soak
 from benchmarks.soak import accounting, report
 from benchmarks.soak.loop import Job, Loop
-from benchmarks.soak.schedule import FULL_DISK, KINDS, LINK_CUT, TWO_HOST_KINDS, parse_range, plan
+from benchmarks.soak.schedule import ALL_KINDS, FULL_DISK, KINDS, LINK_CUT, TWO_HOST_KINDS, parse_range, plan
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
@@ -32,7 +32,7 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help=f"faults to inject (default 30; --short {SHORT['faults']})")
     parser.add_argument("--interval", default=None, help="seconds between faults, LOW-HIGH (default 30-90)")
     parser.add_argument("--seed", type=int, default=0, help="the fault plan's seed (the job's is the config's)")
-    parser.add_argument("--kinds", default=None, help=f"comma-separated, of {', '.join(KINDS + TWO_HOST_KINDS)}"
+    parser.add_argument("--kinds", default=None, help=f"comma-separated, of {', '.join(ALL_KINDS)}"
                         f" (default: {','.join(KINDS)}; with --hosts 2 also {','.join(TWO_HOST_KINDS)})")
     parser.add_argument("--hosts", type=int, default=0, choices=(0, 2),
                         help="2: one rank on each of the lab's two emulated hosts (python -m lab.hosts; needs root)")
@@ -64,9 +64,9 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.kinds is None:
         args.kinds = ",".join(KINDS + (TWO_HOST_KINDS if args.hosts else ()))
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    unknown = [k for k in args.kinds if k not in KINDS + TWO_HOST_KINDS]
+    unknown = [k for k in args.kinds if k not in ALL_KINDS]
     if unknown or not args.kinds:
-        parser.error(f"--kinds: unknown {unknown}; choose from {', '.join(KINDS + TWO_HOST_KINDS)}")
+        parser.error(f"--kinds: unknown {unknown}; choose from {', '.join(ALL_KINDS)}")
     if LINK_CUT in args.kinds and not args.hosts:
         parser.error(f"--kinds: {LINK_CUT} needs the lab's two hosts: add --hosts 2")
     if args.hosts:
@@ -75,7 +75,7 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ok, reason = lab_hosts.can_run()
         if not ok:
             parser.error(f"--hosts 2: the lab cannot run here: {reason}")
-        if any(os.path.exists(f"/run/netns/{netns}") for _, netns, _, _ in lab_hosts.HOST_SPECS):
+        if lab_hosts.any_up():
             parser.error("--hosts 2: the lab's hosts are up already, maybe for another job (starting them again would"
                          " tear that job's down); wait for it, or run python -m lab.hosts down if they are stale")
     if args.faults < 1 or args.epochs < 1:

@@ -51,5 +51,5 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
         assert row["step_s"] >= row["compute_s"] - 1e-9
     assert result["calibration"]["gradient_bytes"] > 4 * 4_000_000  # MobileNet (v1): 4.2 M parameters, 1000 classes
     assert (out / "lab_efficiency.png").stat().st_size > 1000
-    assert not any(os.path.exists(f"/run/netns/{ns}") for _, ns, _, _ in hosts.HOST_SPECS)
+    assert not hosts.any_up()
     assert not os.path.exists(f"/sys/class/net/{hosts.IFACE}")

@@ -38,7 +38,7 @@ def spark_cluster(tmp_path_factory):
     with spark_lab.running(tmp_path_factory.mktemp("spark_cluster")) as info:
         yield info
     assert spark_lab._daemon_pids() == []
-    assert not any(os.path.exists(f"/run/netns/{h.netns}") for h in info.hosts.hosts)
+    assert not hosts_lib.any_up()
     assert not os.path.exists(f"/sys/class/net/{hosts_lib.IFACE}")
 
 

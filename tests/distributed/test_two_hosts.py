@@ -49,7 +49,7 @@ def hosts(tmp_path_factory):
         yield info
     finally:
         two_hosts.down(info)
-        assert not any(os.path.exists(f"/run/netns/{h.netns}") for h in info.hosts)
+        assert not two_hosts.any_up()
         assert not os.path.exists(f"/sys/class/net/{info.iface}")
 
 
