@@ -1,4 +1,5 @@
 """hvdkeras.common.peers: beacons, probes and the line naming a lost rank (no Horovod: sockets on this host)."""
+import contextlib
 import errno
 import multiprocessing
 import os
@@ -24,6 +25,22 @@ def test_a_beacon_answers_without_its_process_accepting():
         assert peers.probe("127.0.0.1", beacon.port) == peers.ALIVE  # again: the backlog is never drained
 
 
+@contextlib.contextmanager
+def _beacon_process(target):
+    """``target(conn)`` in a spawned process that sends its beacon's port first: (the process, the port, our end of
+    the pipe); the process is continued, if stopped, and killed when the block ends."""
+    ours, theirs = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=target, args=(theirs,))
+    proc.start()
+    try:
+        yield proc, ours.recv(), ours
+    finally:
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.join(30)
+
+
 def _open_a_beacon(conn):
     """In a process of its own: a beacon; sends its port, waits until the test lets this process end."""
     beacon = peers.Beacon()
@@ -45,11 +62,7 @@ def _wait_until_stopped(pid, timeout=30.0):
 def test_a_stopped_process_is_unresponsive_not_alive_and_answers_again_once_continued():
     # The kernel completes the connection to a stopped process's listening socket (the soak's SIGSTOP past Gloo's
     # timeout looked alive); only the beacon's answer tells a running process from a frozen one.
-    ours, theirs = multiprocessing.Pipe()
-    proc = multiprocessing.get_context("spawn").Process(target=_open_a_beacon, args=(theirs,))
-    proc.start()
-    try:
-        port = ours.recv()
+    with _beacon_process(_open_a_beacon) as (proc, port, _):
         assert peers.probe("127.0.0.1", port, reply_timeout=2) == peers.ALIVE
         os.kill(proc.pid, signal.SIGSTOP)
         _wait_until_stopped(proc.pid)
@@ -64,10 +77,6 @@ def test_a_stopped_process_is_unresponsive_not_alive_and_answers_again_once_cont
             " stopped, e.g. by SIGSTOP, or hung)")
         os.kill(proc.pid, signal.SIGCONT)
         assert peers.probe("127.0.0.1", port, reply_timeout=2) == peers.ALIVE  # the probes in its backlog answered
-    finally:
-        os.kill(proc.pid, signal.SIGCONT)
-        proc.kill()
-        proc.join(30)
 
 
 def test_a_closed_beacon_reads_as_an_exited_process():
@@ -84,19 +93,12 @@ def _hold_a_closed_beacon(conn):
 
 
 def test_a_held_beacon_answers_after_its_close_until_its_process_has_ended():
-    ours, theirs = multiprocessing.Pipe()
-    proc = multiprocessing.get_context("spawn").Process(target=_hold_a_closed_beacon, args=(theirs,))
-    proc.start()
-    try:
-        port = ours.recv()
+    with _beacon_process(_hold_a_closed_beacon) as (proc, port, ours):
         assert peers.probe("127.0.0.1", port) == peers.ALIVE  # closed by Python, held for the process
         ours.send("end")
         proc.join(30)
         assert proc.exitcode == 0
         assert peers.probe("127.0.0.1", port) == peers.EXITED
-    finally:
-        if proc.is_alive():
-            proc.kill()
 
 
 def test_waiting_until_a_rank_is_gone_ends_when_its_beacon_closes_or_at_the_timeout():
