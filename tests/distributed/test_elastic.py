@@ -66,6 +66,10 @@ def _elastic_job(hosts, workdir, epochs, *sets):
     return cmd, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", HVDKERAS_HOSTS_FILE=str(hosts))
 
 
+# Horovod's elastic driver: a host gone from discovery, its worker killed, another added; hvdkeras.elastic's
+# state and run under an elastic launch are also the Keras elastic example's, on both stacks
+# (test_horovod_examples.py).
+@once_per_make_test("a worker killed and one added to an elastic job", 0.6, stack="keras3")
 def test_kill_a_worker_then_add_one_back(tmp_path):
     hosts, workdir, log = tmp_path / "hosts", tmp_path / "work", tmp_path / "job.log"
     cmd, env = _elastic_job(hosts, workdir, EPOCHS)

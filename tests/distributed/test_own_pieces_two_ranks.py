@@ -12,12 +12,16 @@ import numpy as np
 import pytest
 
 from tests.harness.ranks import REPO, horovodrun, read_jsonl, train_args
+from tests.harness.stacks import once_per_make_test
 
 TABULAR = os.path.join(REPO, "examples", "own_model_and_data", "tabular.yaml")
 # 301 validation examples: 151 on rank 0, 150 on rank 1, each counted once in the final line
 SETS = ("checkpoint.keep=0", "data.args.validation_examples=301")
 
 
+# Finding the config's module on every rank and resuming it: import paths and the resume every stack's
+# test_two_ranks.py checks; the two-input model below, whose losses and metrics take each stack's path, runs on both.
+@once_per_make_test("your own model by import path, resumed", 0.5, stack="keras3")
 def test_your_own_model_and_data_train_on_two_ranks_and_resume(tmp_path):
     workdir = tmp_path / "work"
     horovodrun(train_args(workdir, "trainer.epochs=2", *SETS, config=TABULAR), timeout=240)

@@ -191,6 +191,13 @@ def _only_epoch_one_intact(kept):
     assert not [n for n in os.listdir(kept / "checkpoints") if n.startswith(".saving-")]
 
 
+# A full disk or an unwritable workdir: the checkpoint writer's error and the one line every rank gives, the same
+# Python on both stacks (runtime/checkpointing.py); each stack's save under a full disk is unit-tested
+# (tests/unit/runtime/test_checkpointing.py).
+disk_once = once_per_make_test("the full-disk and unwritable-workdir tests", 0.6, stack="keras3")
+
+
+@disk_once
 def test_a_full_disk_during_a_save_stops_with_one_line_and_the_previous_checkpoint_intact(tmp_path, digits_two_epochs):
     code, out, kept, disk = _on_a_small_disk(tmp_path, digits_two_epochs)
     assert code != 0
@@ -200,6 +207,7 @@ def test_a_full_disk_during_a_save_stops_with_one_line_and_the_previous_checkpoi
     _only_epoch_one_intact(kept)
 
 
+@disk_once
 def test_a_full_disk_with_on_save_error_continue_warns_and_finishes(tmp_path, digits_two_epochs):
     code, out, kept, _ = _on_a_small_disk(tmp_path, digits_two_epochs, "checkpoint.on_save_error=continue")
     assert code == 0, out[-3000:]
@@ -209,6 +217,7 @@ def test_a_full_disk_with_on_save_error_continue_warns_and_finishes(tmp_path, di
     _only_epoch_one_intact(kept)
 
 
+@disk_once
 @pytest.mark.parametrize("kind", ["file", "read-only"])
 def test_a_workdir_that_cannot_be_written_fails_in_one_line_before_training(tmp_path, kind):
     workdir = tmp_path / "work"

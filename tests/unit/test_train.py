@@ -88,6 +88,11 @@ def _first_run(workdir):
 
 # Two tests, each with its own first run, rather than one: the unit tests run on two workers, and the two
 # halves (about 8 s each: a run costs a TensorFlow import and a short fit) then run side by side.
+# The workdir's config guard and --fresh: plain Python (hvdkeras/common/), each a command line run twice (8-12 s).
+workdir_once = once_per_make_test("the command line's config guard and --fresh, two runs each", 0.3, stack="keras3")
+
+
+@workdir_once
 def test_a_changed_config_is_refused_in_one_line_and_force_resumes(tmp_path):
     workdir = tmp_path / "w"
     _first_run(workdir)
@@ -110,6 +115,7 @@ def test_a_changed_config_is_refused_in_one_line_and_force_resumes(tmp_path):
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002"]
 
 
+@workdir_once
 def test_fresh_moves_the_previous_run_aside_and_starts_over(tmp_path):
     workdir = tmp_path / "w"
     _first_run(workdir)
