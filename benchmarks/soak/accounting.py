@@ -1,8 +1,9 @@
 """The batches and the time each fault cost, against what hvdkeras promises (no TensorFlow, no processes).
 
 The promise (docs/reliability.md): a SIGTERM loses nothing (the job stops at one batch, checkpoints it
-and the rerun resumes there); any other fault loses at most the batches since the last checkpoint
-(the rerun resumes from the newest checkpoint that is intact). So after every attempt that ends, the
+and the rerun resumes there), unless a rank is frozen when it comes (the ranks cannot agree on a batch:
+the job leaves as preempted, losing what a kill loses); any other fault loses at most the batches since
+the last checkpoint (the rerun resumes from the newest checkpoint that is intact). So after every attempt that ends, the
 next attempt must resume at the newest checkpoint on disk that the soak itself did not damage
 (:attr:`Attempt.expected_next`), and a preemption must leave its ``preempted at`` line.
 
@@ -93,6 +94,12 @@ def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> t
     return min(base + max(0, within), max(base, cap)), False
 
 
+def frozen_when(fault: Fault, faults: List[Fault]) -> bool:
+    """Whether a rank of ``fault``'s attempt was still frozen (stopped, not yet continued) when ``fault`` came."""
+    return any(f.kind == FREEZE and f.injected and f.attempt == fault.attempt and f.at < fault.at
+               and (f.freeze_end != THAW or f.at + f.freeze_s > fault.at) for f in faults)
+
+
 def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[Outcome]:
     """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
     ended, ended it; the next attempt that said where it starts is its resume; the promise is the newest
@@ -132,10 +139,13 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[O
         out.resumed = absolute(nxt.said.resumed, steps)
         out.promised = absolute(before.expected_next or (0, 0), steps)
         out.lost = max(0, out.position - out.resumed)
-        out.allowed = 0 if fault.kind == PREEMPT else max(0, out.position - out.promised)
+        exact_stop = fault.kind == PREEMPT and not frozen_when(fault, faults)
+        out.allowed = 0 if exact_stop else max(0, out.position - out.promised)
         out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
         out.held = out.resumed == out.promised and out.lost <= out.allowed and not out.hang
-        if fault.kind == PREEMPT and attempt.said.preempted is None and fault.phase == TRAINING:
+        if fault.kind == PREEMPT and frozen_when(fault, faults) and attempt.said.preempted is None:
+            out.note = "a rank was frozen: the ranks could not agree on a batch, the rerun resumed from a checkpoint"
+        elif fault.kind == PREEMPT and attempt.said.preempted is None and fault.phase == TRAINING:
             out.note = (f"no preemption line (status {attempt.status}): the SIGTERM did not stop the job at a batch"
                         if out.lost else f"no preemption line (status {attempt.status}): the SIGTERM came before"
                         " an epoch of this attempt ended, maybe before training (the handler is installed by fit)")

@@ -13,6 +13,8 @@ and a SIGTERM must still end the rank as a preemption does: status :data:`PREEMP
   (:func:`hvdkeras.runtime.distributed.init`): until a fit watches it, a SIGTERM prints
   :data:`NOTHING_TO_SAVE` and raises :class:`Preempted`; a fit with the preemption callback takes it
   over (:func:`process_flag`), so a signal that came before the fit is seen by it.
+* :func:`preempted_instead`: a job that ends on a failed collective after a SIGTERM (a rank frozen or lost,
+  so the ranks could not agree to stop) still leaves as a preemption, with the failure's line.
 """
 from __future__ import annotations
 
@@ -127,6 +129,21 @@ def install_process_flag() -> Optional[SignalFlag]:
 def process_flag() -> Optional[SignalFlag]:
     """The flag :func:`install_process_flag` installed, if any."""
     return _process_flag
+
+
+def preempted_instead(error: BaseException) -> Optional[Preempted]:
+    """The preemption ``error`` becomes when the process's flag caught a SIGTERM before it, else ``None``.
+
+    A rank frozen or lost never joins the allreduce by which the ranks agree to stop, so a SIGTERM then ends
+    in that collective's failure (``error``: the peers' one line, which names the checkpoint a rerun resumes
+    from). The rank still leaves as preempted, status :data:`PREEMPTED_EXIT`, so that a requeue or a retry
+    loop starts the job again; the line says what stopped it. Nothing more is saved: a checkpoint written
+    by this rank alone could hold a step that only some variables took (docs/reliability.md).
+    """
+    flag = _process_flag
+    if flag is None or not flag.pending:
+        return None
+    return Preempted(f"preempted (SIGTERM) but the ranks could not stop together: {error}")
 
 
 def uninstall_process_flag() -> None:

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from hvdkeras.runtime import checkpointing
 from tests.harness.ranks import (
     REPO,
     SCRIPTS,
@@ -112,6 +113,32 @@ def _stop_rank_one_for(workdir, seconds, *sets):
         pass  # the job was already shut down
     out = finish(proc, timeout=240)
     return proc.returncode, out
+
+
+@stall
+def test_a_sigterm_while_a_rank_is_frozen_ends_the_job_as_a_preemption_in_one_line(tmp_path):
+    # The soak's finding (issue 52): the ranks agree to stop with an allreduce a frozen rank never joins, so the
+    # signal ends in the collective's failure; rank 0 still leaves as preempted (75: a requeue starts it again),
+    # naming the frozen rank and the checkpoint the rerun resumes from. Gloo gives up after 8 s here, not 30.
+    workdir = tmp_path / "work"
+    proc = start_ranks(train_args(workdir, "trainer.epochs=400", "checkpoint.keep=0"),
+                       env=dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="8"))
+    wait_for_epochs(proc, workdir, 2)
+    frozen, chief = rank_pid(1, str(workdir)), rank_pid(0, str(workdir))
+    assert frozen is not None and chief is not None, "ranks not found"
+    os.kill(frozen, signal.SIGSTOP)
+    time.sleep(1)  # rank 0 is now waiting for rank 1 in a collective
+    os.kill(chief, signal.SIGTERM)
+    out = finish(proc, timeout=120)
+    said = [line for line in out.splitlines()
+            if "hvdkeras: preempted (SIGTERM) but the ranks could not stop together: rank 1 on host" in line]
+    assert len(said) == 1 and "is not responding" in said[0], out[-3000:]
+    assert "rerun the same command to resume from the last checkpoint (checkpoint epoch " in said[0]
+    assert "Process 0 exit with status code 75" in out, out[-3000:]
+    done = read_jsonl(workdir / "metrics.jsonl")[-1]["epoch"]
+    kept = checkpointing.CheckpointStore(str(workdir / "checkpoints")).list()
+    assert [c.position for c in kept] == [(epoch, 0) for epoch in range(1, done + 1)]  # none lost, none partial
+    assert all(checkpointing.verify(c.path) is None for c in kept)
 
 
 def _slow_rank(folder, seconds, *args_and_sets):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Dict, Tuple
 
-from hvdkeras.common import horovod_env, log, peers
-from hvdkeras.common.errors import ConfigError
+from hvdkeras.common import horovod_env, log, peers, signals
+from hvdkeras.common.errors import ConfigError, PeerLostError, PeerUnresponsiveError, StallError
 from hvdkeras.runtime import distributed
 from hvdkeras.training.drivers.loop import Loop
 
@@ -77,12 +77,19 @@ class PlainDriver:
         final: Dict[str, float] = {}
         if start < epochs:
             tic = time.perf_counter()
-            with peers.watching(p.rank, lambda mine: distributed.allgather_object(mine, name="hvdkeras.peers"),
-                                distributed.is_collective_failure, resume_point=parts.position.resume_point,
-                                stall_shutdown_seconds=cfg.horovod.stall_shutdown_seconds) as table:
-                if parts.backup is not None:  # after a preemption, the other ranks leave once rank 0 is gone
-                    parts.backup.leave_after(table.wait_until_root_gone)
-                history = trainer.fit_range(parts.data, start, batch, parts.scaled_lr, p.size)
+            try:
+                with peers.watching(p.rank, lambda mine: distributed.allgather_object(mine, name="hvdkeras.peers"),
+                                    distributed.is_collective_failure, resume_point=parts.position.resume_point,
+                                    stall_shutdown_seconds=cfg.horovod.stall_shutdown_seconds) as table:
+                    if parts.backup is not None:  # after a preemption, the other ranks leave once rank 0 is gone
+                        parts.backup.leave_after(table.wait_until_root_gone)
+                    history = trainer.fit_range(parts.data, start, batch, parts.scaled_lr, p.size)
+            except (PeerLostError, PeerUnresponsiveError, StallError) as exc:
+                preempted = signals.preempted_instead(exc)  # a SIGTERM came first: leave as preempted
+                if preempted is None:
+                    raise
+                log.stop(str(preempted))
+                raise preempted from exc
             log.info(f"trained epochs {start + 1}-{epochs} in {time.perf_counter() - tic:.1f}s")
             final = {k: float(v[-1]) for k, v in history.items()}
         else:

@@ -443,3 +443,13 @@ def test_a_fault_that_came_after_a_rank_had_ended_badly_did_not_end_the_attempt(
     first, second = accounting.outcomes([freeze, preempt], attempts, STEPS)
     assert first.ended_attempt and first.held and first.resumed == 22
     assert not second.ended_attempt and second.held and "already ending (a rank exited at 31.4s)" in second.note
+
+
+def test_a_sigterm_while_a_rank_is_frozen_may_lose_what_a_kill_loses_and_no_more():
+    frozen = _fault(schedule.FREEZE, 18.0, freeze_s=40.0, freeze_end=schedule.KILL, step_time_s=0.1)
+    fault = _fault(schedule.PREEMPT, 20.0, epoch_logged=4, logged_at=19.0, step_time_s=0.1)
+    attempts = [_attempt(0, 1, (0, 0), 1.0, expected=(4, 0)), _attempt(1, 0, (4, 0), 45.0)]
+    out = accounting.outcomes([frozen, fault], attempts, STEPS)[1]
+    assert out.held and out.allowed == out.lost == 10 and "a rank was frozen" in out.note
+    thawed = _fault(schedule.FREEZE, 5.0, freeze_s=10.0, freeze_end=schedule.THAW)  # went on before the SIGTERM
+    assert not accounting.outcomes([thawed, fault], attempts, STEPS)[1].held

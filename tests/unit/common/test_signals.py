@@ -37,3 +37,16 @@ def test_the_process_flag_ends_the_rank_as_a_preemption_with_nothing_to_save(cap
     assert not signals.process_flag().pending
     signals.uninstall_process_flag()
     assert signals.process_flag() is None and signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_failed_collective_after_a_sigterm_is_a_preemption_carrying_its_line():
+    lost = RuntimeError("rank 1 on host h is not responding (...); rerun the same command to resume"
+                        " from the last checkpoint (checkpoint epoch 3)")
+    assert signals.preempted_instead(lost) is None  # no flag: the failure stays a failure
+    flag = signals.install_process_flag()
+    assert signals.preempted_instead(lost) is None  # no signal yet
+    flag.watch()  # a fit's preemption callback took the flag over
+    os.kill(os.getpid(), signal.SIGTERM)
+    preempted = signals.preempted_instead(lost)
+    assert preempted.code == signals.PREEMPTED_EXIT
+    assert str(preempted) == f"preempted (SIGTERM) but the ranks could not stop together: {lost}"
