@@ -5,8 +5,8 @@
     python -m lab.hosts down                     # tear everything down (idempotent, by fixed names)
 
 Used by the multi-host tests (``tests/distributed/test_two_hosts.py``) and by the
-benchmark's lab (``python -m benchmarks --hosts 2``), which also shapes their
-links (:mod:`lab.shaper`).
+benchmark's lab (``python -m benchmarks --hosts 2``, ``python -m benchmarks.exchange_scaling``),
+which also shapes their links (:mod:`lab.shaper`).
 
 What ``up`` builds, all under fixed names so that ``down`` also removes what a killed run left:
 
