@@ -124,7 +124,7 @@ lab: $(STAMP)
 # every link at SCALING_LINK, against the ring model 2(N-1)/N x bytes / rate (benchmarks/exchange_scaling.py).
 # 200mbit is about MobileNetV2's GPU-equivalent rate at two workers (230 Mbit/s, docs/performance.md): the
 # link, not the CPU, bounds the exchange (unshaped it takes 24 ms, the model at 200mbit 0.56-0.98 s).
-# One job per count and round, 35 s (2 hosts) to 95 s (8) here: the default 5 counts x 3 rounds take about 15 minutes.
+# One job per count and round, 25 s (2 hosts) to 95 s (8) here: the default 5 counts x 3 rounds took 12.8 minutes.
 HOSTS ?= 2,3,4,6,8
 SCALING_LINK ?= 200mbit
 SCALING_ROUNDS ?= 3
