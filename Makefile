@@ -40,7 +40,7 @@ LAUNCH_mpi    := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --mpi
 LAUNCH_mpirun = mpirun -np $(NP) $$($(PY) -m hvdkeras.launch --mpirun-flags)
 LAUNCH   := $(LAUNCH_$(LAUNCHER))
 
-.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean bench lab check-tf
+.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean bench lab lab-scaling check-tf
 
 # What the Horovod build depends on besides the stack: its patches and the command that applies them.
 BUILD_HOROVOD := $(wildcard hvdkeras/build_horovod/*.py hvdkeras/build_horovod/patches/*.patch)
@@ -119,3 +119,15 @@ IMAGE_SIZE ?= 224
 lab: $(STAMP)
 	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds $(ROUNDS) --steps 8 --model $(MODEL) \
 	  --image_size $(IMAGE_SIZE) --out runs/lab
+
+# The lab's scaling sweep (as root, issue 53): one gradient exchange alone (no compute) on HOSTS emulated hosts,
+# every link at SCALING_LINK, against the ring model 2(N-1)/N x bytes / rate (benchmarks/exchange_scaling.py).
+# 200mbit is about MobileNetV2's GPU-equivalent rate at two workers (230 Mbit/s, docs/performance.md): the
+# link, not the CPU, bounds the exchange (unshaped it takes 24 ms, the model at 200mbit 0.56-0.98 s).
+# One job per count and round, 25 s (2 hosts) to 95 s (8) here: the default 5 counts x 3 rounds took 12.8 minutes.
+HOSTS ?= 2,3,4,6,8
+SCALING_LINK ?= 200mbit
+SCALING_ROUNDS ?= 3
+lab-scaling: $(STAMP)
+	$(PY) -m benchmarks.exchange_scaling --hosts $(HOSTS) --link $(SCALING_LINK) --rounds $(SCALING_ROUNDS) \
+	  --model $(MODEL) --out runs/exchange_scaling

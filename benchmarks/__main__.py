@@ -30,7 +30,7 @@ def main(argv=None):
     parser.add_argument("--out", default="runs/bench")
     parser.add_argument("--timeout", type=float, default=1200)
     parser.add_argument("--hosts", type=int, default=0,
-                        help="run in the lab: one process on each of this many emulated hosts (2; needs root)")
+                        help="run in the lab: one process on each of this many emulated hosts (2 to 8; needs root)")
     parser.add_argument("--link", default="unlimited",
                         help="with --hosts: link rates to sweep, tc units, e.g. unlimited,1gbit,gpu "
                              "(gpu: the GPU-equivalent rate)")
@@ -73,6 +73,12 @@ def lab_main(parser, args):
     """The link sweep on the emulated hosts (:mod:`benchmarks.link_sweep`)."""
     from benchmarks.link_summary import write_all
     from benchmarks.link_sweep import parse_link, run_sweep
+    from lab import hosts
+
+    try:
+        hosts.host_specs(args.hosts)
+    except ValueError as err:
+        parser.error(f"--hosts: {err}")
 
     variants = args.variants.split(",") if args.variants is not None else list(LAB_VARIANTS)
     bad = [v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None]

@@ -1,4 +1,4 @@
-"""The link sweep: every variant at every link rate on the two emulated hosts, in alternating rounds.
+"""The link sweep: every variant at every link rate on the emulated hosts (two by default), in alternating rounds.
 
     python -m benchmarks --hosts 2 --link unlimited,1gbit,gpu --rounds 3
 
@@ -60,19 +60,20 @@ def _terminate_as_exit():
 
 @contextlib.contextmanager
 def lab(n_hosts: int):
-    """The emulated hosts for the length of the block (a :class:`hosts.HostsInfo`), gone after it."""
-    if n_hosts != len(hosts.HOST_SPECS):
-        raise ValueError(f"the lab has {len(hosts.HOST_SPECS)} emulated hosts; received: --hosts {n_hosts}")
+    """``n_hosts`` emulated hosts, 2 to 8, for the length of the block (a :class:`hosts.HostsInfo`), gone after it.
+
+    Whatever ends the block (an error, Ctrl-C, SIGTERM), the shaper is removed from their links and they go down."""
+    hosts.host_specs(n_hosts)  # a bad count fails here, before anything is built
     ok, reason = hosts.can_run()
     if not ok:
         raise RuntimeError(f"the lab cannot run here: {reason}")
     with _terminate_as_exit(), tempfile.TemporaryDirectory(prefix="hvdkeras-lab-", ignore_cleanup_errors=True) as tmp:
-        info = hosts.up(tmp)
+        info = hosts.up(tmp, hosts=n_hosts)
         try:
             yield info
         finally:
             try:
-                shaper.clear(hosts.link_ends())
+                shaper.clear(hosts.link_ends(n_hosts))
             finally:
                 hosts.down(info)
 
@@ -122,7 +123,7 @@ def run_sweep(variants: Sequence[str], rates: Sequence, args, log=print) -> dict
             k = round_ % max(len(shaped_variants), 1)
             order = shaped_variants[k:] + shaped_variants[:k]
             for rate, name in zip(resolved, names):
-                with shaper.shaped(hosts.link_ends(), rate):
+                with shaper.shaped(hosts.link_ends(n), rate):
                     for variant in order:
                         result = dict(run_variant(variant, args, n, workdir, place), round=round_)
                         runs[variant][name].append(result)

@@ -150,11 +150,34 @@ def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | N
     return dict(result, wall_s=after[0] - before[0], **machine_load(before, after))
 
 
+def _horovodrun(np_: int, place: Placement) -> tuple[list[str], dict]:
+    """horovodrun's command for a Gloo job of ``np_`` processes placed by ``place``, and its environment."""
+    env = dict(place.env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    return [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(np_),
+            *place.horovodrun_hosts, "--gloo"], env
+
+
+def run_exchange(args, np_: int, place: Placement | None = None) -> dict:
+    """One job of the exchange-only recipe (``recipes/exchange_cost.py``) on ``np_`` processes, with the ceiling's
+    settings: per rank, the median wall and CPU seconds of one exchange and every exchange's wall time, plus the
+    gradient bytes, the job's wall time and the machine's load meanwhile (:func:`machine_load`)."""
+    place = place or local(np_)
+    horovodrun, env = _horovodrun(np_, place)
+    recipe = [sys.executable, os.path.join(RECIPES, "exchange_cost.py"), args.model, "1", str(args.image_size),
+              str(args.steps)]
+    before = machine_cpu()
+    results = sorted(_results(_run(horovodrun + recipe, dict(env, **hvdkeras_horovod_env(), BENCH_CPU_BINDING="1"),
+                                   args.timeout)), key=lambda r: r["rank"])
+    after = machine_cpu()
+    if len(results) != np_:
+        raise RuntimeError(f"the exchange job reported {len(results)} results for {np_} processes")
+    return {"ranks": results, "gradient_bytes": results[0]["gradient_bytes"], "wall_s": after[0] - before[0],
+            **machine_load(before, after)}
+
+
 def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | None) -> dict:
     place = place or local(np_)
-    env = dict(place.env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    horovodrun = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(np_),
-                  *place.horovodrun_hosts, "--gloo"]
+    horovodrun, env = _horovodrun(np_, place)
     model_args = [args.model, str(args.batch), str(args.image_size), str(args.steps)]
     sets = hvdkeras_sets(variant)
     if sets is not None:

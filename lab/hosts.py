@@ -1,25 +1,26 @@
-"""Two "hosts" on this machine, for a real multi-host Horovod run (needs root).
+"""Two to eight "hosts" on this machine, for a real multi-host Horovod run (needs root).
 
-    python -m lab.hosts check         # can this machine do it? (exit 0 yes, 1 no + reason)
-    python -m lab.hosts up [TMPDIR]   # build them, print what horovodrun needs (JSON)
-    python -m lab.hosts down          # tear everything down (idempotent, by fixed names)
+    python -m lab.hosts check                    # can this machine do it? (exit 0 yes, 1 no + reason)
+    python -m lab.hosts up [--hosts N] [TMPDIR]  # build N (default 2), print what horovodrun needs (JSON)
+    python -m lab.hosts down                     # tear everything down (idempotent, by fixed names)
 
 Used by the multi-host tests (``tests/distributed/test_two_hosts.py``) and by the
-benchmark's lab (``python -m benchmarks --hosts 2``), which also shapes their
-links (:mod:`lab.shaper`).
+benchmark's lab (``python -m benchmarks --hosts 2``, ``python -m benchmarks.exchange_scaling``),
+which also shapes their links (:mod:`lab.shaper`).
 
 What ``up`` builds, all under fixed names so that ``down`` also removes what a killed run left:
 
 - a bridge ``hvdtest0`` in the root namespace with 198.18.213.1/24 (RFC 2544's benchmark range,
   which no real network routes): the launcher's address, where its rendezvous server is reached;
-- network namespaces ``hvdtest-a`` and ``hvdtest-b``, each joined to the bridge by a veth pair whose
-  inner end is also named ``hvdtest0``, with 198.18.213.2 and .3, plus loopback, no IPv6 and no
-  default route: a process in them can reach the other two addresses and nothing else;
+- network namespaces ``hvdtest-a``, ``hvdtest-b``, ... (up to ``hvdtest-h``, :func:`host_specs`), each
+  joined to the bridge by a veth pair whose root end is ``hvdtest0-a``, ... and whose inner end is also
+  named ``hvdtest0``, with 198.18.213.2, .3, ... (.9), plus loopback, no IPv6 and no default route: a
+  process in them can reach the other hosts' and the launcher's addresses and nothing else;
 - in each namespace an sshd listening only on that address (port 22), pinned with ``taskset`` to
-  its own share of the machine's cores (host ``i`` gets every core ``c`` with ``c % 2 == i``, so
-  with two cores each host has one; everything started over ssh inherits it, as on a real host
-  with its own CPUs), started under ``unshare --uts --mount`` with its own hostname
-  (``hvd-host-a`` / ``hvd-host-b``) and a hosts file bind-mounted over /etc/hosts in that mount
+  its own share of the machine's cores (:func:`host_cpus`: with two cores and two hosts each has one;
+  with more hosts than cores, host ``i`` has core ``i % cores``; everything started over ssh inherits
+  it, as on a real host with its own CPUs), started under ``unshare --uts --mount`` with its own hostname
+  (``hvd-host-a``, ``hvd-host-b``, ...) and a hosts file bind-mounted over /etc/hosts in that mount
   namespace only, so the hostname resolves to the namespace's address (Horovod 0.28.1's
   process-set Gloo context ignores ``HOROVOD_GLOO_IFACE`` and connects to ``gethostname()``);
   the machine's own /etc/hosts is never touched;
@@ -55,12 +56,28 @@ from hvdkeras.common import processes
 IFACE = "hvdtest0"
 SUBNET = ipaddress.ip_network("198.18.213.0/24")
 LAUNCHER_ADDR = "198.18.213.1"
-# (hostname, network namespace, address, veth end left in the root namespace)
-HOST_SPECS = (("hvd-host-a", "hvdtest-a", "198.18.213.2", "hvdtest0-a"),
-              ("hvd-host-b", "hvdtest-b", "198.18.213.3", "hvdtest0-b"))
+MIN_HOSTS, MAX_HOSTS = 2, 8
 PROBE_NS = "hvdtest-probe"
 SSHD = "/usr/sbin/sshd"
 INSTALL_HINT = "install openssh-server (make system-deps)"
+
+
+def host_specs(hosts: int = MIN_HOSTS) -> Tuple[Tuple[str, str, str, str], ...]:
+    """The first ``hosts`` hosts' fixed names: (hostname, network namespace, address, veth end in the root namespace).
+
+    >>> host_specs(3)[2]
+    ('hvd-host-c', 'hvdtest-c', '198.18.213.4', 'hvdtest0-c')
+    """
+    if not isinstance(hosts, int) or not MIN_HOSTS <= hosts <= MAX_HOSTS:
+        raise ValueError(f"the lab builds {MIN_HOSTS} to {MAX_HOSTS} hosts. Received: {hosts!r}")
+    first = SUBNET.network_address + 2
+    return tuple((f"hvd-host-{letter}", f"hvdtest-{letter}", str(first + i), f"{IFACE}-{letter}")
+                 for i, letter in enumerate("abcdefgh"[:hosts]))
+
+
+# The two hosts every two-host caller uses, and all the lab can build (what down() and any_up() look for).
+HOST_SPECS = host_specs(2)
+ALL_HOST_SPECS = host_specs(MAX_HOSTS)
 
 
 @dataclasses.dataclass
@@ -128,9 +145,9 @@ class HostsInfo:
         return cls(**d)
 
 
-def link_ends() -> List[Tuple[Optional[str], str]]:
-    """Both ends of every host's link, by their fixed names: (network namespace or None, device)."""
-    return [end for _, netns, _, root_end in HOST_SPECS for end in ((netns, IFACE), (None, root_end))]
+def link_ends(hosts: int = MIN_HOSTS) -> List[Tuple[Optional[str], str]]:
+    """Both ends of the first ``hosts`` hosts' links, by their fixed names: (network namespace or None, device)."""
+    return [end for _, netns, _, root_end in host_specs(hosts) for end in ((netns, IFACE), (None, root_end))]
 
 
 def _run(cmd, check=True, **kwargs) -> subprocess.CompletedProcess:
@@ -162,7 +179,7 @@ def _subnet_users() -> List[str]:
 
 
 def can_run() -> Tuple[bool, str]:
-    """(True, "") if this machine can build the two hosts, else (False, one-line reason)."""
+    """(True, "") if this machine can build the lab's hosts, else (False, one-line reason)."""
     if os.geteuid() != 0:
         return False, f"needs root to create network namespaces (running as uid {os.geteuid()})"
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("taskset", "util-linux"),
@@ -194,38 +211,42 @@ def _netns_exists(netns: str) -> bool:
     return os.path.exists(os.path.join("/run/netns", netns))
 
 
+def _link_exists(dev: str) -> bool:
+    return os.path.exists(f"/sys/class/net/{dev}")
+
+
 def any_up() -> bool:
-    """Whether a namespace of the lab's hosts exists: they are up, for a job, or a killed run left them."""
-    return any(_netns_exists(netns) for _, netns, _, _ in HOST_SPECS)
+    """Whether a namespace of any of the lab's eight hosts exists: they are up, for a job, or a killed run left them."""
+    return any(_netns_exists(netns) for _, netns, _, _ in ALL_HOST_SPECS)
 
 
 def down(info: Optional[HostsInfo] = None) -> None:
-    """Stops every process in the test namespaces (sshd, ssh sessions, ranks), then removes the
-    namespaces, veths and bridge. Idempotent; works from fixed names, ``info`` is optional."""
+    """Stops every process in the namespaces of all eight possible hosts (sshd, ssh sessions, ranks), then
+    removes the namespaces, veths and bridge. Idempotent; works from fixed names, ``info`` is optional."""
     errors = []
     if info is not None:
         processes.stop([h.sshd_pid for h in info.hosts if h.sshd_pid])
-    for _, netns, _, root_end in HOST_SPECS:
+    for _, netns, _, root_end in ALL_HOST_SPECS:
         if _netns_exists(netns):
             processes.stop(_pids_in(netns))
             res = _run(["ip", "netns", "del", netns], check=False)
             if res.returncode != 0 and _netns_exists(netns):
                 errors.append(res.stdout.strip())
-        if os.path.exists(f"/sys/class/net/{root_end}"):
+        if _link_exists(root_end):
             _run(["ip", "link", "del", root_end], check=False)
-    if os.path.exists(f"/sys/class/net/{IFACE}"):
+    if _link_exists(IFACE):
         res = _run(["ip", "link", "del", IFACE], check=False)
         if res.returncode != 0:
             errors.append(res.stdout.strip())
-    if os.path.exists(os.path.join("/run/netns", PROBE_NS)):
+    if _netns_exists(PROBE_NS):
         _run(["ip", "netns", "del", PROBE_NS], check=False)
     if info is not None:
         errors += [f"sshd {h.sshd_pid} still running" for h in info.hosts if h.sshd_pid and processes.alive(h.sshd_pid)]
-    errors += [f"namespace {ns} still exists" for _, ns, _, _ in HOST_SPECS if _netns_exists(ns)]
-    errors += [f"link {dev} still exists" for dev in [IFACE] + [s[3] for s in HOST_SPECS]
-               if os.path.exists(f"/sys/class/net/{dev}")]
+    errors += [f"namespace {ns} still exists" for _, ns, _, _ in ALL_HOST_SPECS if _netns_exists(ns)]
+    errors += [f"link {dev} still exists" for dev in [IFACE] + [s[3] for s in ALL_HOST_SPECS]
+               if _link_exists(dev)]
     if errors:
-        raise RuntimeError("two_hosts.down left something behind: " + "; ".join(errors))
+        raise RuntimeError("lab.hosts.down left something behind: " + "; ".join(errors))
 
 
 def _no_ipv6(dev: str, netns: Optional[str] = None) -> None:
@@ -268,25 +289,26 @@ def _wait_listening(addr: str, proc: subprocess.Popen, log: str, timeout=15.0) -
 def host_cpus(index: int, hosts: int, cores: Optional[List[int]] = None) -> str:
     """The cores host ``index`` of ``hosts`` runs on: every ``hosts``-th core of this process's, from ``index``.
 
-    With fewer cores than hosts, the hosts share them all (``""``: no pinning).
+    With fewer cores than hosts, host ``index`` has the one core ``index % cores`` (of this process's, in order).
     """
     cores = sorted(os.sched_getaffinity(0)) if cores is None else cores
     if len(cores) < hosts:
-        return ""
+        return str(cores[index % len(cores)])
     return ",".join(str(c) for c in cores[index::hosts])
 
 
-def up(tmpdir) -> HostsInfo:
-    """Builds the two hosts (first removing leftovers of an earlier run) and returns how to reach
+def up(tmpdir, hosts: int = MIN_HOSTS) -> HostsInfo:
+    """Builds ``hosts`` hosts, 2 to 8 (first removing leftovers of an earlier run), and returns how to reach
     them. On any failure everything built so far is removed again and the error is raised."""
+    specs = host_specs(hosts)
     ok, reason = can_run()
     if not ok:
         raise RuntimeError(reason)
     down()
     tmpdir = os.path.abspath(str(tmpdir))
     os.makedirs(tmpdir, exist_ok=True)
-    info = HostsInfo(tmpdir=tmpdir, hosts=[Host(n, ns, a, cpus=host_cpus(i, len(HOST_SPECS)))
-                                           for i, (n, ns, a, _) in enumerate(HOST_SPECS)])
+    info = HostsInfo(tmpdir=tmpdir, hosts=[Host(n, ns, a, cpus=host_cpus(i, len(specs)))
+                                           for i, (n, ns, a, _) in enumerate(specs)])
     try:
         _build(info)
     except BaseException:
@@ -305,7 +327,7 @@ def _build(info: HostsInfo) -> None:
     _no_ipv6(IFACE)
     _run(["ip", "addr", "add", f"{LAUNCHER_ADDR}/{prefix}", "dev", IFACE])
     _run(["ip", "link", "set", IFACE, "up"])
-    for _, netns, addr, root_end in HOST_SPECS[:len(info.hosts)]:
+    for _, netns, addr, root_end in host_specs(len(info.hosts)):
         _run(["ip", "netns", "add", netns])
         inner = root_end + "i"  # renamed to IFACE once inside the namespace
         _run(["ip", "link", "add", root_end, "type", "veth", "peer", "name", inner])
@@ -391,43 +413,56 @@ def _build(info: HostsInfo) -> None:
 
 
 def _verify(info: HostsInfo) -> None:
-    """Each host answers ssh with its own hostname, and the hosts reach each other."""
+    """Each host answers ssh with its own hostname, and each reaches the next (in a ring: all pairs are one bridge)."""
     ssh = os.path.join(info.bin_dir, "ssh")
     for host in info.hosts:
         res = _run([ssh, host.addr, "hostname"], check=False, timeout=30)
         if res.returncode != 0 or res.stdout.strip() != host.name:
             raise RuntimeError(f"ssh {host.addr} hostname gave {res.returncode}: {res.stdout.strip()!r}, "
                                f"expected {host.name!r}")
-    for src, dst in ((info.hosts[0], info.hosts[1]), (info.hosts[1], info.hosts[0])):
+    for src, dst in zip(info.hosts, info.hosts[1:] + info.hosts[:1]):
         code = f"import socket; socket.create_connection(({dst.addr!r}, 22), timeout=5).close()"
         res = _run(src.command([sys.executable, "-c", code]), check=False, timeout=30)
         if res.returncode != 0:
             raise RuntimeError(f"{src.name} cannot reach {dst.addr}:22: {res.stdout.strip()[-500:]}")
 
 
+def _host_count(text: str) -> int:
+    """``--hosts``: an int from 2 to 8 (argparse turns the ValueError into its one-line usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not MIN_HOSTS <= n <= MAX_HOSTS:
+        raise argparse.ArgumentTypeError(f"the lab builds {MIN_HOSTS} to {MAX_HOSTS} hosts. Received: {text!r}")
+    return n
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.hosts", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("check", help="say whether this machine can build the two hosts")
-    p_up = sub.add_parser("up", help="build the two hosts; prints their description as JSON")
+    sub.add_parser("check", help="say whether this machine can build the lab's hosts")
+    p_up = sub.add_parser("up", help="build the hosts; prints their description as JSON")
+    p_up.add_argument("--hosts", type=_host_count, default=MIN_HOSTS,
+                      help=f"how many, {MIN_HOSTS} to {MAX_HOSTS} (default {MIN_HOSTS})")
     p_up.add_argument("tmpdir", nargs="?", help="where keys and configs go (default: a new temp dir)")
-    sub.add_parser("down", help="remove everything up built (also after a killed run)")
+    sub.add_parser("down", help="remove everything up built, for any number of hosts (also after a killed run)")
     args = parser.parse_args(argv)
     if args.cmd == "check":
         ok, reason = can_run()
-        print("ok" if ok else f"cannot build two hosts here: {reason}")
+        print("ok" if ok else f"cannot build the lab's hosts here: {reason}")
         return 0 if ok else 1
     if args.cmd == "down":
         down()
         return 0
     ok, reason = can_run()
     if not ok:
-        print(f"cannot build two hosts here: {reason}", file=sys.stderr)
+        print(f"cannot build the lab's hosts here: {reason}", file=sys.stderr)
         return 1
-    info = up(args.tmpdir or tempfile.mkdtemp(prefix="hvdkeras-two-hosts-"))
+    info = up(args.tmpdir or tempfile.mkdtemp(prefix="hvdkeras-hosts-"), hosts=args.hosts)
     print(info.to_json())
-    print(f"# e.g.: PATH={info.bin_dir}:$PATH horovodrun -np 2 {' '.join(info.horovodrun_args())} --gloo "
-          f"{sys.executable} -c 'import socket; print(socket.gethostname())'", file=sys.stderr)
+    print(f"# e.g.: PATH={info.bin_dir}:$PATH horovodrun -np {len(info.hosts)} {' '.join(info.horovodrun_args())} "
+          f"--gloo {sys.executable} -c 'import socket; print(socket.gethostname())'", file=sys.stderr)
     return 0
 
 

@@ -12,9 +12,10 @@ hvdkeras's thread budget, CPU binding and Horovod variables (the runner's ceilin
 the transport, the copies into and out of the fusion buffer). On a host where each rank has one core,
 that CPU time is taken from the backward pass it overlaps, so a rank whose step takes ``T`` seconds
 without any exchange takes at least ``T + exchange_cpu_s`` with it: ``T / (T + exchange_cpu_s)`` bounds
-its efficiency against the communication-free ceiling. All tensors are handed over at once here, so
-Horovod fuses them into as few buffers as its fusion threshold allows: the cheapest way to move them.
-``BATCH`` is not used (the recipes' argument list).
+its efficiency against the communication-free ceiling. ``exchange_walls_s`` lists every measured
+exchange's wall time. All tensors are handed over at once here, so Horovod fuses them into as few
+buffers as its fusion threshold allows: the cheapest way to move them. ``BATCH`` is not used (the
+recipes' argument list).
 """
 import json
 import statistics
@@ -48,4 +49,5 @@ if wrong:
     raise SystemExit(f"exchange_cost: the average of ones is not one for gradients {wrong[:5]}")
 print("RESULT " + json.dumps({
     "rank": hvd.rank(), "exchange_s": statistics.median(walls), "exchange_cpu_s": statistics.median(cpus),
+    "exchange_walls_s": walls,
     "gradient_bytes": sum(int(tf.size(g)) * 4 for g in grads), "tensors": len(grads)}), flush=True)

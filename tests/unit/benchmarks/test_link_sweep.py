@@ -28,7 +28,7 @@ def fake_lab(monkeypatch):
     calls = []
     info = types.SimpleNamespace(hosts=[])
     monkeypatch.setattr(hosts, "can_run", lambda: (True, ""))
-    monkeypatch.setattr(hosts, "up", lambda tmpdir: calls.append("up") or info)
+    monkeypatch.setattr(hosts, "up", lambda tmpdir, hosts=2: calls.append(f"up {hosts}") or info)
     monkeypatch.setattr(hosts, "down", lambda i=None: calls.append("down"))
     monkeypatch.setattr(shaper, "clear", lambda ends: calls.append("clear"))
     return calls
@@ -38,7 +38,7 @@ def test_the_lab_is_torn_down_after_an_error(fake_lab):
     with pytest.raises(RuntimeError, match="job failed"):
         with sweep.lab(2):
             raise RuntimeError("job failed")
-    assert fake_lab == ["up", "clear", "down"]
+    assert fake_lab == ["up 2", "clear", "down"]
 
 
 def test_the_lab_is_torn_down_on_sigterm(fake_lab):
@@ -46,14 +46,24 @@ def test_the_lab_is_torn_down_on_sigterm(fake_lab):
         with sweep.lab(2):
             os.kill(os.getpid(), signal.SIGTERM)
     assert exit_.value.code == 128 + signal.SIGTERM
-    assert fake_lab == ["up", "clear", "down"]
+    assert fake_lab == ["up 2", "clear", "down"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
 
 
+def test_the_lab_builds_two_to_eight_hosts_and_clears_all_their_links(fake_lab, monkeypatch):
+    cleared = []
+    monkeypatch.setattr(shaper, "clear", lambda ends: cleared.append(ends))
+    with sweep.lab(5):
+        pass
+    assert fake_lab == ["up 5", "down"]
+    assert cleared == [hosts.link_ends(5)] and len(cleared[0]) == 10
+
+
 def test_the_lab_refuses_other_host_counts_and_says_why_it_cannot_run(monkeypatch):
-    with pytest.raises(ValueError, match="received: --hosts 3"):
-        with sweep.lab(3):
-            pass
+    for bad in (1, 9):
+        with pytest.raises(ValueError, match=f"2 to 8 hosts. Received: {bad}"):
+            with sweep.lab(bad):
+                pass
     monkeypatch.setattr(hosts, "can_run", lambda: (False, "needs root"))
     with pytest.raises(RuntimeError, match="the lab cannot run here: needs root"):
         with sweep.lab(2):
@@ -79,9 +89,9 @@ def test_the_ceiling_runs_once_per_round_unshaped_and_the_rows_rotate(fake_lab, 
     monkeypatch.setattr(shaper, "shaped", shaped)
     monkeypatch.setattr(sweep, "run_variant", run_variant)
     monkeypatch.setattr(sweep, "on_hosts", lambda info: None)
-    monkeypatch.setattr(hosts, "link_ends", lambda: [])
+    monkeypatch.setattr(hosts, "link_ends", lambda n=2: [])
     fake_lab_info = types.SimpleNamespace(hosts=[1, 2])
-    monkeypatch.setattr(hosts, "up", lambda tmpdir: fake_lab.append("up") or fake_lab_info)
+    monkeypatch.setattr(hosts, "up", lambda tmpdir, hosts=2: fake_lab.append("up") or fake_lab_info)
     args = types.SimpleNamespace(hosts=2, rounds=2, batch=16)
     out = sweep.run_sweep(["a", "b", "ceiling"], [None, "gpu"], args, log=lambda line: None)
     gpu = out["rates_bps"][1]

@@ -1,0 +1,169 @@
+"""benchmarks.exchange_scaling with the lab and the jobs faked at the module boundary: the host counts' order,
+one lab for all counts, the table against the ring model, and the lab torn down on every exit."""
+import contextlib
+import json
+import os
+import signal
+
+import pytest
+
+from benchmarks import exchange_scaling as scaling
+from benchmarks import runner
+from lab import hosts, shaper
+from lab import hosts as lab_hosts  # the name the fake up() cannot use: its keyword is `hosts`
+
+RATE = 200_000_000
+MB14 = 14_000_000
+
+
+def test_host_counts_are_distinct_and_2_to_8_in_the_order_given():
+    assert scaling.parse_hosts("4, 2,8") == [4, 2, 8]
+    for bad in ("", "1,2", "2,9", "2,2", "two"):
+        with pytest.raises(ValueError, match=f"from 2 to 8.*Received: {bad!r}"):
+            scaling.parse_hosts(bad)
+
+
+def test_the_ring_model():
+    assert scaling.ring_seconds(MB14, 2, RATE) == pytest.approx(0.56)  # each rank sends half twice: all the bytes
+    assert scaling.ring_seconds(MB14, 4, RATE) == pytest.approx(0.84)
+    assert scaling.ring_seconds(MB14, 8, RATE) == pytest.approx(0.98)
+
+
+def test_no_count_always_runs_first():
+    orders = scaling.round_orders([2, 3, 4], 4)
+    assert orders == [[2, 3, 4], [3, 4, 2], [4, 2, 3], [2, 3, 4]]
+
+
+def _job(seconds, cpu=0.05, grad_bytes=MB14):
+    return {"ranks": [{"rank": 0, "exchange_s": seconds - 0.01, "exchange_cpu_s": cpu},
+                      {"rank": 1, "exchange_s": seconds, "exchange_cpu_s": cpu / 2}],
+            "gradient_bytes": grad_bytes, "machine_busy_cores": 1.0}
+
+
+def test_the_table_takes_the_slowest_rank_and_compares_the_median_with_the_model():
+    rows = scaling.summarize({2: [_job(0.60), _job(0.58), _job(0.70)], 4: [_job(0.84)], 6: []}, RATE)
+    assert [r["hosts"] for r in rows] == [2, 4]
+    two = rows[0]
+    assert (two["median_s"], two["min_s"], two["max_s"]) == (0.60, 0.58, 0.70)
+    assert two["model_s"] == pytest.approx(0.56) and two["measured_over_model"] == pytest.approx(0.60 / 0.56)
+    assert two["cpu_s"] == 0.05 and two["rounds"] == 3
+    text = scaling.format_table(rows, "title")
+    assert text.splitlines()[:2] == ["title", scaling.TABLE_HEADER]
+    assert text.splitlines()[2].split() == ["2", "14.0", "0.560", "0.600", "0.580-", "0.700", "1.07", "0.050", "3"]
+
+
+def test_an_unshaped_sweep_has_no_model():
+    rows = scaling.summarize({3: [_job(0.05)]}, None)
+    assert rows[0]["model_s"] is None and rows[0]["measured_over_model"] is None
+    assert scaling.format_table(rows, "t").splitlines()[2].split()[2] == "-"
+
+
+@pytest.fixture
+def fake_lab(monkeypatch):
+    """A lab of real HostsInfo/Host records; up/down, the shaper and the exchange jobs recorded instead of run."""
+    calls = []
+    link = {"rate": "unshaped"}
+
+    def up(tmpdir, hosts=2):
+        calls.append(f"up {hosts}")
+        return lab_hosts.HostsInfo(str(tmpdir), [lab_hosts.Host(*spec[:3]) for spec in lab_hosts.host_specs(hosts)])
+
+    monkeypatch.setattr(hosts, "can_run", lambda: (True, ""))
+    monkeypatch.setattr(hosts, "up", up)
+    monkeypatch.setattr(hosts, "down", lambda info=None: calls.append("down"))
+    monkeypatch.setattr(hosts, "any_up", lambda: False)
+
+    @contextlib.contextmanager
+    def shaped(ends, rate):
+        calls.append(f"shape {len(ends)} ends {rate}")
+        link["rate"] = rate
+        try:
+            yield
+        finally:
+            link["rate"] = "unshaped"
+            calls.append("unshape")
+
+    monkeypatch.setattr(shaper, "shaped", shaped)
+    monkeypatch.setattr(shaper, "clear", lambda ends: calls.append(f"clear {len(ends)} ends"))
+
+    def run_exchange(args, np_, place):
+        assert place.np == np_ and place.horovodrun_hosts[1] == ",".join(
+            f"198.18.213.{2 + i}:1" for i in range(np_))  # one rank on each of the first np_ hosts
+        calls.append(f"job {np_} at {link['rate']}")
+        return _job(scaling.ring_seconds(MB14, np_, RATE) * 1.05)
+
+    monkeypatch.setattr(scaling, "run_exchange", run_exchange)
+    return calls
+
+
+def test_one_lab_of_the_largest_count_all_links_shaped_counts_alternating(fake_lab, tmp_path):
+    args = scaling.argparse.Namespace(rounds=2)
+    runs = scaling.run_scaling([2, 4, 3], RATE, args, log=lambda line: None)
+    assert fake_lab == ["up 4", f"shape 8 ends {RATE}",
+                        f"job 2 at {RATE}", f"job 4 at {RATE}", f"job 3 at {RATE}",
+                        f"job 4 at {RATE}", f"job 3 at {RATE}", f"job 2 at {RATE}",
+                        "unshape", "clear 8 ends", "down"]
+    assert [j["round"] for j in runs[3]] == [0, 1]
+
+
+def test_the_lab_is_torn_down_after_a_failed_job(fake_lab, monkeypatch):
+    def fail(args, np_, place):
+        raise RuntimeError("horovodrun ... failed")
+
+    monkeypatch.setattr(scaling, "run_exchange", fail)
+    with pytest.raises(RuntimeError, match="failed"):
+        scaling.run_scaling([2, 3], RATE, scaling.argparse.Namespace(rounds=1), log=lambda line: None)
+    assert fake_lab == ["up 3", f"shape 6 ends {RATE}", "unshape", "clear 6 ends", "down"]
+
+
+def test_the_lab_is_torn_down_on_sigterm(fake_lab, monkeypatch):
+    def terminated(args, np_, place):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(scaling, "run_exchange", terminated)
+    with pytest.raises(SystemExit) as exit_:
+        scaling.run_scaling([2], RATE, scaling.argparse.Namespace(rounds=1), log=lambda line: None)
+    assert exit_.value.code == 128 + signal.SIGTERM
+    assert fake_lab[-3:] == ["unshape", "clear 4 ends", "down"]
+
+
+def test_the_command_writes_the_table_and_every_job(fake_lab, tmp_path, capsys):
+    assert scaling.main(["--hosts", "2,3", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    out = json.loads((tmp_path / "exchange_scaling.json").read_text())
+    assert out["link_bps"] == RATE and out["hosts"] == [2, 3] and len(out["runs"]["3"]) == 1
+    assert [round(r["measured_over_model"], 2) for r in out["table"]] == [1.05, 1.05]
+    text = (tmp_path / "exchange_scaling.txt").read_text()
+    assert "link 200mbit" in text and text in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [(["--hosts", "2,9"], "Received: '2,9'"),
+                                           (["--link", "200mb"], "Received: '200mb'"),
+                                           (["--rounds", "0"], "Received: --rounds 0")])
+def test_bad_arguments_are_one_line_errors(argv, message, fake_lab, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        scaling.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert fake_lab == []
+
+
+def test_it_refuses_to_tear_down_a_lab_another_job_has_up(fake_lab, monkeypatch, capsys):
+    monkeypatch.setattr(hosts, "any_up", lambda: True)
+    with pytest.raises(SystemExit):
+        scaling.main(["--hosts", "2"])
+    assert "hosts are up already" in capsys.readouterr().err and fake_lab == []
+
+
+def test_the_runner_reads_every_rank_of_an_exchange_job(monkeypatch):
+    out = "\n".join("RESULT " + json.dumps({"rank": r, "exchange_s": 0.5, "exchange_cpu_s": 0.1,
+                                           "exchange_walls_s": [0.5], "gradient_bytes": MB14}) for r in (1, 0))
+    commands = []
+    monkeypatch.setattr(runner, "_run", lambda cmd, env, timeout: commands.append((cmd, env)) or out)
+    job = runner.run_exchange(scaling.argparse.Namespace(model="applications.MobileNetV2", image_size=224, steps=10,
+                                                         timeout=60), 2)
+    assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["gradient_bytes"] == MB14
+    cmd, env = commands[0]
+    assert cmd[-4:] == ["applications.MobileNetV2", "1", "224", "10"]
+    assert os.path.basename(cmd[-5]) == "exchange_cost.py" and env["BENCH_CPU_BINDING"] == "1"
+    with pytest.raises(RuntimeError, match="1 results for 3 processes"):
+        monkeypatch.setattr(runner, "_run", lambda cmd, env, timeout: out.splitlines()[0])
+        runner.run_exchange(scaling.argparse.Namespace(model="m", image_size=32, steps=1, timeout=60), 3)
