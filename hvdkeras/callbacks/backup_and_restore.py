@@ -99,6 +99,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._trackable = None
         self._stop_at_epoch_end = False
         self._preempted_line: Optional[str] = None  # agreed on an epoch's last batch: leave when fit ends
+        self._mid_epoch = False  # a batch of the current epoch ended and the epoch has more
         # How a rank other than 0 waits before leaving after a preemption. Launchers stop the whole job when
         # its first rank exits, and SIGTERM kills a Python that is already shutting down: rank 0 leaves
         # first, the others while still catching the signal. Alone in a model.fit, a fixed EXIT_STAGGER_S;
@@ -176,16 +177,18 @@ class BackupAndRestore(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         """Moves the position to epoch index ``epoch``."""
         self.position.begin_epoch(epoch)
+        self._mid_epoch = False
 
     def on_train_batch_end(self, batch, logs=None):
         """With ``preemption``: counts the batch and stops every rank here once they agree on a signal."""
         if self._agreement is None:
             return
         self.position.end_batch(batch)
+        steps = (self.params or {}).get("steps") or 0
+        self._mid_epoch = not steps or batch + 1 < steps
         if not self._agreement.decide(self.signal_flag.pending):
             return
         self._agreement = None
-        steps = (self.params or {}).get("steps") or 0
         if steps and batch + 1 >= steps:
             # The epoch's last batch: its validation, metrics and epoch-end callbacks still run, then
             # on_epoch_end writes a whole-epoch checkpoint and fit stops; the rerun starts the next epoch.
@@ -196,6 +199,7 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         """Saves every ``every_epochs`` epochs and the last (rank 0), after the ranks' weights are compared."""
+        self._mid_epoch = False
         self.position.end_epoch(epoch)
         completed = epoch + 1
         metrics = {k: float(v) for k, v in (logs or {}).items()}
@@ -224,6 +228,30 @@ class BackupAndRestore(keras.callbacks.Callback):
         compat.clear_fit_start(self.model)
         if self.delete_checkpoint and distributed.is_chief():
             shutil.rmtree(self.backup_dir, ignore_errors=True)
+
+    def save_alone(self) -> Optional[checkpointing.CheckpointInfo]:
+        """Rank 0, after a collective failed with a SIGTERM pending: the checkpoint of its last whole batch.
+
+        A rank frozen or lost never joins the agreement to stop, so the ranks cannot checkpoint together;
+        rank 0's variables are still those of its last whole batch (the exchange releases a step's
+        gradients together: :func:`hvdkeras.gradient_exchange.allreduce.released_together`), and it writes
+        them alone: no weight comparison, no broadcast. Only inside an epoch, between two batches it
+        counted (not after its last batch: its validation may have been under way) and with one batch
+        per step call (Keras' ``steps_per_execution`` above 1 would leave the variables ahead of the
+        count). Returns what it wrote, or ``None`` (another rank, no signal, nothing to add, a failed save).
+        """
+        if not (distributed.is_chief() and self.preemption and self.signal_flag.pending and self._mid_epoch
+                and self._trackable is not None and compat.steps_per_execution(self.model) == 1):
+            return None
+        epoch, batch = self.position.epoch, self.position.batch
+        meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum, metrics={}, alone=True)
+        try:
+            info = self._write(epoch, batch, meta)
+        except CheckpointError as exc:
+            log.warning(f"{exc}; the rerun resumes from the checkpoint before")
+            return None
+        log.info(f"rank 0 wrote the checkpoint of epoch {epoch + 1}, batch {batch} alone: {info.path}")
+        return info
 
     # ------------------------------------------------------------------ saving
 

@@ -271,7 +271,8 @@ def unresponsive_line(findings: Sequence[Finding], reply_timeout: Optional[float
 def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
              is_collective_failure: Callable[[BaseException], bool],
              resume_point: Callable[[], Optional[str]] = lambda: None,
-             stall_shutdown_seconds: Optional[float] = None) -> Iterator[PeerTable]:
+             stall_shutdown_seconds: Optional[float] = None,
+             on_failure: Callable[[], object] = lambda: None) -> Iterator[PeerTable]:
     """Collective: a collective that fails inside names the lost ranks and hosts in one line.
 
     Every rank opens a :class:`Beacon` and the ranks exchange their addresses with
@@ -290,6 +291,8 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
         resume_point: the checkpoint a rerun would continue from, described, named in the line
             (:meth:`hvdkeras.runtime.position.RunPosition.resume_point`).
         stall_shutdown_seconds: Horovod's stall shutdown, if set.
+        on_failure: called once a collective has failed, before the line is made (which names
+            ``resume_point()``): e.g. rank 0 saving alone when a SIGTERM is pending.
 
     Returns:
         A context manager giving the :class:`PeerTable` (e.g. for
@@ -307,6 +310,7 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
                 raise
             findings = table.lost()
             line, frozen = lost_line(findings), unresponsive_line(findings)
+            on_failure()
             saved = resume_point()
             resume = "rerun the same command to resume from the last checkpoint" + (
                 f" (checkpoint {saved})" if saved else "")

@@ -136,9 +136,9 @@ def preempted_instead(error: BaseException) -> Optional[Preempted]:
 
     A rank frozen or lost never joins the allreduce by which the ranks agree to stop, so a SIGTERM then ends
     in that collective's failure (``error``: the peers' one line, which names the checkpoint a rerun resumes
-    from). The rank still leaves as preempted, status :data:`PREEMPTED_EXIT`, so that a requeue or a retry
-    loop starts the job again; the line says what stopped it. Nothing more is saved: a checkpoint written
-    by this rank alone could hold a step that only some variables took (docs/reliability.md).
+    from: rank 0's last whole batch, when it could save it alone). The rank still leaves as preempted,
+    status :data:`PREEMPTED_EXIT`, so that a requeue or a retry loop starts the job again; the line says what
+    stopped it.
     """
     flag = _process_flag
     if flag is None or not flag.pending:

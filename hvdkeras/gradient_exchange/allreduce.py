@@ -112,4 +112,28 @@ def allreduce_gradients(grads: Sequence, variables: Optional[Sequence] = None,
                                           grad.dense_shape)
             else:
                 out[i] = grad / tf.cast(ranks, grad.dtype)
-    return out
+    return released_together(out)
+
+
+def released_together(grads: Sequence) -> List:
+    """``grads`` as they are, each released to what uses it only once every one of them has arrived.
+
+    In a traced step. Horovod's allreduce ops are not stateful, so otherwise a variable's update
+    runs as soon as its own averaged gradient is back: a step whose exchange fails midway (a
+    rank lost or frozen after sending part of its gradients) leaves some variables updated and
+    the others not. Released together, a step's updates run all or none, and a rank's variables
+    after a failed step are those of its last whole batch, which rank 0 may then save alone
+    (:meth:`hvdkeras.callbacks.backup_and_restore.BackupAndRestore.save_alone`). Eagerly, each
+    allreduce has returned already: nothing to do.
+    """
+    out = list(grads)
+    if tf.executing_eagerly():
+        return out
+    arrived = [t for g in out if g is not None
+               for t in ((g.values, g.indices) if isinstance(g, tf.IndexedSlices) else (g,))]
+    if len(arrived) < 2:
+        return out
+    with tf.control_dependencies(arrived):
+        return [None if g is None
+                else tf.IndexedSlices(tf.identity(g.values), tf.identity(g.indices), g.dense_shape)
+                if isinstance(g, tf.IndexedSlices) else tf.identity(g) for g in out]

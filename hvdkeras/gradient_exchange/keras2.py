@@ -21,6 +21,7 @@ import horovod.tensorflow.keras as hvd_keras
 import tensorflow as tf
 
 from hvdkeras.gradient_exchange import averaged
+from hvdkeras.gradient_exchange.allreduce import released_together
 from hvdkeras.gradient_exchange.options import ExchangeOptions
 from hvdkeras.runtime import compat
 
@@ -58,7 +59,7 @@ def _average_on_every_path(optimizer) -> None:
     horovod_allreduce = optimizer._allreduce
 
     def _allreduce(grads, variables):
-        reduced = horovod_allreduce(grads, variables)
+        reduced = released_together(horovod_allreduce(grads, variables))  # a step's updates: all or none
         averaged.record(list(variables), list(reduced))
         return reduced
 

@@ -252,6 +252,12 @@ def count_examples_in_output_losses(model) -> None:
     compile_loss._hvdkeras_counts_examples = True
 
 
+def steps_per_execution(model) -> int:
+    """How many batches one call of ``model``'s compiled train step runs (Keras' ``steps_per_execution``)."""
+    value = getattr(model, "steps_per_execution" if KERAS_3 else "_steps_per_execution", 1)
+    return int(value.numpy() if hasattr(value, "numpy") else value or 1)
+
+
 def progbar_steps_kwargs() -> dict:
     """``ProgbarLogger`` arguments for a bar counting steps (Keras 3 counts steps and has no ``count_mode``)."""
     return {} if KERAS_3 else {"count_mode": "steps"}

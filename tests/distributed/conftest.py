@@ -5,6 +5,7 @@ import shutil
 import pytest
 
 from tests.harness.ranks import REPO, SCRIPTS, horovodrun, train_args
+from tests.harness.reports import EXACT
 from tests.harness.shared_job import run_scripts
 
 # The settings of the shared two-epoch run (besides no progress bars): every checkpoint kept.
@@ -28,6 +29,15 @@ def digits_two_epochs(tmp_path_factory):
         return workdir
 
     return copy_to
+
+
+@pytest.fixture(scope="session")
+def uninterrupted_exact(tmp_path_factory):
+    """The digits job trained with ``EXACT`` on two ranks without interruption, once per session: its last
+    checkpoint's folder, which an interrupted and resumed run of the same settings must equal."""
+    workdir = tmp_path_factory.mktemp("uninterrupted") / "work"
+    horovodrun(train_args(workdir, *EXACT), timeout=240)
+    return workdir / "checkpoints" / "epoch-0006"
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 import pytest
 
 from hvdkeras.runtime import checkpointing
@@ -20,6 +21,7 @@ from tests.harness.ranks import (
     train_args,
     wait_for_epochs,
 )
+from tests.harness.reports import EXACT, assert_trained_as_uninterrupted
 from tests.harness.stacks import once_per_make_test
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
@@ -116,19 +118,23 @@ def _stop_rank_one_for(workdir, seconds, *sets):
 
 
 @stall
-def test_a_sigterm_while_a_rank_is_frozen_ends_the_job_as_a_preemption_in_one_line(tmp_path):
+def test_a_sigterm_while_a_rank_is_frozen_saves_rank_0s_last_batch_and_the_rerun_matches_an_uninterrupted_run(
+        tmp_path, uninterrupted_exact):
     # The soak's finding (issue 52): the ranks agree to stop with an allreduce a frozen rank never joins, so the
-    # signal ends in the collective's failure; rank 0 still leaves as preempted (75: a requeue starts it again),
-    # naming the frozen rank and the checkpoint the rerun resumes from. Gloo gives up after 8 s here, not 30.
+    # signal ends in the collective's failure. Rank 0, whose step's updates ran all or none (the exchange releases
+    # the gradients together), writes its last whole batch alone and leaves as preempted (75: a requeue starts it
+    # again), naming the frozen rank and that checkpoint. Rank 1 stops itself at batch 4 of epoch 2
+    # (scripts/slow_rank.py), so rank 0 has 3 whole batches of it. Gloo gives up after 8 s here, not 30.
     workdir = tmp_path / "work"
-    proc = start_ranks(train_args(workdir, "trainer.epochs=400", "checkpoint.keep=0"),
-                       env=dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="8"))
-    wait_for_epochs(proc, workdir, 1)
-    watch = OutputWatch(proc)
+    sets = [a for s in EXACT for a in ("--set", s)]
+    watch = OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), "stop", *train_args(workdir)[2:], *sets],
+                                    env=dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="8")))
+    watch.wait_for("rank 1 stops itself", timeout=120, what="rank 1's stop at batch 4 of epoch 2")
     frozen, chief = rank_pid(1, str(workdir)), rank_pid(0, str(workdir))
     assert frozen is not None and chief is not None, "ranks not found"
-    os.kill(frozen, signal.SIGSTOP)
-    time.sleep(1)  # rank 0 is now waiting for rank 1 in a collective
+    while psutil.Process(frozen).status() != psutil.STATUS_STOPPED:
+        time.sleep(0.05)
+    time.sleep(0.5)  # rank 0 is now waiting for rank 1 in batch 4's allreduce
     os.kill(chief, signal.SIGTERM)
     line = "hvdkeras: preempted (SIGTERM) but the ranks could not stop together: rank 1 on host"
     watch.wait_for(line, timeout=60, what="rank 0's line")
@@ -136,12 +142,19 @@ def test_a_sigterm_while_a_rank_is_frozen_ends_the_job_as_a_preemption_in_one_li
     out = watch.finish(timeout=60)
     said = [x for x in out.splitlines() if line in x]
     assert len(said) == 1 and "is not responding" in said[0], out[-3000:]
-    assert "rerun the same command to resume from the last checkpoint (checkpoint epoch " in said[0]
     assert "Process 0 exit with status code 75" in out, out[-3000:]
-    done = read_jsonl(workdir / "metrics.jsonl")[-1]["epoch"]
-    kept = checkpointing.CheckpointStore(str(workdir / "checkpoints")).list()
-    assert [c.position for c in kept] == [(epoch, 0) for epoch in range(1, done + 1)]  # none lost, none partial
-    assert all(checkpointing.verify(c.path) is None for c in kept)
+    alone = re.search(r"rank 0 wrote the checkpoint of epoch (\d+), batch (\d+) alone: (\S+)", out)
+    assert alone is not None, out[-3000:]
+    epoch, batch, path = int(alone.group(1)) - 1, int(alone.group(2)), alone.group(3)
+    assert (epoch, batch) == (1, 3) and checkpointing.verify(path) is None
+    assert said[0].endswith(f"rerun the same command to resume from the last checkpoint (checkpoint epoch {epoch},"
+                            f" batch {batch} of epoch {epoch + 1})"), said[0]
+
+    rerun = horovodrun(train_args(workdir, *EXACT), timeout=240)
+    assert sum(f"resuming after epoch {epoch} and batch {batch} of epoch {epoch + 1} from" in x
+               for x in rerun.output.splitlines()) == 2, rerun.output[-3000:]
+    assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+    assert_trained_as_uninterrupted(workdir, uninterrupted_exact)
 
 
 def _slow_rank(folder, seconds, *args_and_sets):

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from hvdkeras.runtime import checkpointing
@@ -27,6 +26,7 @@ from tests.harness.ranks import (
     train_args,
     wait_for_epochs,
 )
+from tests.harness.reports import EXACT, assert_trained_as_uninterrupted
 from tests.harness.stacks import once_per_make_test
 
 PREEMPTED = re.compile(r"hvdkeras: preempted at (?:epoch (\d+), batch (\d+)|the end of epoch (\d+));"
@@ -49,33 +49,8 @@ def _position(match):
     return int(match.group(1)) - 1, int(match.group(2))
 
 
-def _is_model_variable(key):
-    """Whether a checkpoint key holds a model variable.
-
-    A checkpoint stores each variable once, under its shortest path from the root. Keras 2 reaches
-    the model's variables first through ``model/``; Keras 3's optimizer holds the trainable ones one
-    level nearer (``optimizer/_trainable_variables/<i>``), so they are stored there.
-    """
-    if key.startswith("model/"):
-        return "OPTIMIZER_SLOT" not in key
-    return key.startswith("optimizer/_trainable_variables/")
-
-
-def _weights(checkpoint_dir):
-    """Every model variable of a checkpoint folder, by its key in the checkpoint."""
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(os.path.join(checkpoint_dir, checkpointing.PREFIX))
-    return {key: reader.get_tensor(key) for key in sorted(reader.get_variable_to_shape_map())
-            if _is_model_variable(key)}
-
-
-# Dropout off: Keras 2 draws dropout masks from TensorFlow's op-level random state, which no
-# checkpoint holds, so with dropout a resumed run is not bit-identical on that stack.
-EXACT = ("trainer.epochs=6", "model.dropout=0", "checkpoint.keep=0")
-
-
-def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_uninterrupted_run(tmp_path):
+def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_uninterrupted_run(
+        tmp_path, uninterrupted_exact):
     workdir = tmp_path / "preempted"
     proc = _start(workdir, *EXACT)
     wait_for_epochs(proc, workdir, 2)
@@ -110,14 +85,7 @@ def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_un
     assert sum(f"resuming after epoch {epoch}{at} from" in line for line in rerun.output.splitlines()) == 2
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
 
-    straight = tmp_path / "straight"
-    horovodrun(train_args(straight, *EXACT), timeout=240)
-    resumed, reference = (_weights(w / "checkpoints" / "epoch-0006") for w in (workdir, straight))
-    assert resumed.keys() == reference.keys() and reference, sorted(reference)
-    trainable = [k for k in reference if "moving_" not in k]
-    worst = max(float(np.max(np.abs(resumed[k] - reference[k]))) for k in trainable)
-    print(f"largest difference in a trainable weight after resuming: {worst:.3g}")
-    assert worst == 0.0, f"resumed weights differ from the uninterrupted run's by up to {worst}"
+    assert_trained_as_uninterrupted(workdir, uninterrupted_exact)
 
 
 # What this adds to the SIGTERM on one rank (which runs on both stacks) is horovodrun's: it forwards the signal to

@@ -77,10 +77,13 @@ class PlainDriver:
         final: Dict[str, float] = {}
         if start < epochs:
             tic = time.perf_counter()
+            # A failed collective with a SIGTERM pending: rank 0 saves its last whole batch alone first
+            save_alone = parts.backup.save_alone if parts.backup is not None else (lambda: None)
             try:
                 with peers.watching(p.rank, lambda mine: distributed.allgather_object(mine, name="hvdkeras.peers"),
                                     distributed.is_collective_failure, resume_point=parts.position.resume_point,
-                                    stall_shutdown_seconds=cfg.horovod.stall_shutdown_seconds) as table:
+                                    stall_shutdown_seconds=cfg.horovod.stall_shutdown_seconds,
+                                    on_failure=save_alone) as table:
                     if parts.backup is not None:  # after a preemption, the other ranks leave once rank 0 is gone
                         parts.backup.leave_after(table.wait_until_root_gone)
                     history = trainer.fit_range(parts.data, start, batch, parts.scaled_lr, p.size)

@@ -1,6 +1,7 @@
 """Run under horovodrun: ``python -m hvdkeras.train`` with rank 1 pausing in one batch, its Horovod thread alive.
 
     python slow_rank.py SECONDS [RELEASE_FILE] --config FILE --workdir DIR [--set section.key=value ...]
+    python slow_rank.py stop --config FILE --workdir DIR [--set section.key=value ...]
 
 Rank 1 sleeps at the start of batch 4 of epoch 2 (a slow data loader, a long garbage
 collection) for SECONDS, or until RELEASE_FILE exists if one is given (at most SECONDS):
@@ -9,8 +10,12 @@ every rank's background thread running, can name rank 1. A test that watches the
 output for the warning creates RELEASE_FILE once it has seen it, so the pause lasts as long
 as the event takes and no longer. Everything else is the command line's own path, its
 one-line errors included.
+
+With ``stop`` instead of SECONDS, rank 1 stops itself there (SIGSTOP, its Horovod thread too): a rank
+frozen at a known batch, the other one waiting in that batch's allreduce after 3 whole batches of epoch 2.
 """
 import os
+import signal
 import sys
 import time
 
@@ -23,7 +28,8 @@ from hvdkeras.runtime import distributed
 from hvdkeras.runtime.compat import keras
 from hvdkeras.training import trainer as trainer_lib
 
-seconds = float(sys.argv[1])
+stop = sys.argv[1] == "stop"
+seconds = 0.0 if stop else float(sys.argv[1])
 release = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else None
 sys.argv = [sys.argv[0]] + sys.argv[(3 if release else 2):]
 
@@ -37,7 +43,10 @@ class PauseOnce(keras.callbacks.Callback):
         self.epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
-        if distributed.rank() == 1 and self.epoch == 1 and batch == 3:
+        if distributed.rank() == 1 and self.epoch == 1 and batch == 3 and stop:
+            print("rank 1 stops itself", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif distributed.rank() == 1 and self.epoch == 1 and batch == 3:
             until = f" or until {release} exists" if release else ""
             print(f"rank 1 pauses for {seconds:g}s{until}", flush=True)
             deadline = time.time() + seconds

@@ -199,8 +199,10 @@ def test_a_collective_failure_with_a_peer_frozen_becomes_one_line_naming_it_and_
             r"^rank 1 on host 127\.0\.0\.1 is not responding \(the process is there but did not answer within"
             r" 0\.3 s: stopped, e\.g\. by SIGSTOP, or hung\); the launcher ends it once this rank has left \(if it is"
             r" still there, end it\); rerun the same command to resume from the last checkpoint \(checkpoint epoch"
-            r" 2\)$")) as caught:
-        with _watching(("127.0.0.1", frozen.getsockname()[1]), resume_point=lambda: "epoch 2",
+            r" 2, batch 3 of epoch 3\)$")) as caught:
+        saved = []  # on_failure comes first (rank 0 saving alone), and the line names what it saved
+        with _watching(("127.0.0.1", frozen.getsockname()[1]), on_failure=lambda: saved.append("epoch 2, batch 3"),
+                       resume_point=lambda: saved[-1] + " of epoch 3",
                        stall_shutdown_seconds=10):  # a frozen rank is named, not taken for a stall
             raise ShutDownError("Timed out waiting 30000ms for recv operation to complete")
     assert isinstance(caught.value.__cause__, ShutDownError)

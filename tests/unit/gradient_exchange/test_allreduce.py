@@ -32,3 +32,22 @@ def test_split_groups_follows_horovods_rule():
     assert split_groups(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
     assert split_groups(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
     assert split_groups([1, 2], 5) == [[1], [2]]  # never an empty request
+
+
+def test_a_steps_gradients_are_released_together_so_its_updates_run_all_or_none():
+    @tf.function
+    def step(a, b):
+        sparse = tf.IndexedSlices(b * 3.0, tf.constant([0]), tf.constant([3]))
+        return allreduce.released_together([a * 2.0, None, sparse])
+
+    graph = step.get_concrete_function(tf.TensorSpec([2]), tf.TensorSpec([1])).graph
+    producers = {op.name for op in graph.get_operations() if op.type == "Mul"}
+    assert len(producers) == 2
+    released = [op for op in graph.get_operations() if op.type == "Identity" and op.control_inputs]
+    assert len(released) == 3  # the dense gradient, the sparse one's values and its indices
+    for op in released:  # each waits for every gradient, not just its own (its own as its input)
+        assert producers <= {c.name for c in op.control_inputs} | {t.op.name for t in op.inputs}
+    dense, none, sparse = step(tf.constant([1.0, 2.0]), tf.constant([1.0]))
+    assert none is None and dense.numpy().tolist() == [2.0, 4.0] and sparse.values.numpy().tolist() == [3.0]
+    eager = [tf.constant(1.0), None]
+    assert allreduce.released_together(eager)[0] is eager[0]  # eagerly every allreduce has returned
