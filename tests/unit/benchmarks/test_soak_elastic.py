@@ -220,3 +220,21 @@ def test_the_finished_thread_of_a_host_leave_leaves_nothing_running(tmp_path):
     leave.start()
     leave.finish()
     assert threading.active_count() == before and hosts.read_text() == "a:1\nb:1\n"
+
+
+def test_an_elastic_run_whose_world_changed_is_not_compared_bit_for_bit_and_the_report_says_so(tmp_path):
+    from types import SimpleNamespace
+
+    from benchmarks.soak.__main__ import _final
+
+    args = SimpleNamespace(elastic=True, epochs=4)
+    changed = SimpleNamespace(attempts=[_attempt(0, 0, [World(1.0, 2, (0, 0)), World(9.0, 1, (1, 0)),
+                                                        World(30.0, 2, (3, 0))])])
+    changed.attempts[0].said.final = {"val_accuracy": 0.98}
+    final = _final(args, changed, None, str(tmp_path / "w"), str(tmp_path / "q"))
+    assert final["verdict"].startswith("not comparable: the world changed") and final["worlds"] == "2->1->2"
+    built = report.build([], changed.attempts, {}, STEPS, final)
+    assert "\nfinal: not comparable: the world changed" in report.text(built)
+    steady = SimpleNamespace(attempts=[_attempt(0, 0, [World(1.0, 2, (0, 0))])])
+    assert _final(args, steady, None, str(tmp_path / "w"), str(tmp_path / "q")) == {}  # no quiet run, nothing to say
+    assert "cannot compare" in _final(args, steady, steady, str(tmp_path / "w"), str(tmp_path / "q"))["verdict"]
