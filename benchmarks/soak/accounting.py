@@ -53,7 +53,7 @@ class Fault:
     freeze_end: str = ""
     epoch_logged: int = 0  # the last epoch in metrics.jsonl when it came
     logged_at: Optional[float] = None  # when that line was written (the file's mtime, soak seconds)
-    step_time_s: Optional[float] = None  # the last metrics line's step time
+    step_time_s: Optional[float] = None  # one batch's wall time in the last epoch logged (loop.batch_seconds)
     newest_checkpoint: Optional[Position] = None
     injected: bool = True  # False: nothing to hit (the rank had gone, no disk of its own)
     back_at: Optional[float] = None  # an elastic job's host available again (host_leave: written back)

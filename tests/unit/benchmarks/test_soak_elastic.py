@@ -238,3 +238,12 @@ def test_an_elastic_run_whose_world_changed_is_not_compared_bit_for_bit_and_the_
     steady = SimpleNamespace(attempts=[_attempt(0, 0, [World(1.0, 2, (0, 0))])])
     assert _final(args, steady, None, str(tmp_path / "w"), str(tmp_path / "q")) == {}  # no quiet run, nothing to say
     assert "cannot compare" in _final(args, steady, steady, str(tmp_path / "w"), str(tmp_path / "q"))["verdict"]
+
+
+def test_a_batch_takes_the_epochs_training_time_over_its_steps_not_the_step_time_alone():
+    from benchmarks.soak.loop import batch_seconds
+
+    record = {"step_time_s": 0.022, "train_time_s": 0.968}
+    assert batch_seconds(record, 22) == pytest.approx(0.044)
+    assert batch_seconds(record, None) == 0.022  # the steps not said yet
+    assert batch_seconds({"step_time_s": 0.03}, 22) == 0.03
