@@ -2,6 +2,7 @@
 
     python -m benchmarks.soak --faults 30 --epochs 600 --out runs/soak        # needs root for the full disk
     python -m benchmarks.soak --short                                        # 5 faults within 3 minutes
+    python -m benchmarks.soak --elastic --short --no-quiet                   # an elastic job, 3 faults, ~4 minutes
 
 It runs the digits job (``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train``, dropout off so
 that the end can be compared bit for bit) and reruns the same command whenever it exits with a non-zero
@@ -16,4 +17,12 @@ The report (``soak.txt`` and ``soak.json`` in ``--out``, :mod:`~benchmarks.soak.
 fault the batches and the wall time lost against the promise (:mod:`~benchmarks.soak.accounting`), hangs,
 processes left behind, failures no fault caused, and the final accuracy and weights against a quiet run of
 the same seed (:mod:`~benchmarks.soak.weights`).
+
+With ``--elastic`` the job is an elastic one (``horovodrun --min-np 1 --max-np 2`` with a host discovery script
+over a hosts file in ``--out`` naming two "hosts" of this machine), and the faults are those an elastic job has a
+promise for: a host leaving the hosts file for ``--leave`` seconds and coming back, a worker killed, the job
+preempted (:mod:`~benchmarks.soak.schedule` says why these). The first two the job goes on through without a
+restart, judged by :mod:`~benchmarks.soak.elastic` (the world shrinks, rolls back no further than the last commit,
+and is whole again within ``--rejoin-limit`` seconds of the host being back); the end, trained partly on one rank,
+is "not comparable" with a quiet run's bit for bit.
 """

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from typing import Dict, List, Optional
 
+from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak.output import Position, Said, absolute
 from benchmarks.soak.schedule import FREEZE, PREEMPT, THAW
 
@@ -52,9 +53,10 @@ class Fault:
     freeze_end: str = ""
     epoch_logged: int = 0  # the last epoch in metrics.jsonl when it came
     logged_at: Optional[float] = None  # when that line was written (the file's mtime, soak seconds)
-    step_time_s: Optional[float] = None  # the last metrics line's step time
+    step_time_s: Optional[float] = None  # one batch's wall time in the last epoch logged (loop.batch_seconds)
     newest_checkpoint: Optional[Position] = None
     injected: bool = True  # False: nothing to hit (the rank had gone, no disk of its own)
+    back_at: Optional[float] = None  # an elastic job's host available again (host_leave: written back)
 
 
 @dataclasses.dataclass
@@ -73,6 +75,7 @@ class Outcome:
     wall_lost_s: Optional[float] = None
     held: bool = True
     note: str = ""
+    rejoined_s: Optional[float] = None  # an elastic job: the full world again, this long after the host was back
 
 
 def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> tuple:
@@ -100,16 +103,26 @@ def frozen_when(fault: Fault, faults: List[Fault]) -> bool:
                and (f.freeze_end != THAW or f.at + f.freeze_s > fault.at) for f in faults)
 
 
-def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int) -> List[Outcome]:
+def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
+             elastic: Optional["elastic_lib.Promise"] = None) -> List[Outcome]:
     """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
     ended, ended it; the next attempt that said where it starts is its resume; the promise is the newest
-    undamaged checkpoint when the attempt before that one ended."""
+    undamaged checkpoint when the attempt before that one ended. In an ``elastic`` job a host or worker lost
+    from the full world is judged by :mod:`benchmarks.soak.elastic` instead (the job goes on, no restart)."""
     by_index = {a.index: a for a in attempts}
     found = []
     for fault in faults:
         attempt = by_index[fault.attempt]
         if not fault.injected:
             found.append(Outcome(fault, ended_attempt=False, note="not injected"))
+            continue
+        if elastic is not None and elastic_lib.survived_in_place(fault.kind, attempt.said, fault.at, elastic):
+            previous = by_index.get(fault.attempt - 1)
+            start_abs = absolute(attempt.said.resumed or (previous.expected_next if previous else None) or (0, 0),
+                                 steps)
+            out = Outcome(fault, ended_attempt=False)
+            out.position, out.exact = position_at(fault, attempt, start_abs, steps)
+            found.append(elastic_lib.judge(out, attempt, steps, start_abs, elastic))
             continue
         failing = attempt.said.failing_at
         if failing is not None and fault.at > failing:  # a rank had already ended: the job was going down anyway

@@ -3,6 +3,8 @@
 * :func:`signal_rank`: a signal to one rank (SIGKILL; SIGSTOP, then :class:`Freeze` ends it);
 * :func:`preempt`: SIGTERM to the launcher, as a scheduler preempts a job;
 * :class:`LinkCut`: on the lab's two emulated hosts (:mod:`lab.hosts`), one host's link down for a while;
+* :class:`HostLeave`: an elastic job's host out of its hosts file for a while, then written back
+  (:func:`elastic_ranks` tells which host a rank runs on);
 * :func:`fill_disk`: a ballast file leaving less room than one checkpoint, so the next save fails;
 * :func:`damage`: the newest checkpoint's data file truncated, as the damaged-checkpoint test does.
 
@@ -15,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.soak.output import Position, checkpoint_position
 
@@ -41,11 +43,53 @@ def rank_pids(marker: str) -> Dict[int, int]:
     return found
 
 
-def wait_for_rank(marker: str, rank: int, timeout: float, alive: Callable[[], bool]) -> Optional[int]:
-    """The pid of ``rank`` once it exists, waiting at most ``timeout`` s while ``alive()``; None if it never came."""
+Worker = Tuple[int, str, int, float]  # an elastic worker: pid, host, the rank it was started as, its start time
+
+
+def order_workers(workers: Sequence[Worker], together_s: float = 5.0) -> List[Tuple[int, str]]:
+    """An elastic job's living workers as ``(pid, host)`` in their current rank order.
+
+    Horovod's driver ranks the hosts in the order it first saw them and keeps that order (a host that leaves
+    loses its place, one that comes back goes last), and starts the workers of each new world together, each
+    with the rank it has then (``HOROVOD_RANK`` in its environment stays that rank, whatever comes after). So
+    the workers still there rank by when they were started (those started within ``together_s`` of each other
+    as one batch), then by the rank they were started as."""
+    batches: List[List[Worker]] = []
+    for worker in sorted(workers, key=lambda w: w[3]):
+        if batches and worker[3] - batches[-1][0][3] <= together_s:
+            batches[-1].append(worker)
+        else:
+            batches.append([worker])
+    return [(w[0], w[1]) for batch in batches for w in sorted(batch, key=lambda w: w[2])]
+
+
+def elastic_ranks(marker: str) -> Dict[int, Tuple[int, str]]:
+    """``{rank: (pid, host)}`` of an elastic job's workers now (:func:`order_workers`), by the workdir ``marker``
+    in their command line and ``HOROVOD_HOSTNAME`` in their environment."""
+    import psutil
+
+    found: List[Worker] = []
+    for proc in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        try:
+            argv = proc.info["cmdline"] or []
+            if not argv or marker not in " ".join(argv) or not os.path.basename(argv[0]).startswith("python"):
+                continue
+            env = proc.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if "HOROVOD_HOSTNAME" in env:
+            found.append((proc.pid, env["HOROVOD_HOSTNAME"], int(env.get("HOROVOD_RANK", 0)),
+                          proc.info["create_time"]))
+    return dict(enumerate(order_workers(found)))
+
+
+def wait_for_rank(marker: str, rank: int, timeout: float, alive: Callable[[], bool],
+                  find: Callable[[str], Dict[int, int]] = rank_pids) -> Optional[int]:
+    """The pid of ``rank`` once it exists (``find(marker)``: ``{rank: pid}``), waiting at most ``timeout`` s
+    while ``alive()``; None if it never came."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and alive():
-        pid = rank_pids(marker).get(rank)
+        pid = find(marker).get(rank)
         if pid is not None:
             return pid
         time.sleep(0.1)
@@ -115,6 +159,53 @@ class LinkCut:
 
     def finish(self) -> None:
         """Brings the link up now if it is still down (the soak is leaving) and waits for it."""
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def without_host(text: str, host: str) -> str:
+    """A hosts file's ``text`` without the lines of ``host`` (``host`` or ``host:slots``); the rest as it was."""
+    kept = [line for line in text.splitlines(keepends=True)
+            if line.split("#", 1)[0].strip().split(":", 1)[0] != host]
+    return "".join(kept)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Replaces the file at ``path`` by ``text`` in one rename, so that a reader never sees half of it."""
+    tmp = f"{path}.soak-tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class HostLeave:
+    """An elastic job's ``host`` taken out of its hosts file (which Horovod's discovery reads about once a
+    second) and written back ``seconds`` later, on a thread."""
+
+    def __init__(self, hosts_file: str, host: str, seconds: float):
+        self.hosts_file, self.host, self.seconds = hosts_file, host, seconds
+        self._text = ""
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+
+    def start(self) -> bool:
+        """Writes the file without the host and starts the clock; False if the host was not in it."""
+        with open(self.hosts_file) as f:
+            self._text = f.read()
+        left = without_host(self._text, self.host)
+        if left == self._text:
+            return False
+        write_atomically(self.hosts_file, left)
+        self._thread.start()
+        return True
+
+    def _wait(self) -> None:
+        self._done.wait(self.seconds)
+        write_atomically(self.hosts_file, self._text)
+
+    def finish(self) -> None:
+        """Writes the host back now if it is still out (the attempt ended, or the soak is leaving) and waits."""
         self._done.set()
         if self._thread.is_alive():
             self._thread.join()

@@ -20,6 +20,9 @@ STEPS = re.compile(r"steps per epoch (\d+)")
 FINAL = re.compile(r"final validation \([^)]*\): (.*)")
 RANK_EXIT = re.compile(r"^Process \d+ exit with status code (-?\d+)")  # horovodrun's line as each rank ends
 CHECKPOINT_NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")
+# The elastic driver's line on every rank whenever a world forms (hvdkeras.elastic.driver): rank/size, position.
+ELASTIC = re.compile(r"rank (\d+)/(\d+): elastic (?:starting|resuming) at epoch (\d+), batch (\d+) ")
+KERAS_STEPS = re.compile(r"(?:^|\s|:)(\d+)/\1 - \d")  # Keras's epoch line ("22/22 - 2s - ..."): an elastic job's steps
 
 Position = Tuple[int, int]
 
@@ -47,12 +50,33 @@ class Said:
     steps: Optional[int] = None  # steps per epoch
     final: Dict[str, float] = dataclasses.field(default_factory=dict)  # the final validation's metrics
     failing_at: Optional[float] = None  # when the launcher saw the first rank end with a non-zero status
+    worlds: List["World"] = dataclasses.field(default_factory=list)  # an elastic job's worlds, as rank 0 said them
 
 
-def read(lines: Sequence[Tuple[float, str]]) -> Said:
-    """What the timed ``lines`` of one attempt say (the first of each line that every rank prints)."""
+@dataclasses.dataclass(frozen=True)
+class World:
+    """One world an elastic job formed: when rank 0 said so, its number of ranks, where it went on from."""
+
+    at: float
+    size: int
+    position: Position  # (epochs done, batches done of the next), as the committed state had it
+
+
+def read(lines: Sequence[Tuple[float, str]], elastic: bool = False) -> Said:
+    """What the timed ``lines`` of one attempt say (the first of each line that every rank prints). Of an
+    ``elastic`` job: each world rank 0 announces, its first as the start; a worker's exit does not end the job."""
     said = Said()
     for at, line in lines:
+        match = ELASTIC.search(line) if elastic else None
+        if match and match.group(1) == "0":
+            position = (int(match.group(3)) - 1, int(match.group(4)))
+            said.worlds.append(World(at, int(match.group(2)), position))
+            if said.resumed is None:
+                said.resumed, said.resumed_at = position, at
+        if elastic and said.steps is None:
+            match = KERAS_STEPS.search(line)
+            if match:
+                said.steps = int(match.group(1))
         if said.resumed is None:
             match = RESUMING.search(line)
             if match:
@@ -73,7 +97,7 @@ def read(lines: Sequence[Tuple[float, str]]) -> Said:
         if match and said.steps is None:
             said.steps = int(match.group(1))
         match = RANK_EXIT.search(line)
-        if match and match.group(1) != "0" and said.failing_at is None:
+        if match and match.group(1) != "0" and said.failing_at is None and not elastic:
             said.failing_at = at
         match = FINAL.search(line)
         if match:

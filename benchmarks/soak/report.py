@@ -92,6 +92,7 @@ def text(report: Dict[str, Any]) -> str:
             lines += ["", f"{label}:", *[f"  {item}" for item in report[key]]]
     final = report["final"]
     if final:
-        lines += ["", f"final, against a quiet run of the same seed: {final.get('verdict', '')}"]
+        against = ", against a quiet run of the same seed" if "quiet_val_accuracy" in final else ""
+        lines += ["", f"final{against}: {final.get('verdict', '')}"]
         lines += [f"  {key}: {value}" for key, value in final.items() if key != "verdict"]
     return "\n".join(lines)

@@ -5,6 +5,29 @@ A fault is timed either from the previous fault or the job's last restart, which
 follows it (``restart``: a delay of a few seconds, so that it lands while the job starts again and
 restores its checkpoint).
 Kinds come in shuffled rounds, so every kind is drawn before any is drawn twice.
+
+An elastic job (``--elastic``: ``horovodrun --min-np 1 --max-np 2`` and a host discovery script over a hosts file
+of two "hosts" of this machine) has its own kinds, :data:`ELASTIC_KINDS`, each with a promise in docs/elastic.md
+or docs/reliability.md:
+
+* ``host_leave``: the host of rank 1 leaves the hosts file for ``leave_s`` and is written back; the job goes on
+  with one worker from its last commit and the worker on the host that came back joins at the next commit.
+  Never rank 0's host: rank 0 is Horovod's coordinator (the worker the driver tells of host changes) and
+  hvdkeras's writer (metrics.jsonl, the checkpoints, the workdir's lock), so taking its host away hands all of
+  those to another process at once, which the docs promise nowhere, and the soak would lose the metrics it reads
+  positions from in the middle of the fault; the docs' own tests take away the host of a rank other than 0.
+* ``kill_rank``: a worker killed; Horovod's driver re-forms on the other host without a restart (the survivor
+  rolls back to the last commit) and blacklists the killed worker's host for a cool-down, after which it joins
+  again (test_elastic.py's kill-and-join).
+* ``preempt``: SIGTERM to the launcher; every worker stops at one batch with a checkpoint and exits 75, the
+  elastic driver ends the job and the rerun resumes at that batch (test_elastic.py's SIGTERM test).
+
+Left out: ``freeze`` (a frozen worker: the docs' promise is the plain driver's one-line stop; under the elastic
+driver the survivor waits in Horovod's rendezvous for a worker that neither runs nor exits, a case no doc
+promises anything for), ``full_disk`` (rank 0's failed save is a worker failure there: the driver re-forms on
+the other host, which meets the same full disk), ``damage_checkpoint`` (the kill after the damage does not
+restart an elastic job, so no restore reads the damaged checkpoint before the next preemption writes a newer
+one) and ``link_cut`` (the lab's hosts, not this machine's two names).
 """
 from __future__ import annotations
 
@@ -18,9 +41,11 @@ FREEZE = "freeze"  # SIGSTOP of one rank past the stall limit, then SIGCONT or S
 FULL_DISK = "full_disk"  # the workdir's filesystem filled up until a save fails
 DAMAGE = "damage_checkpoint"  # the newest checkpoint's data truncated, then a rank killed
 LINK_CUT = "link_cut"  # the link of one of the lab's two emulated hosts down for a while (--hosts 2)
+HOST_LEAVE = "host_leave"  # an elastic job's host out of the hosts file for a while, then back (--elastic)
 KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)  # one host's
 TWO_HOST_KINDS = (LINK_CUT,)
-ALL_KINDS = KINDS + TWO_HOST_KINDS
+ELASTIC_KINDS = (KILL_RANK, PREEMPT, HOST_LEAVE)  # an elastic job's (see above for why these)
+ALL_KINDS = KINDS + TWO_HOST_KINDS + (HOST_LEAVE,)
 
 PREVIOUS, RESTART = "previous", "restart"
 THAW, KILL = "cont", "kill"  # what ends a freeze
@@ -38,6 +63,7 @@ class PlannedFault:
     freeze_end: str = ""  # FREEZE: THAW or KILL
     rank: int = 0  # the rank a rank fault hits (a link cut: the host of that rank)
     cut_s: float = 0.0  # LINK_CUT: how long the link stays down
+    leave_s: float = 0.0  # HOST_LEAVE: how long the host stays out of the hosts file (always rank 1's host)
 
 
 def parse_range(text: str) -> Tuple[float, float]:
@@ -54,10 +80,11 @@ def parse_range(text: str) -> Tuple[float, float]:
 
 def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[str] = KINDS,
          recovery_share: float = 0.3, startup_s: float = 15.0, stall_limit_s: float = 30.0,
-         ranks: int = 2, cut_s: float = 20.0) -> List[PlannedFault]:
+         ranks: int = 2, cut_s: float = 20.0, leave_s: float = 20.0) -> List[PlannedFault]:
     """``count`` faults drawn from ``seed``: kinds in shuffled rounds over ``kinds``, each fault but the first
     timed from the next restart with probability ``recovery_share`` (within ``startup_s``), else after the
-    previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``, a link cut ``cut_s``."""
+    previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``, a link cut ``cut_s``,
+    a host's leave ``leave_s``."""
     unknown = sorted(set(kinds) - set(ALL_KINDS))
     if unknown or not kinds:
         raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(ALL_KINDS)}")
@@ -76,8 +103,11 @@ def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[s
         freeze_s, end = 0.0, ""
         if kind == FREEZE:
             freeze_s, end = stall_limit_s + rng.uniform(5.0, 15.0), rng.choice((THAW, KILL))
-        faults.append(PlannedFault(i, kind, anchor, round(delay, 2), round(freeze_s, 2), end, rng.randrange(ranks),
-                                   cut_s if kind == LINK_CUT else 0.0))
+        rank = rng.randrange(ranks)
+        if kind == HOST_LEAVE:
+            rank = 1  # never rank 0's host (see above)
+        faults.append(PlannedFault(i, kind, anchor, round(delay, 2), round(freeze_s, 2), end, rank,
+                                   cut_s if kind == LINK_CUT else 0.0, leave_s if kind == HOST_LEAVE else 0.0))
     return faults
 
 
