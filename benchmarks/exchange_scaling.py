@@ -45,8 +45,6 @@ from lab import hosts, shaper
 DEFAULT = "default"
 VARIANT_HEADER = (f"{'hosts':>5} {'variant':>14} {'median s':>9} {'min-max s':>13} {'/ ' + 'first, per round':>26} "
                   f"{'median':>6}")
-# Horovod 0.28.1's default fusion buffer (HOROVOD_FUSION_THRESHOLD), which hvdkeras leaves unset
-HOROVOD_FUSION_MB = 64
 
 
 @dataclasses.dataclass(frozen=True)
