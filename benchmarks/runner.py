@@ -93,7 +93,10 @@ def mwms_recipe() -> str:
 
 
 def _results(output: str) -> list[dict]:
-    return [json.loads(line.split("RESULT ", 1)[1]) for line in output.splitlines() if "RESULT " in line]
+    """Every ``RESULT <json>`` of ``output``, the JSON read up to its end: mpirun's tagged output may go on after
+    it on the same line (``[1,0]<stdout>:RESULT {...}[1,1]<stdout>:``)."""
+    decoder = json.JSONDecoder()
+    return [decoder.raw_decode(line.split("RESULT ", 1)[1])[0] for line in output.splitlines() if "RESULT " in line]
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float) -> str:

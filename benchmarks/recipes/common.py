@@ -9,7 +9,8 @@ batch; ``--groups=K`` (the exchange-only recipe) sends the gradients as ``K`` gr
 
 With ``BENCH_CPU_BINDING=1`` in the environment (the runner sets it for the ceiling and for ``horovod-tuned``,
 the rows with hvdkeras's host settings), each process binds itself as hvdkeras's ``runtime.cpu_binding: auto``
-does (:func:`hvdkeras.common.horovod_env.cpu_binding`), from the launcher's local rank, as this module is imported.
+does (:func:`hvdkeras.common.horovod_env.cpu_binding`), from the launcher's local rank (Gloo's or mpirun's), as this
+module is imported.
 """
 import json
 import os
@@ -30,8 +31,14 @@ def bind_like_hvdkeras():
     from hvdkeras.common import horovod_env
     from hvdkeras.runtime.distributed import bind_cpus
 
+    # Gloo's launcher sets HOROVOD_LOCAL_*, mpirun (horovodrun --mpi) OMPI_COMM_WORLD_LOCAL_*
+    local_rank = os.environ.get("HOROVOD_LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK"))
+    local_size = os.environ.get("HOROVOD_LOCAL_SIZE", os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    if local_rank is None or local_size is None:
+        raise SystemExit("BENCH_CPU_BINDING=1: neither HOROVOD_LOCAL_RANK/SIZE nor OMPI_COMM_WORLD_LOCAL_RANK/SIZE "
+                         "is set; start the recipe with horovodrun")
     binding = horovod_env.cpu_binding("auto", horovod_env.allowed_cpus(), horovod_env.shared_cpus(),
-                                      int(os.environ["HOROVOD_LOCAL_RANK"]), int(os.environ["HOROVOD_LOCAL_SIZE"]))
+                                      int(local_rank), int(local_size))
     if binding.cpus:
         bind_cpus(binding.cpus)
 

@@ -156,6 +156,12 @@ def test_it_refuses_to_tear_down_a_lab_another_job_has_up(fake_lab, monkeypatch,
     assert "hosts are up already" in capsys.readouterr().err and fake_lab == []
 
 
+def test_the_runner_reads_mpiruns_tagged_results():
+    out = ('[1,1]<stdout>:RESULT {"rank": 1, "exchange_s": 0.5}[1,0]<stdout>:\n'
+           '[1,0]<stdout>:RESULT {"rank": 0, "exchange_s": 0.4}\n')
+    assert runner._results(out) == [{"rank": 1, "exchange_s": 0.5}, {"rank": 0, "exchange_s": 0.4}]
+
+
 def test_variants_name_horovods_settings_and_the_recipes_flags():
     assert scaling.parse_variant("default") == scaling.Variant("default")
     assert scaling.parse_variant("fusion=0").env == (("HOROVOD_FUSION_THRESHOLD", "0"),)
