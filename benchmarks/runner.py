@@ -93,10 +93,11 @@ def mwms_recipe() -> str:
 
 
 def _results(output: str) -> list[dict]:
-    """Every ``RESULT <json>`` of ``output``, the JSON read up to its end: mpirun's tagged output may go on after
-    it on the same line (``[1,0]<stdout>:RESULT {...}[1,1]<stdout>:``)."""
+    """Every ``RESULT <json>`` of ``output``, each JSON read up to its end: mpirun's tagged output interleaves the
+    ranks' writes, so one line may hold two results or go on after one (``[1,0]<stdout>:RESULT {...}[1,1]<stdout>:
+    RESULT {...}``)."""
     decoder = json.JSONDecoder()
-    return [decoder.raw_decode(line.split("RESULT ", 1)[1])[0] for line in output.splitlines() if "RESULT " in line]
+    return [decoder.raw_decode(part)[0] for part in output.split("RESULT ")[1:] if part.startswith("{")]
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float) -> str:

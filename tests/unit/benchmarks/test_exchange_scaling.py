@@ -158,8 +158,10 @@ def test_it_refuses_to_tear_down_a_lab_another_job_has_up(fake_lab, monkeypatch,
 
 def test_the_runner_reads_mpiruns_tagged_results():
     out = ('[1,1]<stdout>:RESULT {"rank": 1, "exchange_s": 0.5}[1,0]<stdout>:\n'
-           '[1,0]<stdout>:RESULT {"rank": 0, "exchange_s": 0.4}\n')
-    assert runner._results(out) == [{"rank": 1, "exchange_s": 0.5}, {"rank": 0, "exchange_s": 0.4}]
+           '[1,0]<stdout>:RESULT {"rank": 0, "exchange_s": 0.4}[1,2]<stdout>:RESULT {"rank": 2, "exchange_s": 0.3}\n'
+           '[1,3]<stdout>:RESULT \n[1,3]<stdout>:{"rank": 3, "exchange_s": 0.2}\n')
+    assert runner._results(out) == [{"rank": 1, "exchange_s": 0.5}, {"rank": 0, "exchange_s": 0.4},
+                                    {"rank": 2, "exchange_s": 0.3}]  # a result split by a tag is not read
 
 
 def test_variants_name_horovods_settings_and_the_recipes_flags():
