@@ -34,6 +34,9 @@ def main(argv=None):
     parser.add_argument("--link", default="unlimited",
                         help="with --hosts: link rates to sweep, tc units, e.g. unlimited,1gbit,gpu "
                              "(gpu: the GPU-equivalent rate)")
+    parser.add_argument("--exchange_scaling", default=None,
+                        help="with --hosts: an exchange_scaling.json (python -m benchmarks.exchange_scaling) whose "
+                             "measured/model factors the projection multiplies the ring model's time by")
     args = parser.parse_args(argv)
     if args.hosts:
         return lab_main(parser, args)
@@ -90,6 +93,14 @@ def lab_main(parser, args):
         rates = parse_link(args.link)
     except ValueError as err:
         parser.error(str(err))
+    if args.exchange_scaling:
+        from benchmarks.efficiency import measured_factors
+
+        try:
+            with open(args.exchange_scaling) as f:
+                args.comm_factors = measured_factors(json.load(f))
+        except (OSError, ValueError) as err:
+            parser.error(f"--exchange_scaling {args.exchange_scaling}: {err}")
     sweep = run_sweep(variants, rates, args)
     write_all(sweep, args, args.out)
 

@@ -114,15 +114,17 @@ def draw_efficiency(table: dict, rates_bps: list, rates: list[str], path: str, t
 
 
 def projection_table(calibration: dict, workers=(8, 16, 32, 64, 128, 256), cluster_rates=(25e9, 100e9, 400e9),
-                     **model) -> list[dict]:
+                     comm_factors: dict | None = None, **model) -> list[dict]:
     """The projection of :mod:`benchmarks.efficiency` from the lab's compute and bytes per step.
 
     The lab's step at its GPU-equivalent rate has the communication-to-compute ratio of a
     DGX ResNet-50 step at 25 Gbit/s, so a cluster rate ``R`` maps to ``R * gpu_rate / 25 Gbit/s``.
+    ``comm_factors`` (``{hosts: measured / model}`` of an exchange scaling sweep) multiply the ring model's time
+    (:func:`benchmarks.efficiency.comm_factor`); without them it is the ring model's.
     """
     scale = efficiency.DGX_LINK_BPS / calibration["gpu_equivalent_bps"]
     return efficiency.projection(calibration["compute_s"], calibration["gradient_bytes"], workers, cluster_rates,
-                                 scale=scale, **model)
+                                 scale=scale, comm_factors=comm_factors, **model)
 
 
 def lab_check(table: dict, calibration: dict, rates_bps: list, rates: list[str], variant: str = "hvdkeras",
@@ -164,14 +166,16 @@ def write_all(sweep: dict, args, out: str, log=print) -> dict:
     text = table_text(table, sweep["rates"], compared)
     log(text)
     title = f"{args.model} {args.image_size}px, batch {args.batch}/host, {args.hosts} emulated hosts"
-    projection = projection_table(sweep["calibration"])
+    factors = getattr(args, "comm_factors", None)
+    projection = projection_table(sweep["calibration"], comm_factors=factors)
     # the projection counts fp32 bytes: hvdkeras's fp32 row where it ran
     fp32 = next((v for v in ("hvdkeras-fp32", "hvdkeras") if v in table), "hvdkeras")
     check = lab_check(table, sweep["calibration"], sweep["rates_bps"], sweep["rates"], variant=fp32)
     result = {"model": args.model, "batch_per_process": args.batch, "image_size": args.image_size,
               "steps": args.steps, "rounds": args.rounds, "calibration": sweep["calibration"],
               "rates": sweep["rates"], "rates_bps": sweep["rates_bps"], "table": table, "pairs": compared, "text": text,
-              "projection": projection, "projection_check": check, "runs": sweep["runs"]}
+              "projection": projection, "projection_comm_factors": factors, "projection_check": check,
+              "runs": sweep["runs"]}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "lab.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -179,7 +183,8 @@ def write_all(sweep: dict, args, out: str, log=print) -> dict:
              draw_efficiency(table, sweep["rates_bps"], sweep["rates"], os.path.join(out, "lab_efficiency.png"),
                              title),
              draw_projection(projection, os.path.join(out, "projection.png"),
-                             "Projection (a model, not a measurement): ring allreduce, from the lab's step")]
+                             "Projection (a model, not a measurement): ring allreduce"
+                             + (" x the measured factor" if factors else "") + ", from the lab's step")]
     for path in paths:
         log(f"wrote {path}")
     return result

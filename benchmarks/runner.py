@@ -93,7 +93,11 @@ def mwms_recipe() -> str:
 
 
 def _results(output: str) -> list[dict]:
-    return [json.loads(line.split("RESULT ", 1)[1]) for line in output.splitlines() if "RESULT " in line]
+    """Every ``RESULT <json>`` of ``output``, each JSON read up to its end: mpirun's tagged output interleaves the
+    ranks' writes, so one line may hold two results or go on after one (``[1,0]<stdout>:RESULT {...}[1,1]<stdout>:
+    RESULT {...}``)."""
+    decoder = json.JSONDecoder()
+    return [decoder.raw_decode(part)[0] for part in output.split("RESULT ")[1:] if part.startswith("{")]
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float) -> str:
@@ -150,23 +154,27 @@ def run_variant(variant: str, args, np_: int, workdir: str, place: Placement | N
     return dict(result, wall_s=after[0] - before[0], **machine_load(before, after))
 
 
-def _horovodrun(np_: int, place: Placement) -> tuple[list[str], dict]:
-    """horovodrun's command for a Gloo job of ``np_`` processes placed by ``place``, and its environment."""
+def _horovodrun(np_: int, place: Placement, controller: str = "gloo") -> tuple[list[str], dict]:
+    """horovodrun's command for a job of ``np_`` processes placed by ``place`` on ``controller`` (``gloo`` or
+    ``mpi``), and its environment."""
     env = dict(place.env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     return [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(np_),
-            *place.horovodrun_hosts, "--gloo"], env
+            *place.horovodrun_hosts, f"--{controller}"], env
 
 
-def run_exchange(args, np_: int, place: Placement | None = None) -> dict:
+def run_exchange(args, np_: int, place: Placement | None = None, env: dict[str, str] | None = None,
+                 flags: Sequence[str] = (), controller: str = "gloo") -> dict:
     """One job of the exchange-only recipe (``recipes/exchange_cost.py``) on ``np_`` processes, with the ceiling's
-    settings: per rank, the median wall and CPU seconds of one exchange and every exchange's wall time, plus the
-    gradient bytes, the job's wall time and the machine's load meanwhile (:func:`machine_load`)."""
+    settings plus ``env`` (Horovod variables) and the recipe's ``flags`` (``--fp16-allreduce``, ``--groups=K``), on
+    ``controller``: per rank, the median wall and CPU seconds of one exchange and every exchange's wall time, plus
+    the gradient bytes, the job's wall time and the machine's load meanwhile (:func:`machine_load`)."""
     place = place or local(np_)
-    horovodrun, env = _horovodrun(np_, place)
+    horovodrun, job_env = _horovodrun(np_, place, controller)
     recipe = [sys.executable, os.path.join(RECIPES, "exchange_cost.py"), args.model, "1", str(args.image_size),
-              str(args.steps)]
+              str(args.steps), *flags]
     before = machine_cpu()
-    results = sorted(_results(_run(horovodrun + recipe, dict(env, **hvdkeras_horovod_env(), BENCH_CPU_BINDING="1"),
+    results = sorted(_results(_run(horovodrun + recipe, dict(job_env, **hvdkeras_horovod_env(), BENCH_CPU_BINDING="1",
+                                                             **(env or {})),
                                    args.timeout)), key=lambda r: r["rank"])
     after = machine_cpu()
     if len(results) != np_:

@@ -1,14 +1,16 @@
 """What every recipe shares: its arguments, the model, the synthetic data, the epoch clock and the result line.
 
-Arguments: ``MODEL BATCH IMAGE_SIZE STEPS [--fp16-allreduce] [--lockstep]``, with ``MODEL`` ``applications.<Name>`` of
-``tf.keras.applications`` (or just ``<Name>``), ``BATCH`` the images per process and step, and
-``--fp16-allreduce`` (Horovod's recipes only) the flag of Horovod's own examples: gradients cross the
+Arguments: ``MODEL BATCH IMAGE_SIZE STEPS [--fp16-allreduce] [--lockstep] [--groups=K]``, with ``MODEL``
+``applications.<Name>`` of ``tf.keras.applications`` (or just ``<Name>``), ``BATCH`` the images per process and
+step, and ``--fp16-allreduce`` (Horovod's recipes only) the flag of Horovod's own examples: gradients cross the
 wire in fp16 (``hvd.Compression.fp16``); ``--lockstep`` (the ceiling only) synchronizes its ranks after every
-batch.
+batch; ``--groups=K`` (the exchange-only recipe) sends the gradients as ``K`` grouped allreduces, as Horovod's
+``DistributedOptimizer(groups=K)`` does (0, the default: one allreduce per gradient).
 
 With ``BENCH_CPU_BINDING=1`` in the environment (the runner sets it for the ceiling and for ``horovod-tuned``,
 the rows with hvdkeras's host settings), each process binds itself as hvdkeras's ``runtime.cpu_binding: auto``
-does (:func:`hvdkeras.common.horovod_env.cpu_binding`), from the launcher's local rank, as this module is imported.
+does (:func:`hvdkeras.common.horovod_env.cpu_binding`), from the launcher's local rank (Gloo's or mpirun's), as this
+module is imported.
 """
 import json
 import os
@@ -21,6 +23,7 @@ import tensorflow as tf
 model_name, batch, size, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 fp16_allreduce = "--fp16-allreduce" in sys.argv[5:]
 lockstep = "--lockstep" in sys.argv[5:]  # the ceiling only (ceiling.py)
+groups = max([int(a.split("=", 1)[1]) for a in sys.argv[5:] if a.startswith("--groups=")] or [0])
 
 
 def bind_like_hvdkeras():
@@ -28,8 +31,14 @@ def bind_like_hvdkeras():
     from hvdkeras.common import horovod_env
     from hvdkeras.runtime.distributed import bind_cpus
 
+    # Gloo's launcher sets HOROVOD_LOCAL_*, mpirun (horovodrun --mpi) OMPI_COMM_WORLD_LOCAL_*
+    local_rank = os.environ.get("HOROVOD_LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK"))
+    local_size = os.environ.get("HOROVOD_LOCAL_SIZE", os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    if local_rank is None or local_size is None:
+        raise SystemExit("BENCH_CPU_BINDING=1: neither HOROVOD_LOCAL_RANK/SIZE nor OMPI_COMM_WORLD_LOCAL_RANK/SIZE "
+                         "is set; start the recipe with horovodrun")
     binding = horovod_env.cpu_binding("auto", horovod_env.allowed_cpus(), horovod_env.shared_cpus(),
-                                      int(os.environ["HOROVOD_LOCAL_RANK"]), int(os.environ["HOROVOD_LOCAL_SIZE"]))
+                                      int(local_rank), int(local_size))
     if binding.cpus:
         bind_cpus(binding.cpus)
 

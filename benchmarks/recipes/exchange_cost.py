@@ -15,7 +15,9 @@ without any exchange takes at least ``T + exchange_cpu_s`` with it: ``T / (T + e
 its efficiency against the communication-free ceiling. ``exchange_walls_s`` lists every measured
 exchange's wall time. All tensors are handed over at once here, so Horovod fuses them into as few
 buffers as its fusion threshold allows: the cheapest way to move them. ``BATCH`` is not used (the
-recipes' argument list).
+recipes' argument list). With ``--groups=K`` the tensors, in backward order, are split into ``K`` contiguous
+groups of nearly equal count, each one grouped allreduce (Horovod's ``DistributedOptimizer(groups=K)``: a
+group is negotiated and fused as one); with ``--fp16-allreduce`` they cross the wire in fp16.
 """
 import json
 import statistics
@@ -23,7 +25,7 @@ import time
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
-from common import fp16_allreduce, make_model, steps, use_hvdkeras_threads
+from common import fp16_allreduce, groups, make_model, steps, use_hvdkeras_threads
 
 hvd.init()
 use_hvdkeras_threads(hvd.local_size())
@@ -31,8 +33,18 @@ grads = [tf.ones_like(v) for v in reversed(make_model().trainable_variables)]
 compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
 
 
+def split(tensors, k):
+    """``k`` contiguous groups of nearly equal count (Horovod's split_list)."""
+    size, extra = divmod(len(tensors), k)
+    bounds = [i * size + min(i, extra) for i in range(k + 1)]
+    return [tensors[bounds[i]:bounds[i + 1]] for i in range(k)]
+
+
 @tf.function
 def exchange(tensors):
+    if groups:
+        return [out for i, group in enumerate(split(tensors, min(groups, len(tensors))))
+                for out in hvd.grouped_allreduce(group, op=hvd.Average, compression=compression, name=f"group_{i}")]
     return [hvd.allreduce(t, op=hvd.Average, compression=compression, name=f"grad_{i}")
             for i, t in enumerate(tensors)]
 
@@ -50,4 +62,5 @@ if wrong:
 print("RESULT " + json.dumps({
     "rank": hvd.rank(), "exchange_s": statistics.median(walls), "exchange_cpu_s": statistics.median(cpus),
     "exchange_walls_s": walls,
-    "gradient_bytes": sum(int(tf.size(g)) * 4 for g in grads), "tensors": len(grads)}), flush=True)
+    "gradient_bytes": sum(int(tf.size(g)) * 4 for g in grads), "tensors": len(grads), "groups": groups,
+    "fp16": fp16_allreduce}), flush=True)

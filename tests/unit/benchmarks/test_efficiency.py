@@ -1,4 +1,6 @@
 """benchmarks.efficiency: the lab's arithmetic, checked against hand-computed values."""
+import json
+
 import pytest
 
 from benchmarks import efficiency
@@ -63,3 +65,42 @@ def test_projection_rows_and_rate_scaling():
     assert at[(2, 4e9, False)] == pytest.approx(0.5)  # 4 Gbit/s scaled by 4 is the lab's 1 Gbit/s
     assert at[(8, 4e9, False)] < at[(2, 4e9, False)]  # more workers move more bytes each
     assert at[(8, 4e9, True)] > at[(8, 4e9, False)]
+
+
+def test_the_measured_factor_is_interpolated_between_measured_counts_and_held_beyond_them():
+    factors = {2: 1.08, 4: 1.12, 8: 1.22}
+    assert efficiency.comm_factor(None, 64) == 1.0
+    assert efficiency.comm_factor(factors, 2) == 1.08 and efficiency.comm_factor(factors, 1) == 1.08
+    assert efficiency.comm_factor(factors, 3) == pytest.approx(1.10)
+    assert efficiency.comm_factor(factors, 6) == pytest.approx(1.17)
+    assert efficiency.comm_factor(factors, 256) == 1.22
+
+
+def test_the_factors_come_from_a_shaped_sweeps_table():
+    sweep = {"table": [{"hosts": 2, "measured_over_model": 1.08}, {"hosts": 4, "measured_over_model": 1.12}]}
+    assert efficiency.measured_factors(sweep) == {2: 1.08, 4: 1.12}
+    with pytest.raises(ValueError, match="no measured/model ratio.*--link at a rate"):
+        efficiency.measured_factors({"table": [{"hosts": 2, "measured_over_model": None}]})
+
+
+def test_a_measured_factor_lengthens_the_exchange_in_the_projection():
+    ring = efficiency.projected_efficiency(1.0, 125e6, 2, 1e9, overlap=False)
+    assert efficiency.projected_efficiency(1.0, 125e6, 2, 1e9, overlap=False, factor=1.5) == pytest.approx(1 / 2.5)
+    assert ring == pytest.approx(0.5)
+    rows = efficiency.projection(1.0, 125e6, [2, 8], [1e9], comm_factors={2: 1.5, 8: 2.0})
+    assert [r["comm_factor"] for r in rows] == [1.5, 1.5, 2.0, 2.0]
+
+
+def test_the_dgx_projection_command(tmp_path, capsys):
+    path = tmp_path / "exchange_scaling.json"
+    path.write_text(json.dumps({"table": [{"hosts": 2, "measured_over_model": 1.0},
+                                          {"hosts": 8, "measured_over_model": 2.0}]}))
+    assert efficiency.main([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + len(efficiency.DGX_WORKERS) * len(efficiency.DGX_RATES_BPS)
+    first = lines[1].split()  # 8 workers at 25 Gbit/s, the DGX ratio 0.53: ring 1 / 1.53 without overlap
+    assert first[:3] == ["8", "25", "2.00"] and float(first[5]) == pytest.approx(1 / (1 + efficiency.dgx_ratio()),
+                                                                                 abs=1e-3)
+    assert float(first[6]) == pytest.approx(1 / (1 + 2 * efficiency.dgx_ratio()), abs=1e-3)
+    assert efficiency.main([]) == 2 and "usage" in capsys.readouterr().err
+    assert efficiency.main([str(tmp_path / "missing.json")]) == 2 and "missing.json" in capsys.readouterr().err

@@ -86,11 +86,13 @@ def fake_lab(monkeypatch):
     monkeypatch.setattr(shaper, "shaped", shaped)
     monkeypatch.setattr(shaper, "clear", lambda ends: calls.append(f"clear {len(ends)} ends"))
 
-    def run_exchange(args, np_, place):
+    def run_exchange(args, np_, place, env=None, flags=(), controller="gloo"):
         assert place.np == np_ and place.horovodrun_hosts[1] == ",".join(
             f"198.18.213.{2 + i}:1" for i in range(np_))  # one rank on each of the first np_ hosts
-        calls.append(f"job {np_} at {link['rate']}")
-        return _job(scaling.ring_seconds(MB14, np_, RATE) * 1.05)
+        setting = f" {env} {list(flags)} {controller}" if env or flags or controller != "gloo" else ""
+        calls.append(f"job {np_} at {link['rate']}{setting}")
+        # fp16 halves the time; anything else is the default's
+        return _job(scaling.ring_seconds(MB14, np_, RATE) * 1.05 * (0.5 if "--fp16-allreduce" in flags else 1))
 
     monkeypatch.setattr(scaling, "run_exchange", run_exchange)
     return calls
@@ -107,7 +109,7 @@ def test_one_lab_of_the_largest_count_all_links_shaped_counts_alternating(fake_l
 
 
 def test_the_lab_is_torn_down_after_a_failed_job(fake_lab, monkeypatch):
-    def fail(args, np_, place):
+    def fail(args, np_, place, **setting):
         raise RuntimeError("horovodrun ... failed")
 
     monkeypatch.setattr(scaling, "run_exchange", fail)
@@ -117,7 +119,7 @@ def test_the_lab_is_torn_down_after_a_failed_job(fake_lab, monkeypatch):
 
 
 def test_the_lab_is_torn_down_on_sigterm(fake_lab, monkeypatch):
-    def terminated(args, np_, place):
+    def terminated(args, np_, place, **setting):
         os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(scaling, "run_exchange", terminated)
@@ -138,7 +140,8 @@ def test_the_command_writes_the_table_and_every_job(fake_lab, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [(["--hosts", "2,9"], "Received: '2,9'"),
                                            (["--link", "200mb"], "Received: '200mb'"),
-                                           (["--rounds", "0"], "Received: --rounds 0")])
+                                           (["--rounds", "0"], "Received: --rounds 0"),
+                                           (["--variants", "fp32"], "Received: 'fp32'")])
 def test_bad_arguments_are_one_line_errors(argv, message, fake_lab, capsys):
     with pytest.raises(SystemExit) as exit_:
         scaling.main(argv)
@@ -153,6 +156,57 @@ def test_it_refuses_to_tear_down_a_lab_another_job_has_up(fake_lab, monkeypatch,
     assert "hosts are up already" in capsys.readouterr().err and fake_lab == []
 
 
+def test_the_runner_reads_mpiruns_tagged_results():
+    out = ('[1,1]<stdout>:RESULT {"rank": 1, "exchange_s": 0.5}[1,0]<stdout>:\n'
+           '[1,0]<stdout>:RESULT {"rank": 0, "exchange_s": 0.4}[1,2]<stdout>:RESULT {"rank": 2, "exchange_s": 0.3}\n'
+           '[1,3]<stdout>:RESULT \n[1,3]<stdout>:{"rank": 3, "exchange_s": 0.2}\n')
+    assert runner._results(out) == [{"rank": 1, "exchange_s": 0.5}, {"rank": 0, "exchange_s": 0.4},
+                                    {"rank": 2, "exchange_s": 0.3}]  # a result split by a tag is not read
+
+
+def test_variants_name_horovods_settings_and_the_recipes_flags():
+    assert scaling.parse_variant("default") == scaling.Variant("default")
+    assert scaling.parse_variant("fusion=0").env == (("HOROVOD_FUSION_THRESHOLD", "0"),)
+    assert scaling.parse_variant("fusion=128").env == (("HOROVOD_FUSION_THRESHOLD", str(128 * 2 ** 20)),)
+    both = scaling.parse_variant("fp16+groups=2")
+    assert both.flags == ("--fp16-allreduce", "--groups=2") and both.controller == "gloo"
+    assert both.name == "fp16+groups=2"
+    assert scaling.parse_variant("mpi") == scaling.Variant("mpi", controller="mpi")
+    hierarchical = scaling.parse_variant("hierarchical")
+    assert hierarchical.env == (("HOROVOD_HIERARCHICAL_ALLREDUCE", "1"),) and hierarchical.controller == "mpi"
+    for bad in ("fusion", "fusion=x", "groups=-1", "fp16=1", "nccl", "default=1"):
+        with pytest.raises(ValueError, match=f"default, fusion=MB, fp16, groups=K.*Received: {bad!r}"):
+            scaling.parse_variant(bad)
+    with pytest.raises(ValueError, match="distinct variants.*Received: 'fp16,fp16'"):
+        scaling.parse_variants("fp16,fp16")
+
+
+def test_variants_alternate_within_each_round_and_compare_with_the_first_in_the_same_round(fake_lab):
+    variants = scaling.parse_variants("default,fp16")
+    runs = scaling.run_scaling([2, 4], RATE, scaling.argparse.Namespace(rounds=2), log=lambda line: None,
+                               variants=variants)
+    plain, fp16 = f"at {RATE}", f"at {RATE} {{}} ['--fp16-allreduce'] gloo"
+    assert fake_lab[2:-3] == [f"job 2 {plain}", f"job 2 {fp16}", f"job 4 {plain}", f"job 4 {fp16}",
+                              f"job 4 {fp16}", f"job 4 {plain}", f"job 2 {fp16}", f"job 2 {plain}"]
+    assert [(j["variant"], j["round"]) for j in runs[2]] == [("default", 0), ("fp16", 0), ("fp16", 1), ("default", 1)]
+    rows = scaling.compare_variants(runs, variants)
+    assert [(r["hosts"], r["variant"]) for r in rows] == [(2, "default"), (2, "fp16"), (4, "default"), (4, "fp16")]
+    assert rows[1]["over_first"] == [0.5, 0.5] and rows[1]["over_first_median"] == 0.5
+    assert rows[0]["over_first"] == [1.0, 1.0]
+    assert [r["hosts"] for r in scaling.summarize(runs, RATE)] == [2, 4]  # the first variant's jobs only
+    assert scaling.summarize(runs, RATE)[0]["rounds"] == 2
+    text = scaling.format_variants(rows, "t").splitlines()
+    assert text[1] == scaling.VARIANT_HEADER and text[3].split()[-3:] == ["0.50,", "0.50", "0.50"]
+
+
+def test_the_command_writes_the_variants_table(fake_lab, tmp_path, capsys):
+    assert scaling.main(["--hosts", "2", "--rounds", "1", "--variants", "default,fp16", "--out", str(tmp_path)]) == 0
+    out = json.loads((tmp_path / "exchange_scaling.json").read_text())
+    assert [v["name"] for v in out["variants"]] == ["default", "fp16"]
+    assert [r["over_first_median"] for r in out["settings_table"]] == [1.0, 0.5]
+    assert "over default's in the same round" in capsys.readouterr().out
+
+
 def test_the_runner_reads_every_rank_of_an_exchange_job(monkeypatch):
     out = "\n".join("RESULT " + json.dumps({"rank": r, "exchange_s": 0.5, "exchange_cpu_s": 0.1,
                                            "exchange_walls_s": [0.5], "gradient_bytes": MB14}) for r in (1, 0))
@@ -162,8 +216,13 @@ def test_the_runner_reads_every_rank_of_an_exchange_job(monkeypatch):
                                                          timeout=60), 2)
     assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["gradient_bytes"] == MB14
     cmd, env = commands[0]
-    assert cmd[-4:] == ["applications.MobileNetV2", "1", "224", "10"]
+    assert cmd[-4:] == ["applications.MobileNetV2", "1", "224", "10"] and "--gloo" in cmd
     assert os.path.basename(cmd[-5]) == "exchange_cost.py" and env["BENCH_CPU_BINDING"] == "1"
+    runner.run_exchange(scaling.argparse.Namespace(model="m", image_size=32, steps=1, timeout=60), 2,
+                        env={"HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}, flags=("--groups=2",), controller="mpi")
+    cmd, env = commands[1]
+    assert cmd[-1] == "--groups=2" and "--mpi" in cmd and "--gloo" not in cmd
+    assert env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "1" and env["BENCH_CPU_BINDING"] == "1"
     with pytest.raises(RuntimeError, match="1 results for 3 processes"):
         monkeypatch.setattr(runner, "_run", lambda cmd, env, timeout: out.splitlines()[0])
         runner.run_exchange(scaling.argparse.Namespace(model="m", image_size=32, steps=1, timeout=60), 3)

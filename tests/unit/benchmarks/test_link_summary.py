@@ -71,3 +71,14 @@ def test_text_json_and_charts_are_written(tmp_path):
     assert saved["pairs"]["500mbit"][0]["equal_settings"]
     assert (tmp_path / "lab_efficiency.png").stat().st_size > 1000
     assert (tmp_path / "projection.png").stat().st_size > 1000
+
+
+def test_the_projection_takes_the_measured_factors_over_the_ring_model(tmp_path):
+    args = types.SimpleNamespace(model="applications.MobileNetV2", image_size=224, batch=16, steps=10, rounds=2,
+                                 hosts=2, comm_factors={2: 1.1, 8: 1.2})
+    result = summary.write_all(_sweep(), args, str(tmp_path), log=lambda line: None)
+    assert {r["comm_factor"] for r in result["projection"]} == {1.2}  # 8 workers and more: the largest count's
+    plain = summary.projection_table(_sweep()["calibration"])
+    assert {r["comm_factor"] for r in plain} == {1.0}
+    slower = [m["efficiency"] < p["efficiency"] for m, p in zip(result["projection"], plain)]
+    assert all(slower) and result["projection_comm_factors"] == {2: 1.1, 8: 1.2}
