@@ -28,18 +28,21 @@ pytestmark = once_per_make_test("the lab's round on the emulated hosts and the e
 RATE = "2gbit"
 
 
-def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
+def _lab_command(module, *args):
+    """``python -m <module> <args>`` from the repository; skips where the lab cannot run, fails on an error."""
     ok, reason = hosts.can_run()
     if not ok:
         pytest.skip(f"the lab needs network namespaces and sshd: {reason}")
-    out = tmp_path / "lab"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--hosts", "2", "--link", RATE, "--model",
-         "applications.MobileNet", "--image_size", "32", "--batch", "4", "--steps", "2", "--rounds", "1",
-         "--variants", "hvdkeras-fp32,horovod-fp16,mwms", "--out", str(out), "--timeout", "300"],
-        check=False, cwd=REPO, capture_output=True, text=True, timeout=1200,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.run([sys.executable, "-m", module, *args, "--timeout", "300"], check=False, cwd=REPO,
+                          capture_output=True, text=True, timeout=1200, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
+    out = tmp_path / "lab"
+    _lab_command("benchmarks", "--hosts", "2", "--link", RATE, "--model", "applications.MobileNet", "--image_size",
+                 "32", "--batch", "4", "--steps", "2", "--rounds", "1", "--variants", "hvdkeras-fp32,horovod-fp16,mwms",
+                 "--out", str(out))
     result = json.loads((out / "lab.json").read_text())
     assert result["rates"] == [RATE]
     assert set(result["table"]) == {"hvdkeras-fp32", "horovod-fp16", "mwms", "ceiling"}
@@ -60,16 +63,9 @@ def test_the_exchange_on_three_shaped_hosts_runs_one_rank_on_each_and_leaves_not
     # Issue 53's short check: the lab past two hosts (3 namespaces, 2 cores: host c on core 0 with host a), the
     # exchange-only recipe on all three, every link shaped. What it asserts is the path, not the figures (those
     # are make lab-scaling's, docs/performance.md): one job, three ranks, each averaging every gradient.
-    ok, reason = hosts.can_run()
-    if not ok:
-        pytest.skip(f"the lab needs network namespaces and sshd: {reason}")
     out = tmp_path / "scaling"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.exchange_scaling", "--hosts", "3", "--model", "applications.MobileNet",
-         "--image_size", "32", "--link", RATE, "--rounds", "1", "--steps", "3", "--out", str(out), "--timeout", "300"],
-        check=False, cwd=REPO, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _lab_command("benchmarks.exchange_scaling", "--hosts", "3", "--model", "applications.MobileNet", "--image_size",
+                 "32", "--link", RATE, "--rounds", "1", "--steps", "3", "--out", str(out))
     result = json.loads((out / "exchange_scaling.json").read_text())
     (row,) = result["table"]
     assert row["hosts"] == 3 and row["rounds"] == 1 and row["gradient_bytes"] > 4 * 4_000_000  # MobileNet (v1)
