@@ -16,7 +16,8 @@ is a hang, killed and reported.
 The report (``soak.txt`` and ``soak.json`` in ``--out``, :mod:`~benchmarks.soak.report`) gives per kind and per
 fault the batches and the wall time lost against the promise (:mod:`~benchmarks.soak.accounting`), hangs,
 processes left behind, failures no fault caused, and the final accuracy and weights against a quiet run of
-the same seed (:mod:`~benchmarks.soak.weights`).
+the same seed (:mod:`~benchmarks.soak.weights`). With the full-disk fault the soaked workdir lives on its own tmpfs,
+which goes with the soak: a copy of it stays in ``--out/work``, with the attempts' logs in ``--out/logs``.
 
 With ``--elastic`` the job is an elastic one (``horovodrun --min-np 1 --max-np 2`` with a host discovery script
 over a hosts file in ``--out`` naming two "hosts" of this machine), and the faults are those an elastic job has a

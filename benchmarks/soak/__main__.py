@@ -286,7 +286,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         if lab is not None:
             lab_hosts.down(lab)
-        if mounted:
+        if mounted:  # the soaked workdir outlives its tmpfs in --out/work, for a look after the soak
+            shutil.rmtree(os.path.join(out, "work"), ignore_errors=True)
+            if os.path.isdir(workdir):
+                shutil.copytree(workdir, os.path.join(out, "work"), ignore_dangling_symlinks=True)
             subprocess.run(["umount", "-l", disk], check=False)
     with open(os.path.join(out, "soak.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -99,7 +99,6 @@ class BackupAndRestore(keras.callbacks.Callback):
         self._trackable = None
         self._stop_at_epoch_end = False
         self._preempted_line: Optional[str] = None  # agreed on an epoch's last batch: leave when fit ends
-        self._mid_epoch = False  # a batch of the current epoch ended and the epoch has more
         # How a rank other than 0 waits before leaving after a preemption. Launchers stop the whole job when
         # its first rank exits, and SIGTERM kills a Python that is already shutting down: rank 0 leaves
         # first, the others while still catching the signal. Alone in a model.fit, a fixed EXIT_STAGGER_S;
@@ -170,6 +169,7 @@ class BackupAndRestore(keras.callbacks.Callback):
                 shared.watch()
             else:  # alone in a model.fit: from now on
                 self.signal_flag.install()
+            compat.count_steps(self.model, self.position.step_ran)  # which batches save_alone's variables hold
             self._agreement = StopAgreement(distributed.allreduce_sum, is_root=distributed.is_chief(),
                                             names=lambda: distributed.cycled_name("hvdkeras.preemption"),
                                             interval_s=self.check_interval_s)
@@ -177,7 +177,6 @@ class BackupAndRestore(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         """Moves the position to epoch index ``epoch``."""
         self.position.begin_epoch(epoch)
-        self._mid_epoch = False
 
     def on_train_batch_end(self, batch, logs=None):
         """With ``preemption``: counts the batch and stops every rank here once they agree on a signal."""
@@ -185,7 +184,6 @@ class BackupAndRestore(keras.callbacks.Callback):
             return
         self.position.end_batch(batch)
         steps = (self.params or {}).get("steps") or 0
-        self._mid_epoch = not steps or batch + 1 < steps
         if not self._agreement.decide(self.signal_flag.pending):
             return
         self._agreement = None
@@ -199,7 +197,6 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         """Saves every ``every_epochs`` epochs and the last (rank 0), after the ranks' weights are compared."""
-        self._mid_epoch = False
         self.position.end_epoch(epoch)
         completed = epoch + 1
         metrics = {k: float(v) for k, v in (logs or {}).items()}
@@ -219,6 +216,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         """Leaves after a preemption agreed on an epoch's last batch; else removes backups if asked to."""
         self._agreement = None
+        compat.uncount_steps(self.model)
         self.position.end_fit()  # a later fit looks again
         if self._preempted_line is not None:
             line, self._preempted_line = self._preempted_line, None
@@ -235,15 +233,18 @@ class BackupAndRestore(keras.callbacks.Callback):
         A rank frozen or lost never joins the agreement to stop, so the ranks cannot checkpoint together;
         rank 0's variables are still those of its last whole batch (the exchange releases a step's
         gradients together: :func:`hvdkeras.gradient_exchange.allreduce.released_together`), and it writes
-        them alone: no weight comparison, no broadcast. Only inside an epoch, between two batches it
-        counted (not after its last batch: its validation may have been under way) and with one batch
-        per step call (Keras' ``steps_per_execution`` above 1 would leave the variables ahead of the
-        count). Returns what it wrote, or ``None`` (another rank, no signal, nothing to add, a failed save).
+        them alone: no weight comparison, no broadcast. The batch is the last whose step returned
+        (:meth:`hvdkeras.runtime.position.RunPosition.last_step`), whether or not the callbacks counted
+        it: the collective that failed may be a callback's, after the step. Only inside an epoch, between
+        two batches (not after its last: its validation may have been under way), and with one batch per
+        step call (Keras' ``steps_per_execution`` above 1 would leave the variables ahead of the count).
+        Returns what it wrote, or ``None`` (another rank, no signal, nothing to add, a failed save).
         """
-        if not (distributed.is_chief() and self.preemption and self.signal_flag.pending and self._mid_epoch
+        at = self.position.last_step((self.params or {}).get("steps"))
+        if not (distributed.is_chief() and self.preemption and self.signal_flag.pending and at is not None
                 and self._trackable is not None and compat.steps_per_execution(self.model) == 1):
             return None
-        epoch, batch = self.position.epoch, self.position.batch
+        epoch, batch = at
         meta = dict(self._meta(), preempted=True, signal=self.signal_flag.signum, metrics={}, alone=True)
         try:
             info = self._write(epoch, batch, meta)

@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 import tensorflow as tf  # the command lines import it first, quietly: hvdkeras.runtime.tensorflow_import.load()
@@ -256,6 +256,41 @@ def steps_per_execution(model) -> int:
     """How many batches one call of ``model``'s compiled train step runs (Keras' ``steps_per_execution``)."""
     value = getattr(model, "steps_per_execution" if KERAS_3 else "_steps_per_execution", 1)
     return int(value.numpy() if hasattr(value, "numpy") else value or 1)
+
+
+_COUNTED = "_hvdkeras_counted"  # on a train function wrapped by count_steps: the function it wraps
+
+
+def count_steps(model, on_step: Callable[[], object]) -> bool:
+    """Calls ``on_step()`` each time the running ``fit``'s train function returns, before any callback's hook.
+
+    Call from ``on_train_begin``: Keras 2 and 3 both make ``model.train_function`` before it and
+    call it once per step. A step that raises is not counted. :func:`uncount_steps` undoes it; a
+    later call wraps the function again, not the wrapper.
+
+    Returns:
+        False when ``model`` has no train function to wrap (nothing is counted).
+    """
+    current = getattr(model, "train_function", None)
+    if current is None:
+        return False
+    inner = getattr(current, _COUNTED, current)
+
+    def train_function(*args, **kwargs):
+        logs = inner(*args, **kwargs)
+        on_step()
+        return logs
+
+    setattr(train_function, _COUNTED, inner)
+    model.train_function = train_function
+    return True
+
+
+def uncount_steps(model) -> None:
+    """Undoes :func:`count_steps`: ``model``'s train function is Keras' own again."""
+    inner = getattr(getattr(model, "train_function", None), _COUNTED, None)
+    if inner is not None:
+        model.train_function = inner
 
 
 def progbar_steps_kwargs() -> dict:

@@ -38,6 +38,7 @@ class RunPosition:
         self.last_saved: Optional[checkpointing.CheckpointInfo] = None
         self._start: Optional[Tuple[int, int]] = None  # where the next fit starts, once decided
         self._offset = 0  # batches of the current epoch done before this fit (a resumed partial epoch)
+        self._ran = 0  # training steps of the current epoch that returned in this fit (step_ran)
 
     # ------------------------------------------------------------------ resuming
 
@@ -115,7 +116,7 @@ class RunPosition:
         if self._start is None:
             raise RuntimeError("RunPosition.begin_fit before restore() or continue_at(): the start is unknown")
         self.epoch, self._offset = self._start
-        self.batch = self._offset
+        self.batch, self._ran = self._offset, 0
         return self._start
 
     def end_fit(self) -> None:
@@ -128,6 +129,7 @@ class RunPosition:
         """``fit`` began epoch index ``epoch``."""
         if epoch != self.epoch:
             self.epoch, self.batch = epoch, 0
+        self._ran = 0
 
     def end_batch(self, batch: int) -> None:
         """``fit``'s batch ``batch`` of the current epoch ended (counted from the fit's first batch)."""
@@ -135,7 +137,31 @@ class RunPosition:
 
     def end_epoch(self, epoch: int) -> None:
         """Epoch index ``epoch`` ended: the position is the start of the next."""
-        self.epoch, self.batch, self._offset = epoch + 1, 0, 0
+        self.epoch, self.batch, self._offset, self._ran = epoch + 1, 0, 0, 0
+
+    def step_ran(self) -> None:
+        """A training step of the current epoch returned: its updates ran on this rank
+        (:func:`hvdkeras.runtime.compat.count_steps` calls it before any callback sees the batch)."""
+        self._ran += 1
+
+    def last_step(self, steps: Optional[int]) -> Optional[Tuple[int, int]]:
+        """Where this rank's variables are, by the training steps that returned, when that is between two
+        batches of an epoch.
+
+        The callbacks count a batch in their ``on_train_batch_end``; a collective in a callback before
+        them can fail after the step's updates ran, so after a failure this, not :attr:`batch`, says
+        which batches the variables hold.
+
+        Args:
+            steps: the running ``fit``'s steps per epoch (Keras' ``params["steps"]``), ``None`` if unknown.
+
+        Returns:
+            ``(epoch, batches done)``; ``None`` before this fit's first step of the epoch and after its
+            last (the epoch's end may be under way).
+        """
+        if self._ran == 0 or (steps and self._ran >= steps):
+            return None
+        return self.epoch, self._offset + self._ran
 
     def saved(self, info: checkpointing.CheckpointInfo) -> None:
         """Rank 0 wrote checkpoint ``info``."""

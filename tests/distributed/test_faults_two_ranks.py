@@ -118,23 +118,28 @@ def _stop_rank_one_for(workdir, seconds, *sets):
 
 
 @stall
+@pytest.mark.parametrize("where, position", [("stop", (1, 3)), ("stop-after", (1, 4))],
+                         ids=["frozen-before-its-step", "frozen-after-its-step"])
 def test_a_sigterm_while_a_rank_is_frozen_saves_rank_0s_last_batch_and_the_rerun_matches_an_uninterrupted_run(
-        tmp_path, uninterrupted_exact):
+        tmp_path, uninterrupted_exact, where, position):
     # The soak's finding (issue 52): the ranks agree to stop with an allreduce a frozen rank never joins, so the
     # signal ends in the collective's failure. Rank 0, whose step's updates ran all or none (the exchange releases
     # the gradients together), writes its last whole batch alone and leaves as preempted (75: a requeue starts it
-    # again), naming the frozen rank and that checkpoint. Rank 1 stops itself at batch 4 of epoch 2
-    # (scripts/slow_rank.py), so rank 0 has 3 whole batches of it. Gloo gives up after 8 s here, not 30.
+    # again), naming the frozen rank and that checkpoint. Rank 1 stops itself in batch 4 of epoch 2
+    # (scripts/slow_rank.py). Before its step ("stop"), rank 0 waits in the step's allreduce with 3 whole batches.
+    # After it ("stop-after"), rank 0 ran the step too and waits in a callback's collective (the NaN check)
+    # before the callbacks counted the batch: 4 whole batches, the batch the soak found counted twice.
+    # Gloo gives up after 8 s here, not 30.
     workdir = tmp_path / "work"
     sets = [a for s in EXACT for a in ("--set", s)]
-    watch = OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), "stop", *train_args(workdir)[2:], *sets],
+    watch = OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), where, *train_args(workdir)[2:], *sets],
                                     env=dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="8")))
-    watch.wait_for("rank 1 stops itself", timeout=120, what="rank 1's stop at batch 4 of epoch 2")
+    watch.wait_for("rank 1 stops itself", timeout=120, what="rank 1's stop in batch 4 of epoch 2")
     frozen, chief = rank_pid(1, str(workdir)), rank_pid(0, str(workdir))
     assert frozen is not None and chief is not None, "ranks not found"
     while psutil.Process(frozen).status() != psutil.STATUS_STOPPED:
         time.sleep(0.05)
-    time.sleep(0.5)  # rank 0 is now waiting for rank 1 in batch 4's allreduce
+    time.sleep(0.5)  # rank 0 is now waiting for rank 1 in a collective
     os.kill(chief, signal.SIGTERM)
     line = "hvdkeras: preempted (SIGTERM) but the ranks could not stop together: rank 1 on host"
     watch.wait_for(line, timeout=60, what="rank 0's line")
@@ -146,7 +151,7 @@ def test_a_sigterm_while_a_rank_is_frozen_saves_rank_0s_last_batch_and_the_rerun
     alone = re.search(r"rank 0 wrote the checkpoint of epoch (\d+), batch (\d+) alone: (\S+)", out)
     assert alone is not None, out[-3000:]
     epoch, batch, path = int(alone.group(1)) - 1, int(alone.group(2)), alone.group(3)
-    assert (epoch, batch) == (1, 3) and checkpointing.verify(path) is None
+    assert (epoch, batch) == position and checkpointing.verify(path) is None
     assert said[0].endswith(f"rerun the same command to resume from the last checkpoint (checkpoint epoch {epoch},"
                             f" batch {batch} of epoch {epoch + 1})"), said[0]
 

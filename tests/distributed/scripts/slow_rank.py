@@ -2,6 +2,7 @@
 
     python slow_rank.py SECONDS [RELEASE_FILE] --config FILE --workdir DIR [--set section.key=value ...]
     python slow_rank.py stop --config FILE --workdir DIR [--set section.key=value ...]
+    python slow_rank.py stop-after --config FILE --workdir DIR [--set section.key=value ...]
 
 Rank 1 sleeps at the start of batch 4 of epoch 2 (a slow data loader, a long garbage
 collection) for SECONDS, or until RELEASE_FILE exists if one is given (at most SECONDS):
@@ -13,6 +14,9 @@ one-line errors included.
 
 With ``stop`` instead of SECONDS, rank 1 stops itself there (SIGSTOP, its Horovod thread too): a rank
 frozen at a known batch, the other one waiting in that batch's allreduce after 3 whole batches of epoch 2.
+With ``stop-after``, rank 1 stops itself once batch 4 of epoch 2 has run, before any callback sees that batch:
+the other rank has 4 whole batches of epoch 2 and waits in the first collective of a callback (the per-batch
+NaN check), before its own callbacks have counted the fourth.
 """
 import os
 import signal
@@ -28,7 +32,8 @@ from hvdkeras.runtime import distributed
 from hvdkeras.runtime.compat import keras
 from hvdkeras.training import trainer as trainer_lib
 
-stop = sys.argv[1] == "stop"
+stop = sys.argv[1] in ("stop", "stop-after")
+after = sys.argv[1] == "stop-after"
 seconds = 0.0 if stop else float(sys.argv[1])
 release = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else None
 sys.argv = [sys.argv[0]] + sys.argv[(3 if release else 2):]
@@ -42,8 +47,13 @@ class PauseOnce(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
 
+    def on_train_batch_end(self, batch, logs=None):
+        if distributed.rank() == 1 and self.epoch == 1 and batch == 3 and after:
+            print("rank 1 stops itself", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
     def on_train_batch_begin(self, batch, logs=None):
-        if distributed.rank() == 1 and self.epoch == 1 and batch == 3 and stop:
+        if distributed.rank() == 1 and self.epoch == 1 and batch == 3 and stop and not after:
             print("rank 1 stops itself", flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
         elif distributed.rank() == 1 and self.epoch == 1 and batch == 3:
@@ -56,5 +66,7 @@ class PauseOnce(keras.callbacks.Callback):
 
 
 build_callbacks = trainer_lib.Trainer.callbacks
-trainer_lib.Trainer.callbacks = lambda self, *args, **kwargs: build_callbacks(self, *args, **kwargs) + [PauseOnce()]
+trainer_lib.Trainer.callbacks = (  # first with stop-after: no other callback has seen the batch
+    lambda self, *args, **kwargs: [PauseOnce()] + build_callbacks(self, *args, **kwargs) if after
+    else build_callbacks(self, *args, **kwargs) + [PauseOnce()])
 train.run()

@@ -111,6 +111,11 @@ def test_preemption_writes_a_mid_epoch_checkpoint_at_the_batch_of_the_signal(hvd
     assert again.restored.position == (1, 4)
 
 
+def _one_batch(seed):
+    """An iterator of one batch of two examples, for a train function."""
+    return iter(tf.data.Dataset.from_tensors(xy(2, seed)))
+
+
 def test_after_a_failed_collective_with_a_sigterm_pending_rank_0_saves_its_last_whole_batch_alone(
         hvd_single, tmp_path, capsys):
     import signal as signal_lib
@@ -119,31 +124,37 @@ def test_after_a_failed_collective_with_a_sigterm_pending_rank_0_saves_its_last_
     cb = attach(hc.BackupAndRestore(str(tmp_path), preemption=True, delete_checkpoint=False, keep=0), model, epochs=3,
                 steps=10)
     cb.check_interval_s = 3600  # no agreement in this test: the collective that would hold it has failed
+    model.make_train_function()  # as fit does before on_train_begin
     cb.on_train_begin()
+    step = model.train_function  # counts its returns into the position (compat.count_steps)
     cb.on_epoch_begin(0)
     for batch in range(3):
+        step(_one_batch(batch))
         cb.on_train_batch_end(batch)
     assert cb.save_alone() is None  # no signal: a failure stays a failure, nothing written
     try:
-        os.kill(os.getpid(), signal_lib.SIGTERM)  # noted; then the next batch's allreduce fails
+        os.kill(os.getpid(), signal_lib.SIGTERM)  # noted; then a collective fails:
+        step(_one_batch(3))  # after batch 4's step, in a callback before this one (the NaN check)
         info = cb.save_alone()
-        assert info.position == (0, 3) and sorted(os.listdir(tmp_path)) == ["epoch-0000-batch-0003"]
-        meta = json.loads((tmp_path / "epoch-0000-batch-0003" / "meta.json").read_text())
-        assert meta["alone"] and meta["preempted"] and meta["batch"] == 3
-        assert cb.position.resume_point() == "epoch 0, batch 3 of epoch 1"  # what the failure's line names
-        assert f"rank 0 wrote the checkpoint of epoch 1, batch 3 alone: {info.path}" in capsys.readouterr().out
-        for batch in range(3, 10):
-            cb.on_train_batch_end(batch)
+        assert info.position == (0, 4) and sorted(os.listdir(tmp_path)) == ["epoch-0000-batch-0004"]
+        meta = json.loads((tmp_path / "epoch-0000-batch-0004" / "meta.json").read_text())
+        assert meta["alone"] and meta["preempted"] and meta["batch"] == 4
+        assert cb.position.resume_point() == "epoch 0, batch 4 of epoch 1"  # what the failure's line names
+        assert f"rank 0 wrote the checkpoint of epoch 1, batch 4 alone: {info.path}" in capsys.readouterr().out
+        for batch in range(4, 10):
+            step(_one_batch(batch))
         assert cb.save_alone() is None  # after an epoch's last batch its validation may have been under way
         cb.on_epoch_end(0, {})
         cb.on_epoch_begin(1)
         assert cb.save_alone() is None  # no batch of the epoch yet: the epoch's checkpoint is the last batch
-        cb.on_train_batch_end(0)
+        step(_one_batch(0))
         model.steps_per_execution = 4  # Keras 3's attribute (Keras 2 reads a variable of its own)
         model._steps_per_execution = tf.Variable(4)
         assert cb.save_alone() is None  # the variables may be ahead of the batches counted
     finally:
         cb.signal_flag.uninstall()
+    cb.on_train_end()
+    assert model.train_function is not step and not hasattr(model.train_function, "_hvdkeras_counted")
 
 
 def test_a_fit_sees_a_sigterm_that_came_before_it_on_the_process_flag_and_releases_it_after(hvd_single, tmp_path):

@@ -27,6 +27,28 @@ def test_a_fit_starts_where_it_was_decided_and_counts_its_batches_from_there():
     assert not position.decided and position.start == (0, 0)
 
 
+def test_the_last_step_that_returned_says_which_batches_the_variables_hold_between_two_batches_only():
+    # Issue 52's soak: a callback's collective (the NaN check) before the callbacks count a batch can fail after
+    # the batch's step ran; the steps that returned, not the batches counted, say where the variables are.
+    position = RunPosition()
+    position.continue_at(2, 3)  # a resumed partial epoch of 10 batches: this fit runs its last 7
+    position.begin_fit()
+    position.begin_epoch(2)
+    assert position.last_step(7) is None  # no step of this fit yet: nothing beyond the checkpoint it resumed
+    position.step_ran()
+    position.end_batch(0)
+    position.step_ran()  # the second step ran; its batch was not counted
+    assert position.last_step(7) == (2, 5) and (position.epoch, position.batch) == (2, 4)
+    for _ in range(5):
+        position.step_ran()
+    assert position.last_step(7) is None  # the epoch's last step ran: its end may be under way
+    position.end_epoch(2)
+    position.begin_epoch(3)
+    assert position.last_step(10) is None
+    position.step_ran()
+    assert position.last_step(10) == (3, 1) and position.last_step(None) == (3, 1)
+
+
 def test_without_a_store_a_run_starts_fresh_and_names_no_checkpoint(hvd_single):
     position = RunPosition()
     assert position.restore(small_bn_model()) == (0, 0) and position.decided
