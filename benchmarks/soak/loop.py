@@ -8,6 +8,7 @@ counts from then, so that every fault hits the full world, as the promise it is 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import time
@@ -62,6 +63,16 @@ def batch_seconds(record: dict, steps: Optional[int]) -> Optional[float]:
     return record.get("step_time_s")
 
 
+def _preempted_together(folder: str) -> bool:
+    """Whether the checkpoint in ``folder`` is one the ranks wrote together on a preemption (not rank 0 alone)."""
+    try:
+        with open(os.path.join(folder, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return bool(meta.get("preempted")) and not meta.get("alone")
+
+
 class Loop:
     """Runs ``job`` until it succeeds, ``plan``'s faults injected; :attr:`faults` and :attr:`attempts` after."""
 
@@ -106,7 +117,13 @@ class Loop:
                 os.remove(ballast)  # the operator frees the space before the job is rerun
             leftovers = left_behind(self.job.workdir)
             newest = fault_lib.newest_intact(self.job.checkpoints, self.damaged)
-            attempt = Attempt(index, run.started, self.clock(), None if hang else status, self._read(run.lines),
+            said = self._read(run.lines)
+            before = self.attempts[-1].checkpoints if self.attempts else {}
+            if said.preempted is None and newest and newest[0] not in before and _preempted_together(newest[0]):
+                # Ranks whose launcher went away (ssh sessions ended: the lab's hosts) stop as preempted, but
+                # their line went where their output went after it (the workdir's logs); the checkpoint says it.
+                said.preempted = newest[1]
+            attempt = Attempt(index, run.started, self.clock(), None if hang else status, said,
                               hang=hang, expected_next=newest[1] if newest else None, left_behind=leftovers,
                               checkpoints=fault_lib.checkpoints(self.job.checkpoints))
             self.attempts.append(attempt)

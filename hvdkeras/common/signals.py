@@ -13,6 +13,9 @@ and a SIGTERM must still end the rank as a preemption does: status :data:`PREEMP
   (:func:`hvdkeras.runtime.distributed.init`): until a fit watches it, a SIGTERM prints
   :data:`NOTHING_TO_SAVE` and raises :class:`Preempted`; a fit with the preemption callback takes it
   over (:func:`process_flag`), so a signal that came before the fit is seen by it.
+* The process's flag also stands for the launcher: when the launcher's end of the rank's output closes
+  (``horovodrun`` ending a remote rank's ssh client, a launcher killed), :mod:`hvdkeras.common.launcher_watch`
+  sends the rank SIGTERM, so it stops as a preempted rank does instead of training on, orphaned.
 * :func:`preempted_instead`: a job that ends on a failed collective after a SIGTERM (a rank frozen or lost,
   so the ranks could not agree to stop) still leaves as a preemption, with the failure's line.
 """
@@ -24,6 +27,7 @@ import time
 from typing import Callable, Dict, Optional, Sequence
 
 from hvdkeras.common import log
+from hvdkeras.common.launcher_watch import LauncherWatch
 
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again later", distinct from a failure (1, 2) and a kill (137, 143)
 NOTHING_TO_SAVE = ("preempted (SIGTERM) outside training's preemption checks (during start-up, or without"
@@ -109,20 +113,25 @@ def _leave_with_nothing_to_save(signum: int) -> None:
 
 
 _process_flag: Optional[SignalFlag] = None
+_launcher_watch: Optional[LauncherWatch] = None
 
 
-def install_process_flag() -> Optional[SignalFlag]:
+def install_process_flag(output_after_launcher: Optional[str] = None) -> Optional[SignalFlag]:
     """The process's SIGTERM flag, new and installed (a previous one uninstalled); ``None`` off the main thread.
 
     Until a fit watches it, a SIGTERM ends the rank as a preemption with nothing to save: the line
-    ``hvdkeras: <NOTHING_TO_SAVE>`` and :class:`Preempted` (status :data:`PREEMPTED_EXIT`).
+    ``hvdkeras: <NOTHING_TO_SAVE>`` and :class:`Preempted` (status :data:`PREEMPTED_EXIT`). The launcher's
+    end of the rank's output closing sends the SIGTERM too (:class:`~hvdkeras.common.launcher_watch.LauncherWatch`),
+    after pointing the output at ``output_after_launcher`` (a file; default ``/dev/null``).
     """
-    global _process_flag
+    global _process_flag, _launcher_watch
     uninstall_process_flag()
     flag = SignalFlag(leave=_leave_with_nothing_to_save)
     if not flag.install():
         return None
     _process_flag = flag
+    _launcher_watch = LauncherWatch(divert_to=output_after_launcher)
+    _launcher_watch.start()
     return flag
 
 
@@ -147,8 +156,12 @@ def preempted_instead(error: BaseException) -> Optional[Preempted]:
 
 
 def uninstall_process_flag() -> None:
-    """Puts back the SIGTERM handler the process's flag replaced (tests, and a new job in the same process)."""
-    global _process_flag
+    """Puts back the SIGTERM handler the process's flag replaced and stops watching the launcher (tests, and a
+    new job in the same process)."""
+    global _process_flag, _launcher_watch
+    if _launcher_watch is not None:
+        _launcher_watch.stop()
+        _launcher_watch = None
     if _process_flag is not None:
         _process_flag.uninstall()
         _process_flag = None

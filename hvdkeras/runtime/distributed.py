@@ -13,7 +13,9 @@ Process setup done by :func:`init`, in this order:
 
 0. SIGTERM noted from now on (:func:`hvdkeras.common.signals.install_process_flag`): until a fit's
    preemption callback takes the flag over, a SIGTERM ends the rank as a preemption with nothing
-   to save (status 75 and one line), and a fit still sees one that came before it.
+   to save (status 75 and one line), and a fit still sees one that came before it. The launcher
+   going away (its end of the rank's output closing) is a SIGTERM too; the rank's output then
+   continues in :func:`output_after_launcher`.
 1. ``hvd.init()``.
 2. GPU pinning: a process sees only the GPU at index ``local_rank`` of the host's
    GPU list, with memory growth on. The list is passed in (``gpus=``), so the rule
@@ -32,6 +34,7 @@ import hashlib
 import itertools
 import os
 import random
+import socket
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import horovod.tensorflow as hvd
@@ -192,6 +195,12 @@ class ProcessInfo:
         return self.rank == ROOT_RANK
 
 
+def output_after_launcher(workdir: str) -> str:
+    """Where a rank's output goes once its launcher has gone (:mod:`hvdkeras.common.launcher_watch`):
+    ``<workdir>/logs/after-launcher-<host>-<pid>.log``."""
+    return os.path.join(workdir, "logs", f"after-launcher-{socket.gethostname()}-{os.getpid()}.log")
+
+
 def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
          horovod_cfg: Optional[HorovodConfig] = None, workdir: Optional[str] = None) -> ProcessInfo:
     """Initialises Horovod and this process (see the module docstring).
@@ -209,7 +218,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     Returns:
         What was set up for this process.
     """
-    signals.install_process_flag()
+    signals.install_process_flag(output_after_launcher(workdir) if workdir else None)
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")
     if horovod_cfg is not None:

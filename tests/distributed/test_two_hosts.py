@@ -202,6 +202,48 @@ def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rer
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == list(range(1, done + 2))
 
 
+def test_sigterm_to_the_launcher_stops_both_hosts_ranks_at_one_batch_with_a_checkpoint_and_leaves_none_running(
+        hosts, tmp_path):
+    # horovodrun stops a rank on another host by ending its ssh client: the rank gets no signal and trained on,
+    # orphaned (found by the soak on the two hosts, issue 52). Each rank watches the launcher's end of its output
+    # (hvdkeras/common/launcher_watch.py) and stops as on a SIGTERM: at one batch, with rank 0's checkpoint.
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen(_train_on_hosts(hosts, workdir, "trainer.epochs=500"), cwd=REPO,
+                            env=dict(hosts.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not (workdir / "checkpoints" / "epoch-0002").exists():
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGTERM)  # the launcher alone, as a scheduler or a Ctrl-C on it
+        sent = time.time()
+        out, _ = proc.communicate(timeout=60)
+        running = [pid for h in hosts.hosts for pid in _ranks_running_in(h.netns, str(workdir))]
+        while running and time.time() < sent + 30:
+            time.sleep(0.2)
+            running = [pid for h in hosts.hosts for pid in _ranks_running_in(h.netns, str(workdir))]
+        gone_s = time.time() - sent
+    finally:
+        if proc.poll() is None:
+            kill_group(proc.pid)
+        for h in hosts.hosts:
+            for pid in _ranks_running_in(h.netns, str(workdir)):
+                os.kill(pid, signal.SIGKILL)
+    print(f"\nSIGTERM to the launcher -> both hosts' ranks gone after {gone_s:.1f}s")
+    assert not running, f"ranks still running on the hosts 30 s after the launcher's SIGTERM:\n{out[-3000:]}"
+    stops = sorted(p.name for p in (workdir / "checkpoints").iterdir() if "-batch-" in p.name)
+    assert len(stops) == 1, (sorted(os.listdir(workdir / "checkpoints")), out[-3000:])
+    meta = json.loads((workdir / "checkpoints" / stops[0] / "meta.json").read_text())
+    assert meta["preempted"] and not meta.get("alone"), meta  # both ranks agreed on the batch
+    epoch, batch = meta["epoch"], meta["batch"]
+
+    rerun = launch(_train_on_hosts(hosts, workdir, f"trainer.epochs={epoch + 1}"), env=hosts.env(), timeout=180)
+    resumed = [line for line in rerun.output.splitlines()
+               if f"resuming after epoch {epoch} and batch {batch} of epoch {epoch + 1} from" in line]
+    assert len(resumed) == 2, rerun.output[-3000:]
+
+
 # ------------------------------------------------------------------ an elastic job across a cut link
 
 
