@@ -11,7 +11,8 @@ equal count (Horovod's rule), each one ``hvd.grouped_allreduce``.
 """
 from __future__ import annotations
 
-from typing import Any, Collection, List, Optional, Sequence
+import contextlib
+from typing import Any, Collection, Iterator, List, Optional, Sequence
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
@@ -115,6 +116,12 @@ def allreduce_gradients(grads: Sequence, variables: Optional[Sequence] = None,
     return released_together(out)
 
 
+def _arrived(grads: Sequence) -> List:
+    """The tensors that carry ``grads`` (a sparse gradient's values and indices), ``None`` left out."""
+    return [t for g in grads if g is not None
+            for t in ((g.values, g.indices) if isinstance(g, tf.IndexedSlices) else (g,))]
+
+
 def released_together(grads: Sequence) -> List:
     """``grads`` as they are, each released to what uses it only once every one of them has arrived.
 
@@ -124,16 +131,33 @@ def released_together(grads: Sequence) -> List:
     the others not. Released together, a step's updates run all or none, and a rank's variables
     after a failed step are those of its last whole batch, which rank 0 may then save alone
     (:meth:`hvdkeras.callbacks.backup_and_restore.BackupAndRestore.save_alone`). Eagerly, each
-    allreduce has returned already: nothing to do.
+    allreduce has returned already: nothing to do. What an optimizer changes without reading a
+    gradient waits with :func:`applied_after`.
     """
     out = list(grads)
     if tf.executing_eagerly():
         return out
-    arrived = [t for g in out if g is not None
-               for t in ((g.values, g.indices) if isinstance(g, tf.IndexedSlices) else (g,))]
+    arrived = _arrived(out)
     if len(arrived) < 2:
         return out
     with tf.control_dependencies(arrived):
         return [None if g is None
                 else tf.IndexedSlices(tf.identity(g.values), tf.identity(g.indices), g.dense_shape)
                 if isinstance(g, tf.IndexedSlices) else tf.identity(g) for g in out]
+
+
+@contextlib.contextmanager
+def applied_after(grads: Sequence) -> Iterator[None]:
+    """In a traced step, every op created in the block waits until all of ``grads`` have arrived.
+
+    For the optimizer's apply: its step counter (``iterations``) and its weight decay read no
+    gradient, so without this they run while the exchange is still under way, and a step whose
+    exchange fails leaves the counter one ahead and the weights decayed once. Eagerly, nothing
+    to wait for.
+    """
+    arrived = [] if tf.executing_eagerly() else _arrived(list(grads))
+    if not arrived:
+        yield
+        return
+    with tf.control_dependencies(arrived):
+        yield

@@ -21,7 +21,7 @@ import horovod.tensorflow.keras as hvd_keras
 import tensorflow as tf
 
 from hvdkeras.gradient_exchange import averaged
-from hvdkeras.gradient_exchange.allreduce import released_together
+from hvdkeras.gradient_exchange.allreduce import applied_after, released_together
 from hvdkeras.gradient_exchange.options import ExchangeOptions
 from hvdkeras.runtime import compat
 
@@ -86,7 +86,8 @@ def _average_on_every_path(optimizer) -> None:
     def apply_gradients(grads_and_vars, *args, **kwargs):
         pairs, variables = _averaged_once(grads_and_vars)
         try:
-            return horovod_apply(pairs, *args, **kwargs)
+            with applied_after([g for g, _ in pairs]):  # the step counter and weight decay too: all or none
+                return horovod_apply(pairs, *args, **kwargs)
         finally:
             averaged.clear(variables)
 

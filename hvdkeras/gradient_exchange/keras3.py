@@ -45,7 +45,7 @@ import keras
 import tensorflow as tf
 
 from hvdkeras.gradient_exchange import averaged
-from hvdkeras.gradient_exchange.allreduce import allreduce_gradients
+from hvdkeras.gradient_exchange.allreduce import allreduce_gradients, applied_after
 from hvdkeras.gradient_exchange.options import ExchangeOptions
 from hvdkeras.runtime import compat
 
@@ -107,7 +107,9 @@ def distributed_class(base: Any, options: ExchangeOptions = ExchangeOptions()) -
 
     def _apply(self, grads, variables, trainable_variables, skip):
         if passes == 1:
-            return base.apply(self, exchange(self, grads, variables, skip), trainable_variables)
+            exchanged = exchange(self, grads, variables, skip)
+            with applied_after(exchanged):  # the step counter and weight decay too: all or none
+                return base.apply(self, exchanged, trainable_variables)
         if not self.built:
             self.build(variables)
             self.built = True
@@ -120,7 +122,9 @@ def distributed_class(base: Any, options: ExchangeOptions = ExchangeOptions()) -
             summed: List[Optional[tf.Tensor]] = [
                 None if g is None else tf.convert_to_tensor(acc) / passes if average else tf.convert_to_tensor(acc)
                 for acc, g in zip(self._hvd_accumulators, grads)]
-            base.apply(self, exchange(self, summed, variables, skip, accumulated=True), trainable_variables)
+            exchanged = exchange(self, summed, variables, skip, accumulated=True)
+            with applied_after(exchanged):
+                base.apply(self, exchanged, trainable_variables)
             for acc in self._hvd_accumulators:
                 acc.assign(tf.zeros_like(acc))
             return tf.constant(True)

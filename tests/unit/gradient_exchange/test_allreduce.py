@@ -51,3 +51,33 @@ def test_a_steps_gradients_are_released_together_so_its_updates_run_all_or_none(
     assert none is None and dense.numpy().tolist() == [2.0, 4.0] and sparse.values.numpy().tolist() == [3.0]
     eager = [tf.constant(1.0), None]
     assert allreduce.released_together(eager)[0] is eager[0]  # eagerly every allreduce has returned
+
+
+def _waits_for(op) -> set:
+    """The names of every op ``op`` waits for, through its inputs and control edges."""
+    seen, stack = set(), [op]
+    while stack:
+        current = stack.pop()
+        for before in [t.op for t in current.inputs] + list(current.control_inputs):
+            if before.name not in seen:
+                seen.add(before.name)
+                stack.append(before)
+    return seen
+
+
+def test_what_an_optimizer_changes_without_reading_a_gradient_waits_for_every_gradient():
+    counter = tf.Variable(0)
+
+    @tf.function
+    def step(a, b):
+        grads = [a * 2.0, None, tf.IndexedSlices(b * 3.0, tf.constant([0]), tf.constant([3]))]
+        with allreduce.applied_after(grads):
+            counter.assign_add(1)  # reads no gradient, like the optimizer's step counter
+
+    graph = step.get_concrete_function(tf.TensorSpec([2]), tf.TensorSpec([1])).graph
+    producers = {op.name for op in graph.get_operations() if op.type == "Mul"}
+    (update,) = [op for op in graph.get_operations() if op.type == "AssignAddVariableOp"]
+    assert producers <= _waits_for(update)
+    with allreduce.applied_after([tf.constant(1.0)]):  # eagerly: nothing to wait for
+        counter.assign_add(1)
+    assert int(counter.numpy()) == 1
