@@ -71,17 +71,18 @@ train: $(STAMP)
 	$(LAUNCH) $(PY) -m hvdkeras.train --config $(CONFIG) --workdir $(WORKDIR)
 
 # System packages first (they change how Horovod is built), then every stack's install side by side,
-# then each stack's suite in turn, alone (tools/test_stacks.sh says why).
+# then every stack's suite side by side (tools/test_stacks.sh says why).
 test:
 	$(MAKE) --no-print-directory system-deps
 	bash tools/test_stacks.sh $(MAKE) $(TEST_STACKS)
 
+# Without the tools' caches in the tree (ruff's, pytest's): the stacks' suites run side by side on one checkout.
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
-	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff check --no-cache .
 	$(MYPY)
-	$(PY) -m pytest -q -rs --durations=5 -n 2 tests/unit
-	$(PY) -m pytest -q -rs --durations=0 --durations-min=1 tests/distributed
+	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=5 -n 2 tests/unit
+	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=0 --durations-min=1 tests/distributed
 
 # ruff (pyproject.toml's [tool.ruff]): the whole tree, library, tests, tools and benchmarks; then mypy
 # (its [tool.mypy]): the package, strict on the layer without TensorFlow, clean on every stack.

@@ -4,9 +4,24 @@ import shutil
 
 import pytest
 
+from tests.harness import lab_lock
 from tests.harness.ranks import REPO, SCRIPTS, horovodrun, train_args
 from tests.harness.reports import EXACT
 from tests.harness.shared_job import run_scripts
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _the_lab_alone(request):
+    """A module marked ``lab`` (it brings up the lab's hosts) holds the machine's lab lock for all its tests
+    (``tests/harness/lab_lock.py``): the other stack's suite, running beside this one, may want the lab too."""
+    if request.node.get_closest_marker("lab") is None:
+        yield
+        return
+    with lab_lock.held() as waited:
+        if waited > 1:
+            print(f"\nwaited {waited:.0f}s for the lab (the other suite had it)")
+        yield
+
 
 # The settings of the shared two-epoch run (besides no progress bars): every checkpoint kept.
 TWO_EPOCHS = ("trainer.epochs=2", "checkpoint.keep=0")

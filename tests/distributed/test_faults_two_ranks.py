@@ -27,7 +27,7 @@ from tests.harness.stacks import once_per_make_test
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 # A frozen or slow rank is met by Horovod's own machinery (Gloo's negotiation, the stall inspector of its
 # C++ core, built with patch 0004) and ends in the trainer's one line, the same code on both stacks.
-stall = once_per_make_test("the frozen and slow rank tests (Horovod's stall inspector)", 1.6, stack="keras3")
+stall = once_per_make_test("the frozen and slow rank tests (Horovod's stall inspector)", 1.9, stack="keras2")
 # A lost peer is named by the beacons (hvdkeras/common/peers.py) and ranks that disagree by the pre-flight hash:
 # plain Python and sockets around Horovod's collectives, the same on both stacks.
 peers = once_per_make_test("the lost-peer and pre-flight tests", 0.4, stack="keras3")

@@ -22,7 +22,9 @@ from tests.harness.stacks import once_per_make_test
 
 # The lab's path (namespaces, shaper, ssh, the rows' jobs) does not depend on the stack; keras3 runs it, keras2
 # the bench's round of the same rows (test_bench.py).
-pytestmark = once_per_make_test("the lab's round on the emulated hosts and the exchange on three", 1.8, stack="keras3")
+pytestmark = [
+    once_per_make_test("the lab's round on the emulated hosts and the exchange on three", 1.8, stack="keras3"),
+    pytest.mark.lab]
 
 
 RATE = "2gbit"

@@ -20,7 +20,7 @@ from tests.harness.stacks import once_per_make_test
 
 # The path under test (the generated script, sbatch, horovodrun over ssh, the SIGTERM) does not
 # depend on the stack.
-pytestmark = once_per_make_test("the Slurm cluster tests", 1.2)
+pytestmark = [once_per_make_test("the Slurm cluster tests", 1.2), pytest.mark.lab]
 
 DIGITS = os.path.join("configs", "digits.yaml")
 

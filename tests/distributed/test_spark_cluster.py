@@ -24,7 +24,7 @@ pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip i
 
 # Spark's scheduling and Horovod's task services across hosts do not depend on the stack. The KerasEstimator's
 # checks run here on keras3 and on local[2] on keras2 (test_spark.py), one driver each.
-pytestmark = once_per_make_test("the standalone Spark cluster on the two hosts", 2.5, stack="keras3")
+pytestmark = [once_per_make_test("the standalone Spark cluster on the two hosts", 2.5, stack="keras3"), pytest.mark.lab]
 
 CHECK = os.path.join(SCRIPTS, "spark_cluster_check.py")
 

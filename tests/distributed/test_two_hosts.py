@@ -33,7 +33,7 @@ from tests.harness.stacks import once_per_make_test
 
 # What these add to the two-rank tests (ssh launching across hosts, a link going down) does not
 # depend on the stack; the training itself is the same code the local two-rank tests run on both.
-pytestmark = once_per_make_test("the two-host tests", 1.2, stack="keras3")
+pytestmark = [once_per_make_test("the two-host tests", 1.2, stack="keras3"), pytest.mark.lab]
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 SCRIPT = os.path.join(SCRIPTS, "host_and_report.py")

@@ -1,0 +1,59 @@
+"""tests/harness/lab_lock.py: one holder of the lab at a time, across processes; a stuck holder named."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.harness import lab_lock
+
+HOLD = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from tests.harness import lab_lock
+with lab_lock.held({path!r}):
+    print("held", flush=True)
+    time.sleep({seconds})
+"""
+
+
+def _holder(path, seconds):
+    from tests.harness.ranks import REPO
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLD.format(repo=REPO, path=str(path), seconds=seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_holder_waits_until_the_first_lets_go(tmp_path):
+    path = tmp_path / "lab.lock"
+    first = _holder(path, 1.5)
+    with lab_lock.held(str(path), wait_s=30) as waited:
+        assert 1.0 < waited < 30  # the first held it 1.5 s after saying so
+    first.wait(timeout=10)
+
+
+def test_a_holder_that_never_lets_go_is_named_after_the_wait(tmp_path):
+    path = tmp_path / "lab.lock"
+    stuck = _holder(path, 30)
+    try:
+        tic = time.monotonic()
+        with pytest.raises(TimeoutError) as err:
+            with lab_lock.held(str(path), wait_s=1):
+                pass
+        assert time.monotonic() - tic < 10
+        assert str(err.value) == (f"the lab's lock {path} was held for 1s by pid {stuck.pid}; is a stuck test or lab"
+                                  " still running? (python -m lab.hosts down)")
+    finally:
+        stuck.kill()
+        stuck.wait()
+
+
+def test_the_lock_is_free_again_after_the_block_and_after_an_error(tmp_path):
+    path = str(tmp_path / "lab.lock")
+    with pytest.raises(RuntimeError):
+        with lab_lock.held(path, wait_s=1):
+            raise RuntimeError("inside")
+    with lab_lock.held(path, wait_s=1) as waited:
+        assert waited < 0.5
