@@ -180,11 +180,14 @@ def _stack() -> str:
     from importlib import metadata
 
     found = []
-    for name in ("tensorflow", "keras", "horovod"):
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
+    # the stacks install TensorFlow as tensorflow-cpu; a GPU machine's is tensorflow
+    for names in (("tensorflow", "tensorflow-cpu"), ("keras",), ("horovod",)):
+        for name in names:
+            try:
+                found.append(f"{names[0]} {metadata.version(name)}")
+                break
+            except metadata.PackageNotFoundError:
+                pass
     return ", ".join(found)
 
 

@@ -63,15 +63,14 @@ def divert(fds: Sequence[int], path: Optional[str] = None) -> str:
     Returns:
         Where they point now.
     """
-    target = os.devnull
+    fd, target = -1, os.devnull
     if path is not None:
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            target = path
+            fd, target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), path
         except OSError:
-            fd = os.open(os.devnull, os.O_WRONLY)
-    else:
+            pass
+    if fd < 0:
         fd = os.open(os.devnull, os.O_WRONLY)
     try:
         for out in fds:

@@ -453,3 +453,22 @@ def test_a_sigterm_while_a_rank_is_frozen_may_lose_what_a_kill_loses_and_no_more
     assert out.held and out.allowed == out.lost == 10 and "a rank was frozen" in out.note
     thawed = _fault(schedule.FREEZE, 5.0, freeze_s=10.0, freeze_end=schedule.THAW)  # went on before the SIGTERM
     assert not accounting.outcomes([thawed, fault], attempts, STEPS)[1].held
+
+
+def test_the_report_names_the_stacks_tensorflow_whichever_package_installed_it(monkeypatch):
+    from importlib import metadata
+
+    from benchmarks.soak import __main__ as soak_main
+
+    installed = {"tensorflow-cpu": "2.21.0", "keras": "3.10.0", "horovod": "0.28.1"}
+
+    def version(name):
+        if name not in installed:
+            raise metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert soak_main._stack() == "tensorflow 2.21.0, keras 3.10.0, horovod 0.28.1"
+    installed["tensorflow"] = installed.pop("tensorflow-cpu")
+    del installed["horovod"]
+    assert soak_main._stack() == "tensorflow 2.21.0, keras 3.10.0"
