@@ -16,7 +16,9 @@
 # about 80% of its time (its ranks start, wait for a peer, a timeout, a link), and two suites fill
 # each other's gaps. Measured on this machine (docs/testing.md): both distributed suites side by side
 # took 1668 s where one after the other took 1897 s, every test passing. What the machine has once,
-# the lab's hosts, one suite at a time holds (tests/harness/lab_lock.py).
+# the lab's hosts, one suite at a time holds (tests/harness/lab_lock.py). The suites in the background
+# run their distributed tests first (ORDER=distributed-first, Makefile), so that the unit tests, which
+# keep both cores busy, run beside the other suite's distributed tests, not beside each other's.
 set -uo pipefail
 
 MAKE_CMD=${1:?usage: test_stacks.sh MAKE STACK [STACK ...]}
@@ -63,7 +65,7 @@ pending=()
 set -m
 for stack in "${STACKS[@]:1}"; do
   echo "== test suite on stack $stack: in the background, beside ${STACKS[0]}'s; its output in runs/test-$stack.log =="
-  "$MAKE_CMD" --no-print-directory test-stack STACK="$stack" > "runs/test-$stack.log" 2>&1 &
+  "$MAKE_CMD" --no-print-directory test-stack STACK="$stack" ORDER=distributed-first > "runs/test-$stack.log" 2>&1 &
   pending+=("$!:$stack")
 done
 set +m

@@ -140,6 +140,11 @@ def _ranks_running_in(netns, marker):
     return found
 
 
+def _ranks_on_the_hosts(hosts, marker):
+    """The PIDs of the processes whose command line holds ``marker``, on every host of ``hosts``."""
+    return [pid for h in hosts.hosts for pid in _ranks_running_in(h.netns, marker)]
+
+
 @contextlib.contextmanager
 def _link_to_cut(host, proc, workdir):
     """Yields ``cut()``, which takes ``host``'s link down and returns when; afterwards, however the
@@ -219,17 +224,16 @@ def test_sigterm_to_the_launcher_stops_both_hosts_ranks_at_one_batch_with_a_chec
         os.kill(proc.pid, signal.SIGTERM)  # the launcher alone, as a scheduler or a Ctrl-C on it
         sent = time.time()
         out, _ = proc.communicate(timeout=60)
-        running = [pid for h in hosts.hosts for pid in _ranks_running_in(h.netns, str(workdir))]
+        running = _ranks_on_the_hosts(hosts, str(workdir))
         while running and time.time() < sent + 30:
             time.sleep(0.2)
-            running = [pid for h in hosts.hosts for pid in _ranks_running_in(h.netns, str(workdir))]
+            running = _ranks_on_the_hosts(hosts, str(workdir))
         gone_s = time.time() - sent
     finally:
         if proc.poll() is None:
             kill_group(proc.pid)
-        for h in hosts.hosts:
-            for pid in _ranks_running_in(h.netns, str(workdir)):
-                os.kill(pid, signal.SIGKILL)
+        for pid in _ranks_on_the_hosts(hosts, str(workdir)):
+            os.kill(pid, signal.SIGKILL)
     print(f"\nSIGTERM to the launcher -> both hosts' ranks gone after {gone_s:.1f}s")
     assert not running, f"ranks still running on the hosts 30 s after the launcher's SIGTERM:\n{out[-3000:]}"
     stops = sorted(p.name for p in (workdir / "checkpoints").iterdir() if "-batch-" in p.name)

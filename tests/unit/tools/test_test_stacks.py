@@ -12,10 +12,10 @@ DRIVER = os.path.join(REPO, "tools", "test_stacks.sh")
 # The stand-in make: logs "<start|end> <target> <stack> <time>", sleeps for a test-stack, fails where FAIL names the
 # "<target>:<stack>".
 FAKE_MAKE = """#!/usr/bin/env bash
-target=$2 stack=${3#STACK=}
-echo "start $target $stack $(date +%s.%N)" >> "$LOG"
+target=$2 stack=${3#STACK=} order=${4:-ORDER=}
+echo "start $target $stack $(date +%s.%N) ${order#ORDER=}" >> "$LOG"
 [ "$target" = test-stack ] && { echo "suite of $stack ran"; sleep 1; }
-echo "end $target $stack $(date +%s.%N)" >> "$LOG"
+echo "end $target $stack $(date +%s.%N) ${order#ORDER=}" >> "$LOG"
 [ "$FAIL" = "$target:$stack" ] && { echo "$stack: a test failed"; exit 2; }
 exit 0
 """
@@ -28,16 +28,20 @@ def _drive(tmp_path, fail=""):
     log = tmp_path / "calls.log"
     proc = subprocess.run(["bash", DRIVER, str(make), "keras2", "keras3"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60, env=dict(os.environ, LOG=str(log), FAIL=fail))
-    calls = {}
+    calls, orders = {}, {}
     for line in log.read_text().splitlines():
-        what, target, stack, at = line.split()
+        what, target, stack, at, *order = line.split()
         calls[(what, target, stack)] = float(at)
-    return proc, calls
+        if target == "test-stack":
+            orders[stack] = order
+    return proc, calls, orders
 
 
 def test_every_install_comes_first_then_the_suites_run_side_by_side(tmp_path):
-    proc, calls = _drive(tmp_path)
+    proc, calls, orders = _drive(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the background suite runs its distributed tests first, beside the foreground's unit tests
+    assert orders == {"keras2": [], "keras3": ["distributed-first"]}
     last_install = max(calls[("end", "install", s)] for s in ("keras2", "keras3"))
     starts = [calls[("start", "test-stack", s)] for s in ("keras2", "keras3")]
     ends = [calls[("end", "test-stack", s)] for s in ("keras2", "keras3")]
@@ -50,7 +54,7 @@ def test_every_install_comes_first_then_the_suites_run_side_by_side(tmp_path):
 
 @pytest.mark.parametrize("stack", ["keras2", "keras3"])
 def test_a_suite_that_fails_on_either_stack_fails_make_test_after_both_ran(tmp_path, stack):
-    proc, calls = _drive(tmp_path, fail=f"test-stack:{stack}")
+    proc, calls, _ = _drive(tmp_path, fail=f"test-stack:{stack}")
     assert proc.returncode == 1
     assert ("end", "test-stack", "keras2") in calls and ("end", "test-stack", "keras3") in calls
     assert f"{stack}: a test failed" in proc.stdout
@@ -60,7 +64,7 @@ def test_a_suite_that_fails_on_either_stack_fails_make_test_after_both_ran(tmp_p
 
 def test_an_install_that_fails_runs_no_suite(tmp_path):
     tic = time.monotonic()
-    proc, calls = _drive(tmp_path, fail="install:keras3")
+    proc, calls, _ = _drive(tmp_path, fail="install:keras3")
     assert proc.returncode == 2 and "the install of stack keras3 failed" in proc.stderr
     assert not [c for c in calls if c[1] == "test-stack"]
     assert time.monotonic() - tic < 30
