@@ -25,7 +25,7 @@ MAKE_CMD=${1:?usage: test_stacks.sh MAKE STACK [STACK ...]}
 shift
 STACKS=("$@")
 mkdir -p runs
-pending=()   # "pid:stack" of each background install
+pending=()   # "pid:stack" of each background install, then of each background suite
 
 stop_background() {
   local entry
@@ -38,14 +38,21 @@ stop_background() {
 }
 trap 'stop_background; exit 130' INT TERM
 
-# A process group of its own for each background install (job control), so that stop_background
-# ends the whole install (pip, compiler, checks).
-set -m
-for stack in "${STACKS[@]:1}"; do
-  "$MAKE_CMD" --no-print-directory install STACK="$stack" > "runs/install-$stack.log" 2>&1 &
-  pending+=("$!:$stack")
-done
-set +m
+# start_background LOG TARGET [ARG ...]: `make TARGET STACK=<stack> ARG...` for every stack but the first,
+# its output in runs/LOG-<stack>.log, each in a process group of its own (job control), so that
+# stop_background ends all of it (pip, compiler, checks; pytest and its ranks).
+start_background() {
+  local log=$1 target=$2 stack
+  shift 2
+  set -m
+  for stack in "${STACKS[@]:1}"; do
+    "$MAKE_CMD" --no-print-directory "$target" STACK="$stack" "$@" > "runs/$log-$stack.log" 2>&1 &
+    pending+=("$!:$stack")
+  done
+  set +m
+}
+
+start_background install install
 
 "$MAKE_CMD" --no-print-directory install STACK="${STACKS[0]}" || { status=$?; stop_background; exit "$status"; }
 
@@ -62,13 +69,10 @@ for entry in "${pending[@]}"; do
 done
 pending=()
 
-set -m
 for stack in "${STACKS[@]:1}"; do
   echo "== test suite on stack $stack: in the background, beside ${STACKS[0]}'s; its output in runs/test-$stack.log =="
-  "$MAKE_CMD" --no-print-directory test-stack STACK="$stack" ORDER=distributed-first > "runs/test-$stack.log" 2>&1 &
-  pending+=("$!:$stack")
 done
-set +m
+start_background test test-stack ORDER=distributed-first
 
 failed=()
 "$MAKE_CMD" --no-print-directory test-stack STACK="${STACKS[0]}" || failed+=("${STACKS[0]}")
