@@ -83,6 +83,9 @@ test:
 TEST_UNIT = $(PY) -m pytest -q -rs -p no:cacheprovider --durations=5 -n 2 tests/unit
 TEST_DISTRIBUTED = $(PY) -m pytest -q -rs -p no:cacheprovider --durations=0 --durations-min=1 tests/distributed
 ORDER ?= unit-first
+ifeq ($(filter unit-first distributed-first,$(ORDER)),)
+$(error unknown ORDER=$(ORDER); choose unit-first or distributed-first)
+endif
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
 	$(VENV)/bin/ruff check --no-cache .

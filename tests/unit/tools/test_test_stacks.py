@@ -68,3 +68,10 @@ def test_an_install_that_fails_runs_no_suite(tmp_path):
     assert proc.returncode == 2 and "the install of stack keras3 failed" in proc.stderr
     assert not [c for c in calls if c[1] == "test-stack"]
     assert time.monotonic() - tic < 30
+
+
+def test_an_unknown_order_of_a_stacks_suite_is_one_line():
+    proc = subprocess.run(["make", "-n", "test-stack", "ORDER=units-last"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode != 0
+    assert "unknown ORDER=units-last; choose unit-first or distributed-first" in proc.stderr.strip().splitlines()[-1]
