@@ -10,6 +10,17 @@ from tests.harness.reports import EXACT
 from tests.harness.shared_job import run_scripts
 
 
+def pytest_addoption(parser):
+    parser.addoption("--lab-modules", choices=lab_lock.WHERE, default="in-place",
+                     help="run the modules marked lab first or last (the Makefile's ORDER chooses; "
+                          "tests/harness/lab_lock.py says why)")
+
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = lab_lock.place_lab_modules(items, lambda item: item.get_closest_marker("lab") is not None,
+                                          config.getoption("--lab-modules"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _the_lab_alone(request):
     """A module marked ``lab`` (it brings up the lab's hosts) holds the machine's lab lock for all its tests

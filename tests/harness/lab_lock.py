@@ -4,13 +4,17 @@ The lab's hosts (``lab/hosts.py``) have fixed names and addresses, and Slurm's a
 them, so two test modules that bring the lab up at the same time break each other: for instance both stacks' suites,
 which ``make test`` runs side by side (``tools/test_stacks.sh``). A module marked ``lab`` holds an exclusive
 ``flock`` on :data:`PATH` from its first test to its last; another waits for it.
+
+Waiting is time lost on that suite's lane, so the suites also keep out of each other's way: one that starts with
+its unit tests runs its lab modules first, one that starts with its distributed tests runs them last
+(:func:`place_lab_modules`, asked for by the Makefile's ``--lab-modules``).
 """
 import contextlib
 import fcntl
 import os
 import tempfile
 import time
-from typing import Iterator
+from typing import Iterator, List, Sequence, TypeVar
 
 PATH = os.path.join(tempfile.gettempdir(), "hvdkeras-lab.lock")
 # A lab module takes 3 minutes at most here (the Spark cluster's); waiting for one much longer means a stuck holder.
@@ -42,3 +46,27 @@ def held(path: str = PATH, wait_s: float = WAIT_S) -> Iterator[float]:
         yield time.monotonic() - tic
     finally:
         os.close(fd)  # releases the lock
+
+
+WHERE = ("first", "last", "in-place")
+Item = TypeVar("Item")
+
+
+def place_lab_modules(items: Sequence[Item], is_lab, where: str) -> List[Item]:
+    """``items`` (pytest's collected tests, in order) with the lab modules' tests moved ``where``.
+
+    Args:
+        items: the collected tests.
+        is_lab: tells a lab module's test (marked ``lab``) from another.
+        where: ``first``, ``last`` or ``in-place``; each group keeps its own order, so a module's tests stay together.
+
+    Returns:
+        The reordered list.
+    """
+    if where not in WHERE:
+        raise ValueError(f"where must be one of {', '.join(WHERE)}; received: {where!r}")
+    if where == "in-place":
+        return list(items)
+    lab = [item for item in items if is_lab(item)]
+    rest = [item for item in items if not is_lab(item)]
+    return lab + rest if where == "first" else rest + lab

@@ -57,3 +57,28 @@ def test_the_lock_is_free_again_after_the_block_and_after_an_error(tmp_path):
             raise RuntimeError("inside")
     with lab_lock.held(path, wait_s=1) as waited:
         assert waited < 0.5
+
+
+def test_the_lab_modules_go_first_or_last_each_group_in_its_own_order():
+    items = ["a::1", "lab1::1", "b::1", "lab1::2", "lab2::1", "c::1"]
+    is_lab = lambda item: item.startswith("lab")  # noqa: E731
+    lab, rest = ["lab1::1", "lab1::2", "lab2::1"], ["a::1", "b::1", "c::1"]
+    assert lab_lock.place_lab_modules(items, is_lab, "first") == lab + rest
+    assert lab_lock.place_lab_modules(items, is_lab, "last") == rest + lab
+    assert lab_lock.place_lab_modules(items, is_lab, "in-place") == items
+    with pytest.raises(ValueError, match="received: 'middle'"):
+        lab_lock.place_lab_modules(items, is_lab, "middle")
+
+
+def test_the_distributed_suite_collects_its_lab_modules_where_asked():
+    # the hook's wiring (tests/distributed/conftest.py), once: the order itself is the test above's
+    from tests.harness.ranks import REPO
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "tests/distributed", "--lab-modules", "first"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    files = [line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line]
+    lab = {"tests/distributed/test_lab.py", "tests/distributed/test_slurm.py", "tests/distributed/test_two_hosts.py",
+           "tests/distributed/test_spark_cluster.py"}
+    order = list(dict.fromkeys(files))
+    assert set(order[:4]) == lab, proc.stdout[-2000:] + proc.stderr[-2000:]
