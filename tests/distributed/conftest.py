@@ -73,7 +73,8 @@ def api_and_gradients(tmp_path_factory):
     arithmetic, then the default digits job with fp16 compression; ``test_gradient_exchange.py``), then
     ``scripts/horovod_keras_api.py`` (Horovod's Keras API; ``test_horovod_keras_api.py``). The training comes
     before the API's checks: after their collectives (``collectives()``: allgather, broadcast, reducescatter), the
-    digits job trained about twice as slowly in the same processes (keras3, 55-59 s against 30-31 s for its 15 epochs).
+    digits job trained about twice as slowly in the same processes (keras3, 55-59 s against 30-31 s for 15 epochs; it
+    now trains 6).
     Returns ``(ScriptsJob, base folder)``; the scripts' names are ``gradient_check`` and ``horovod_keras_api``,
     their folders ``base/fp16`` and ``base/api``."""
     base = tmp_path_factory.mktemp("api_and_gradients")

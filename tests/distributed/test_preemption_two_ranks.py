@@ -88,23 +88,6 @@ def test_sigterm_on_one_rank_stops_both_at_one_batch_and_the_rerun_matches_an_un
     assert_trained_as_uninterrupted(workdir, uninterrupted_exact)
 
 
-# What this adds to the SIGTERM on one rank (which runs on both stacks) is horovodrun's: it forwards the signal to
-# every rank and kills them after its grace; the ranks' handling is the same code as above.
-@once_per_make_test("the SIGTERM to the launcher (horovodrun's forwarding)", 0.2, stack="keras2")
-def test_sigterm_on_the_launcher_reaches_both_ranks_within_its_grace(tmp_path):
-    workdir = tmp_path / "work"
-    proc = _start(workdir, "trainer.epochs=400")
-    wait_for_epochs(proc, workdir, 1)
-    os.kill(proc.pid, signal.SIGTERM)  # horovodrun forwards it and kills the ranks 5 s later
-    out = finish(proc)
-    lines = _preempted_lines(out)
-    assert len(lines) == 2, out[-3000:]
-    assert checkpointing.verify(lines[0].group(4)) is None
-    epoch, batch = _position(lines[0])
-    found = checkpointing.CheckpointStore(str(workdir / "checkpoints")).latest_intact()
-    assert found.position == (epoch, batch)
-
-
 # The manifest check, the skip and the move aside are plain Python (hvdkeras/runtime/checkpointing.py's manifest);
 # resuming from the checkpoint before is every resume test's, on both stacks.
 @once_per_make_test("the damaged-checkpoint test (the manifest check)", 0.2, stack="keras3")
