@@ -65,6 +65,13 @@ class ClusterInfo:
         return json.dumps({"hosts": json.loads(self.hosts.to_json()), "folder": self.folder, "conf": self.conf,
                            "nodes": self.nodes}, indent=2)
 
+    @classmethod
+    def from_json(cls, text: str) -> "ClusterInfo":
+        """A running cluster as :meth:`to_json` described it (``up`` writes it to ``cluster.json`` in its folder)."""
+        d = json.loads(text)
+        return cls(hosts=hosts_lib.HostsInfo.from_json(json.dumps(d["hosts"])), folder=d["folder"], conf=d["conf"],
+                   nodes=d["nodes"])
+
 
 def can_run() -> Tuple[bool, str]:
     """Whether this machine can run the cluster, and if not why (one line)."""

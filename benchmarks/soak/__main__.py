@@ -21,10 +21,14 @@ from benchmarks.soak.schedule import (
     HOST_LEAVE,
     KINDS,
     LINK_CUT,
+    NODE_FAIL,
+    SLURM_KINDS,
+    SLURM_MAY,
     TWO_HOST_KINDS,
     parse_range,
     plan,
 )
+from benchmarks.soak.slurm_job import SlurmJob
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
@@ -40,6 +44,9 @@ SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_
 # start-up (TensorFlow's import) took longer than 10 s on 2 busy cores: with --short's 10 s the survivor aborted
 # at the rejoin and the job ended (the stall limit it is short for matters to freeze, not an elastic kind).
 SHORT_ELASTIC = dict(SHORT, faults=3, epochs=200, interval="25-35", gloo_timeout=30)
+# --slurm --short: one fault of each Slurm kind; the generated script's horovodrun keeps Horovod's 30 s Gloo timeout.
+SHORT_SLURM = dict(SHORT, faults=4, gloo_timeout=30)
+SLURM_GLOO_TIMEOUT = 30  # what the generated sbatch script's horovodrun waits (Horovod's default)
 # An elastic job on two "hosts" of this machine (tests/distributed/test_elastic.py's): their names in the hosts file.
 ELASTIC_HOSTS = ("localhost", "127.0.0.1")
 COMMIT_EVERY = 5  # elastic.commit_every_batches, set on the job's command line (the test's)
@@ -60,6 +67,12 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         f" (default: {','.join(KINDS)}; with --hosts 2 also {','.join(TWO_HOST_KINDS)})")
     parser.add_argument("--hosts", type=int, default=0, choices=(0, 2),
                         help="2: one rank on each of the lab's two emulated hosts (python -m lab.hosts; needs root)")
+    parser.add_argument("--slurm", action="store_true",
+                        help="the generated sbatch script on the lab's two-node Slurm (python -m lab.slurm; needs"
+                             f" root), Slurm's requeue the restart loop; its kinds: {', '.join(SLURM_KINDS)} (may add"
+                             f" {', '.join(k for k in SLURM_MAY if k not in SLURM_KINDS)})")
+    parser.add_argument("--slurm-cluster", default=None, metavar="CLUSTER_JSON",
+                        help="--slurm on a running lab cluster (its cluster.json; python -m lab.slurm up), left up")
     parser.add_argument("--elastic", action="store_true",
                         help="an elastic job (horovodrun --min-np 1 --max-np 2, two hosts of this machine in a hosts"
                              f" file in --out); its kinds: {', '.join(ELASTIC_KINDS)}")
@@ -84,7 +97,8 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--out", default=os.path.join("runs", "soak"))
     parser.add_argument(IN_NAMESPACE, action="store_true", dest="in_namespace", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    fallback = ((SHORT_ELASTIC if args.elastic else SHORT) if args.short else
+    args.slurm = args.slurm or args.slurm_cluster is not None
+    fallback = ((SHORT_ELASTIC if args.elastic else SHORT_SLURM if args.slurm else SHORT) if args.short else
                 {"faults": 30, "interval": "30-90", "epochs": 600, "deadline": 150.0, "gloo_timeout": 30,
                  "startup": 15.0, "leave": 20.0})
     for key, value in fallback.items():
@@ -97,14 +111,26 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.elastic and args.hosts:
         parser.error("--elastic runs on this machine's two names for itself; the lab's hosts (--hosts 2) are"
                      " another soak: drop one of them")
+    if args.slurm and (args.elastic or args.hosts):
+        parser.error("--slurm runs the job on the lab's Slurm cluster (its own two hosts): drop --elastic and --hosts")
+    if args.slurm and args.gloo_timeout != SLURM_GLOO_TIMEOUT:
+        parser.error(f"--gloo-timeout with --slurm: the generated script's horovodrun waits {SLURM_GLOO_TIMEOUT} s"
+                     f" (Horovod's default); received: {args.gloo_timeout}")
     if args.kinds is None:
-        args.kinds = ",".join(ELASTIC_KINDS if args.elastic else KINDS + (TWO_HOST_KINDS if args.hosts else ()))
+        args.kinds = ",".join(ELASTIC_KINDS if args.elastic else SLURM_KINDS if args.slurm else
+                              KINDS + (TWO_HOST_KINDS if args.hosts else ()))
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in args.kinds if k not in ALL_KINDS]
     if unknown or not args.kinds:
         parser.error(f"--kinds: unknown {unknown}; choose from {', '.join(ALL_KINDS)}")
-    if LINK_CUT in args.kinds and not args.hosts:
+    if LINK_CUT in args.kinds and not (args.hosts or args.slurm):
         parser.error(f"--kinds: {LINK_CUT} needs the lab's two hosts: add --hosts 2")
+    if NODE_FAIL in args.kinds and not args.slurm:
+        parser.error(f"--kinds: {NODE_FAIL} needs a Slurm job: add --slurm")
+    not_slurm = [k for k in args.kinds if args.slurm and k not in SLURM_MAY]
+    if not_slurm:
+        parser.error(f"--kinds: {', '.join(not_slurm)} with --slurm: choose from {', '.join(SLURM_MAY)}"
+                     " (benchmarks.soak.schedule says why)")
     if HOST_LEAVE in args.kinds and not args.elastic:
         parser.error(f"--kinds: {HOST_LEAVE} needs an elastic job: add --elastic")
     promised_nothing = [k for k in args.kinds if args.elastic and k not in ELASTIC_KINDS]
@@ -113,6 +139,19 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                      f" (benchmarks.soak.schedule says why); choose from {', '.join(ELASTIC_KINDS)}")
     if args.leave <= 0 or args.rejoin_limit <= 0:
         parser.error(f"--leave and --rejoin-limit must be above 0; received: {args.leave:g}, {args.rejoin_limit:g}")
+    if args.slurm:
+        from lab import hosts as lab_hosts
+        from lab import slurm as lab_slurm
+
+        ok, reason = lab_slurm.can_run()
+        if not ok:
+            parser.error(f"--slurm: the lab's Slurm cluster cannot run here: {reason}")
+        if args.slurm_cluster is not None and not os.path.isfile(args.slurm_cluster):
+            parser.error(f"--slurm-cluster: no such file: {args.slurm_cluster} (python -m lab.slurm up writes"
+                         " cluster.json in its folder)")
+        if args.slurm_cluster is None and lab_hosts.any_up():
+            parser.error("--slurm: the lab's hosts are up already, maybe for another job (starting them again would"
+                         " tear that job's down); wait for it, or run python -m lab.slurm down if they are stale")
     if args.hosts:
         from lab import hosts as lab_hosts
 
@@ -144,13 +183,30 @@ def command(args, workdir: str, lab=None) -> List[str]:
                  "--host-discovery-script", f"{sys.executable} -m hvdkeras.discover_hosts"]
     else:
         where = [*lab.horovodrun_args(), "--disable-cache"] if lab is not None else ["-H", "localhost:2"]
+    return [args.horovodrun, "-np", "2", *where, "--gloo", "--gloo-timeout-seconds",
+            str(args.gloo_timeout), sys.executable, "-m", "hvdkeras.train", *train_args(args, workdir)]
+
+
+def train_args(args, workdir: str) -> List[str]:
+    """The trainer's arguments, the same for every kind of soak."""
     elastic = (["--set", "elastic.enabled=true", "--set", f"elastic.commit_every_batches={COMMIT_EVERY}"]
                if args.elastic else [])
-    return [args.horovodrun, "-np", "2", *where, "--gloo", "--gloo-timeout-seconds",
-            str(args.gloo_timeout), sys.executable, "-m", "hvdkeras.train", "--config", args.config,
-            "--workdir", workdir, "--set", f"trainer.epochs={args.epochs}",
+    return ["--config", args.config, "--workdir", workdir, "--set", f"trainer.epochs={args.epochs}",
             "--set", "model.dropout=0",  # the end is compared bit for bit (docs/reliability.md)
             "--set", "trainer.export=false", "--set", f"checkpoint.keep={KEEP}", *elastic]
+
+
+def slurm_job(args, cluster, workdir: str, env: dict, name: str) -> SlurmJob:
+    """The job as the sbatch script ``python -m hvdkeras.train --dry_run --launcher slurm`` writes for the cluster's
+    nodes (one rank each), in ``--out`` as ``<name>.sbatch``; its output goes to ``--out/logs/<name>.out``."""
+    out = os.path.abspath(args.out)
+    script = os.path.join(out, f"{name}.sbatch")
+    dry = [sys.executable, "-m", "hvdkeras.train", *train_args(args, workdir), "--dry_run", "--launcher", "slurm",
+           "--np", "2", "--hosts", ",".join(f"{node}:1" for node in cluster.nodes), "--dry_run_output", script]
+    res = subprocess.run(dry, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(f"the dry run that writes {script} failed: {res.stderr.strip()[-2000:]}")
+    return SlurmJob(script, os.path.join(out, "logs", f"{name}.out"), cluster.env(env), REPO, cluster.nodes)
 
 
 def hosts_file(out: str) -> str:
@@ -238,7 +294,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.elastic:
         env["HVDKERAS_HOSTS_FILE"] = os.path.join(out, "hosts")  # hosts_file() writes it before each run
     tic = time.time()
-    mounted, lab = False, None
+    mounted, lab, cluster, jobs = False, None, None, {}
     os.makedirs(disk, exist_ok=True)
     try:
         if FULL_DISK in args.kinds:  # before the lab's hosts start: their own mount namespaces copy it
@@ -249,11 +305,24 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             lab = lab_hosts.up(os.path.join(out, "lab"))
             env = lab.env(env)
+        if args.slurm:
+            from lab import hosts as lab_hosts
+            from lab import slurm as lab_slurm
+
+            if args.slurm_cluster is not None:
+                with open(args.slurm_cluster) as f:
+                    cluster = lab_slurm.ClusterInfo.from_json(f.read())
+            else:
+                cluster = lab_slurm.up(os.path.join(out, "slurm"))
+                print(f"[soak] the lab's Slurm cluster is up: nodes {', '.join(cluster.nodes)}", flush=True)
+            jobs = {name: slurm_job(args, cluster, where, env, name)
+                    for name, where in (("job", workdir), ("quiet", quiet_dir))}
         quiet = None
         if not args.no_quiet:
             print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
             quiet = Loop(Job(command(args, quiet_dir, lab), env, REPO, quiet_dir,
-                             hosts_file=hosts_file(out) if args.elastic else None), [], args.interval, args.deadline,
+                             hosts_file=hosts_file(out) if args.elastic else None, slurm=jobs.get("quiet")),
+                         [], args.interval, args.deadline,
                          os.path.join(out, "logs", "quiet"), max_attempts=1, promise=promise(args))
             os.makedirs(quiet.logs, exist_ok=True)
             if not quiet.run():
@@ -262,9 +331,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                       stall_limit_s=args.gloo_timeout, leave_s=args.leave)
         print(f"[soak] {len(faults)} faults planned (seed {args.seed}): "
               + ", ".join(f"{f.kind}@{f.anchor}+{f.delay_s:g}s" for f in faults), flush=True)
-        links = {rank: end for rank, (_, _, _, end) in enumerate(lab_hosts.HOST_SPECS)} if lab else {}
+        links = ({rank: end for rank, (_, _, _, end) in enumerate(lab_hosts.HOST_SPECS)} if lab or cluster
+                 else {})
         loop = Loop(Job(command(args, workdir, lab), env, REPO, workdir, disk if mounted else None, links,
-                        hosts_file(out) if args.elastic else None), faults,
+                        hosts_file(out) if args.elastic else None, jobs.get("job")), faults,
                     args.interval, args.deadline, os.path.join(out, "logs"), max_attempts=3 * args.faults + 5,
                     say=lambda line: print(line, flush=True), promise=promise(args))
         finished = loop.run()
@@ -277,16 +347,22 @@ def main(argv: Optional[List[str]] = None) -> int:
             final["note"] = f"the run ended after {len(loop.faults)} of {args.faults} faults: raise --epochs"
         settings = {"seed": args.seed, "faults": args.faults, "interval_s": list(args.interval), "kinds": args.kinds,
                     "epochs": args.epochs, "deadline_s": args.deadline, "gloo_timeout_s": args.gloo_timeout,
-                    "hosts": args.hosts or 1, "short": args.short, "stack": _stack(), "elastic": args.elastic,
+                    "hosts": 2 if args.slurm else args.hosts or 1, "short": args.short, "stack": _stack(),
+                    "elastic": args.elastic, "slurm": args.slurm,
                     **({"leave_s": args.leave, "rejoin_limit_s": args.rejoin_limit, "commit_every": COMMIT_EVERY,
                         "blacklist_cooldown_s": list(COOLDOWN)} if args.elastic else {}),
-                    "command": " ".join(command(args, workdir, lab)), "total_wall_s": round(time.time() - tic, 1)}
+                    "command": (f"sbatch {jobs['job'].script}" if jobs else " ".join(command(args, workdir, lab))),
+                    "total_wall_s": round(time.time() - tic, 1)}
         lost = accounting.lost_checkpoints(loop.attempts, KEEP)
         result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,
                               loop.attempts), foreign, lost)
         if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
             shutil.copy(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "metrics.jsonl"))
     finally:
+        for job in jobs.values():
+            job.cancel()
+        if cluster is not None and args.slurm_cluster is None:
+            lab_slurm.down(cluster)
         if lab is not None:
             lab_hosts.down(lab)
         if mounted:  # the soaked workdir outlives its tmpfs in --out/work, for a look after the soak

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak.output import Position, Said, absolute
-from benchmarks.soak.schedule import FREEZE, PREEMPT, THAW
+from benchmarks.soak.schedule import FREEZE, NODE_FAIL, PREEMPT, THAW
 
 STARTUP, TRAINING = "start-up", "training"
 
@@ -80,7 +80,7 @@ class Outcome:
 
 def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> tuple:
     """(batches trained when ``fault`` came, exact?) for a fault in ``attempt``, which started at ``start_abs``."""
-    if fault.kind == PREEMPT and attempt.said.preempted is not None:
+    if fault.kind in (PREEMPT, NODE_FAIL) and attempt.said.preempted is not None:  # Slurm SIGTERMs a failed node's job
         return absolute(attempt.said.preempted, steps), True
     resumed_at = attempt.said.resumed_at
     if fault.phase == STARTUP or resumed_at is None or fault.at <= resumed_at:
@@ -139,6 +139,10 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
         if not ended:
             if fault.kind == FREEZE and fault.freeze_end == THAW:
                 out.wall_lost_s, out.note = fault.freeze_s, "the job waited and went on"
+            elif fault.kind == NODE_FAIL and fault.phase == STARTUP:  # it came while the job was requeued
+                started = attempt.said.resumed_at
+                waited = min(fault.back_at or fault.at, started if started is not None else fault.at) - fault.at
+                out.wall_lost_s, out.note = round(max(0.0, waited), 2), "the requeued job waited for the node"
             else:
                 out.wall_lost_s, out.note = 0.0, "the job went on"
             found.append(out)

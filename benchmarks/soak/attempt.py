@@ -8,6 +8,7 @@ import threading
 import time
 from typing import List, Optional, Sequence, Tuple
 
+from benchmarks.soak.faults import preempt
 from hvdkeras.common.processes import alive, kill_session
 
 
@@ -36,6 +37,22 @@ class Running:
     def pid(self) -> int:
         """The launcher's pid (it leads its own session)."""
         return self.proc.pid
+
+    @property
+    def name(self) -> str:
+        """What the soak's lines call this attempt."""
+        return f"launcher pid {self.proc.pid}"
+
+    preempt_says = "SIGTERM to the launcher"
+
+    def wait_started(self, timeout: float) -> bool:
+        """Whether the launcher runs (it does from the start: no wait)."""
+        return self.running()
+
+    def preempt(self) -> bool:
+        """SIGTERM to the launcher, as a scheduler preempts a job (``horovodrun`` forwards it to every rank);
+        whether it was still running."""
+        return preempt(self.proc.pid)
 
     def running(self) -> bool:
         """Whether the launcher has not exited yet."""

@@ -12,13 +12,14 @@ import json
 import os
 import signal
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak import faults as fault_lib
 from benchmarks.soak import output
 from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
 from benchmarks.soak.attempt import Running, left_behind
+from benchmarks.soak.slurm_job import NodeFail, SlurmJob, SlurmRun
 from benchmarks.soak.schedule import (
     DAMAGE,
     FREEZE,
@@ -26,12 +27,14 @@ from benchmarks.soak.schedule import (
     HOST_LEAVE,
     KILL_RANK,
     LINK_CUT,
+    NODE_FAIL,
     PREEMPT,
     PlannedFault,
     due_at,
 )
 from hvdkeras.common.workdir import read_metrics
 
+Run = Union[Running, SlurmRun]  # an attempt: the command run once, or one run of a Slurm job
 RANK_WAIT_S = 30.0  # how long a rank fault waits for the rank to exist (a fault in the first seconds of a restart)
 DEFAULT_CHECKPOINT_BYTES = 1 << 20  # the full disk's guess before the first checkpoint exists
 
@@ -47,6 +50,13 @@ class Job:
     disk: Optional[str] = None  # the small filesystem holding the workdir (the full-disk fault's)
     links: Dict[int, str] = dataclasses.field(default_factory=dict)  # rank -> its host's link (the lab's)
     hosts_file: Optional[str] = None  # an elastic job's: the file its host discovery script prints
+    slurm: Optional[SlurmJob] = None  # a Slurm batch job's (--slurm): its runs are the attempts, not ``cmd``'s
+
+    def start(self, log_path: str, clock) -> Run:
+        """The next attempt: ``cmd`` run now, or the Slurm job's next run."""
+        if self.slurm is not None:
+            return self.slurm.run(log_path, clock)
+        return Running(self.cmd, self.env, self.cwd, log_path, clock)
 
     @property
     def checkpoints(self) -> str:
@@ -86,6 +96,7 @@ class Loop:
         self.faults: List[Fault] = []
         self.attempts: List[Attempt] = []
         self.damaged: Dict[str, str] = {}  # checkpoint folder -> the data file the soak truncated
+        self.lasting: List[NodeFail] = []  # faults that outlast their attempt (a node out while the job is requeued)
         self._t0 = time.monotonic()
 
     def clock(self) -> float:
@@ -94,13 +105,19 @@ class Loop:
 
     def run(self) -> bool:
         """Reruns the job until it exits 0; whether it did (False: more than ``max_attempts`` attempts)."""
+        try:
+            return self._run()
+        finally:
+            for lasting in self.lasting:
+                lasting.finish()
+
+    def _run(self) -> bool:
         self._t0 = time.monotonic()
         previous_at, previous_attempt = 0.0, 0
         while len(self.attempts) < self.max_attempts:
             index = len(self.attempts)
-            run = Running(self.job.cmd, self.job.env, self.job.cwd,
-                          os.path.join(self.logs, f"attempt-{index:03d}.log"), self.clock)
-            self.say(f"[soak] {run.started:7.1f}s attempt {index} started (launcher pid {run.pid})")
+            run = self.job.start(os.path.join(self.logs, f"attempt-{index:03d}.log"), self.clock)
+            self.say(f"[soak] {run.started:7.1f}s attempt {index} started ({run.name})")
             freezes: List[fault_lib.Freeze] = []
             try:
                 hang, previous_at, previous_attempt, ballast = self._watch(run, index, freezes, previous_at,
@@ -134,7 +151,7 @@ class Loop:
                 return True
         return False
 
-    def _watch(self, run: Running, index: int, freezes: List[fault_lib.Freeze], previous_at: float,
+    def _watch(self, run: Run, index: int, freezes: List[fault_lib.Freeze], previous_at: float,
                previous_attempt: int):
         """Watches attempt ``index`` until it exits or hangs, injecting the faults that fall due; (hang?, the last
         fault's time and attempt, the ballast written or None)."""
@@ -174,7 +191,7 @@ class Loop:
     def _read(self, lines) -> output.Said:
         return output.read(list(lines), elastic=self.promise is not None)
 
-    def _rejoined(self, fault: Fault, run: Running, now: float):
+    def _rejoined(self, fault: Fault, run: Run, now: float):
         """(``fault`` while its full world has not formed again, else None; when it formed, or None)."""
         after = [w for w in self._read(run.lines).worlds if w.at > fault.at]
         shrunk = next((w for w in after if w.size < self.promise.full_size), None)
@@ -199,10 +216,12 @@ class Loop:
         except FileNotFoundError:
             return -1.0
 
-    def _inject(self, planned: PlannedFault, run: Running, index: int):
+    def _inject(self, planned: PlannedFault, run: Run, index: int):
         """Injects ``planned`` into ``run``; (the :class:`Fault`, what lasts (a :class:`Freeze` or a :class:`LinkCut`)
         or None, a ballast path or None)."""
         pid = None
+        if planned.kind == PREEMPT:  # a scheduler signals a running job: a requeued one is signalled once it runs
+            run.wait_started(RANK_WAIT_S)
         if planned.kind in (KILL_RANK, FREEZE):  # at start-up the ranks may not exist yet: the fault comes when they do
             pid = fault_lib.wait_for_rank(self.job.workdir, planned.rank, RANK_WAIT_S, run.running, self._rank_pids)
         phase = TRAINING if self._read(run.lines).resumed is not None else STARTUP
@@ -217,8 +236,8 @@ class Loop:
         fault.newest_checkpoint = newest[1] if newest else None
         freeze, ballast = None, None
         if planned.kind == PREEMPT:
-            fault.injected = fault_lib.preempt(run.pid)
-            fault.detail = "SIGTERM to the launcher" + ("" if fault.injected else " (already gone)")
+            fault.injected = run.preempt()
+            fault.detail = run.preempt_says + ("" if fault.injected else " (not sent: the run had ended)")
         elif planned.kind == FULL_DISK and self.job.disk is None:
             fault.detail, fault.injected = "no disk of its own to fill", False
         elif planned.kind == FULL_DISK:
@@ -243,6 +262,16 @@ class Loop:
                 fault.back_at = fault.at + self.promise.cooldown_s
         elif planned.kind == HOST_LEAVE:
             freeze = self._host_leave(planned, run, fault)
+        elif planned.kind == NODE_FAIL and self.job.slurm is None:
+            fault.detail, fault.injected = "not a Slurm job: no node to fail", False
+        elif planned.kind == NODE_FAIL:
+            node = self.job.slurm.node_fail(planned.rank, planned.leave_s)
+            fault.injected = node.start()
+            if fault.injected:  # it outlasts the attempt it ends: the requeued job waits for the node
+                self.lasting.append(node)
+                fault.back_at = fault.at + planned.leave_s
+            fault.detail = (f"node {node.node} (rank {planned.rank}'s) DOWN, drained for {planned.leave_s:g}s"
+                            + ("" if fault.injected else ": refused"))
         elif planned.kind == FREEZE:
             freeze = fault_lib.Freeze(pid, planned.freeze_s, planned.freeze_end) if pid else None
             if freeze is not None and freeze.start():
@@ -260,7 +289,7 @@ class Loop:
                 fault.detail = f"no link to cut for rank {planned.rank} (not in the lab)"
         return fault, freeze, ballast
 
-    def _host_leave(self, planned: PlannedFault, run: Running, fault: Fault) -> Optional[fault_lib.HostLeave]:
+    def _host_leave(self, planned: PlannedFault, run: Run, fault: Fault) -> Optional[fault_lib.HostLeave]:
         """Takes rank ``planned.rank``'s host out of the hosts file (an elastic job's); what writes it back."""
         if self.job.hosts_file is None:
             fault.detail, fault.injected = "not an elastic job: no hosts file", False
@@ -280,7 +309,7 @@ class Loop:
                         f" for {planned.leave_s:g}s")
         return leave
 
-    def _signal_rank(self, run: Running, rank: int, signum: int) -> str:
+    def _signal_rank(self, run: Run, rank: int, signum: int) -> str:
         pid = fault_lib.wait_for_rank(self.job.workdir, rank, RANK_WAIT_S, run.running, self._rank_pids)
         if pid is None or not fault_lib.signal_rank(pid, signum):
             return f"rank {rank} not found"

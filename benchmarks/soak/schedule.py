@@ -22,7 +22,15 @@ or docs/reliability.md:
 * ``preempt``: SIGTERM to the launcher; every worker stops at one batch with a checkpoint and exits 75, the
   elastic driver ends the job and the rerun resumes at that batch (test_elastic.py's SIGTERM test).
 
-Left out: ``freeze`` (a frozen worker: the docs' promise is the plain driver's one-line stop; under the elastic
+A Slurm job (``--slurm``: the generated ``sbatch`` script on the lab's two-node cluster, Slurm's requeue its restart
+loop, :mod:`benchmarks.soak.slurm_job`) has :data:`SLURM_KINDS`: ``preempt`` there is the time limit's signal
+(SIGUSR1 to the batch shell: the ranks stop at one batch and the script requeues the job), and ``node_fail`` takes
+the node of a rank down and keeps it out for ``leave_s`` (Slurm ends the job "due to node failure" and requeues it;
+a job already requeued waits for the node). A fault timed from a restart then lands while the job is requeued
+(pending) or while it starts again. ``freeze`` and ``link_cut`` may be added with ``--kinds``; ``full_disk`` is not
+a kind there (the nodes' daemons started before the soak's tmpfs could exist).
+
+Left out of an elastic job: ``freeze`` (a frozen worker: the docs' promise is the plain driver's one-line stop; under the elastic
 driver the survivor waits in Horovod's rendezvous for a worker that neither runs nor exits, a case no doc
 promises anything for), ``full_disk`` (rank 0's failed save is a worker failure there: the driver re-forms on
 the other host, which meets the same full disk), ``damage_checkpoint`` (the kill after the damage does not
@@ -42,10 +50,13 @@ FULL_DISK = "full_disk"  # the workdir's filesystem filled up until a save fails
 DAMAGE = "damage_checkpoint"  # the newest checkpoint's data truncated, then a rank killed
 LINK_CUT = "link_cut"  # the link of one of the lab's two emulated hosts down for a while (--hosts 2)
 HOST_LEAVE = "host_leave"  # an elastic job's host out of the hosts file for a while, then back (--elastic)
+NODE_FAIL = "node_fail"  # a Slurm node set DOWN and kept out for a while, then back (--slurm)
 KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)  # one host's
 TWO_HOST_KINDS = (LINK_CUT,)
 ELASTIC_KINDS = (KILL_RANK, PREEMPT, HOST_LEAVE)  # an elastic job's (see above for why these)
-ALL_KINDS = KINDS + TWO_HOST_KINDS + (HOST_LEAVE,)
+SLURM_KINDS = (PREEMPT, KILL_RANK, DAMAGE, NODE_FAIL)  # a Slurm job's by default (see above)
+SLURM_MAY = SLURM_KINDS + (FREEZE, LINK_CUT)  # and what --kinds may add there
+ALL_KINDS = KINDS + TWO_HOST_KINDS + (HOST_LEAVE, NODE_FAIL)
 
 PREVIOUS, RESTART = "previous", "restart"
 THAW, KILL = "cont", "kill"  # what ends a freeze
@@ -63,7 +74,7 @@ class PlannedFault:
     freeze_end: str = ""  # FREEZE: THAW or KILL
     rank: int = 0  # the rank a rank fault hits (a link cut: the host of that rank)
     cut_s: float = 0.0  # LINK_CUT: how long the link stays down
-    leave_s: float = 0.0  # HOST_LEAVE: how long the host stays out of the hosts file (always rank 1's host)
+    leave_s: float = 0.0  # HOST_LEAVE, NODE_FAIL: how long the host (always rank 1's) or node stays out
 
 
 def parse_range(text: str) -> Tuple[float, float]:
@@ -84,7 +95,7 @@ def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[s
     """``count`` faults drawn from ``seed``: kinds in shuffled rounds over ``kinds``, each fault but the first
     timed from the next restart with probability ``recovery_share`` (within ``startup_s``), else after the
     previous one by a delay in ``interval``. A freeze lasts 5 to 15 s past ``stall_limit_s``, a link cut ``cut_s``,
-    a host's leave ``leave_s``."""
+    a host's leave and a node's failure ``leave_s``."""
     unknown = sorted(set(kinds) - set(ALL_KINDS))
     if unknown or not kinds:
         raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(ALL_KINDS)}")
@@ -107,7 +118,8 @@ def plan(seed: int, count: int, interval: Tuple[float, float], kinds: Sequence[s
         if kind == HOST_LEAVE:
             rank = 1  # never rank 0's host (see above)
         faults.append(PlannedFault(i, kind, anchor, round(delay, 2), round(freeze_s, 2), end, rank,
-                                   cut_s if kind == LINK_CUT else 0.0, leave_s if kind == HOST_LEAVE else 0.0))
+                                   cut_s if kind == LINK_CUT else 0.0, leave_s if kind in (HOST_LEAVE, NODE_FAIL)
+                                   else 0.0))
     return faults
 
 

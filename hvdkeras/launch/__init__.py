@@ -29,7 +29,8 @@ reported as unknown here and counted at start, with the reason.
 
 Modules: ``plan`` (``--hosts`` and ``--np``, then the plan), ``describe`` (the readable
 block), ``commands`` (what every launcher shares, ``horovodrun`` and ``mpirun``), ``slurm``
-(its script as the template files ``slurm.sbatch`` and ``slurm_requeue.sh``), ``kubernetes``,
+(its script as the template files ``slurm.sbatch``, ``slurm_signals.sh`` and ``slurm_requeue.sh``),
+``kubernetes``,
 ``render`` (:func:`render_command`, :func:`launch_file`, and :func:`dry_run`, what
 ``hvdkeras.train --dry_run`` prints and writes) and ``cli`` (the dry run's flags, imported by
 ``hvdkeras.train`` alone). ``python -m hvdkeras.launch --mpirun-flags`` prints the mpirun flags.

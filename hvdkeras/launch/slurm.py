@@ -1,8 +1,9 @@
 """Slurm: an ``sbatch`` script, from the template files beside this module.
 
-``slurm.sbatch`` is the script; with ``checkpoint.preemption`` its last line is
-``slurm_requeue.sh`` (the time limit's signal becomes a checkpoint at one batch and a
-requeue), else an ``exec`` of the launcher. Both are :class:`string.Template` text
+``slurm.sbatch`` is the script; with ``checkpoint.preemption`` its first command is
+``slurm_signals.sh`` (the traps) and its last ``slurm_requeue.sh`` (the time limit's signal
+becomes a checkpoint at one batch and a requeue), else its last line is an ``exec`` of the
+launcher. Both are :class:`string.Template` text
 (``$$`` is a shell ``$``), installed with the package.
 """
 from __future__ import annotations
@@ -73,7 +74,9 @@ def slurm_script(p: Plan, srun: bool = False) -> str:
                       ' | paste -sd, -)\n')
         command = (["horovodrun", "-np", str(p.np), "-H", '"${HOSTS}"'] + (["--gloo"] if uses_gloo(p) else [])
                    + list(TRAIN_MODULE))
+    signals = ""
     if preemption:
+        signals = _template("slurm_signals.sh").substitute(runner=command[0])
         run = _template("slurm_requeue.sh").substitute(runner=command[0], command=shell(command, p.train_args))
     else:
         run = shell(["exec"] + command, p.train_args)
@@ -85,4 +88,4 @@ def slurm_script(p: Plan, srun: bool = False) -> str:
                        if p.hosts[0].name != "localhost" else "."),
         environment=(activate + "  # the same venv path on every node (README)" if activate
                      else "# python and horovodrun from PATH, the same on every node"),
-        hosts_line=hosts_line, run=run.rstrip("\n"))
+        signals=signals, hosts_line=hosts_line, run=run.rstrip("\n"))

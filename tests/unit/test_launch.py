@@ -210,7 +210,7 @@ def test_slurm_script_counts_and_command(tmp_path):
     assert not any("--gpus-per-node" in line for line in lines)  # CPU hosts
     assert any(line.startswith("# Launcher: horovodrun") for line in lines)  # the choice, in a comment
     # preemption (on by default): horovodrun in the background of a shell that passes Slurm's signals on
-    assert ('horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train --config configs/digits.yaml &'
+    assert ('  horovodrun -np 8 -H "${HOSTS}" --gloo python -m hvdkeras.train --config configs/digits.yaml &'
             in lines)
     assert 'sed "s/$/:4/"' in script
     # SIGUSR1 the checkpoint grace (30 s) plus 30 s before the time limit; it requeues, SIGTERM does not
@@ -237,10 +237,72 @@ def test_slurm_script_counts_and_command(tmp_path):
     assert "#SBATCH --gpus-per-node=4" in gpu and "--gloo" not in gpu
 
 
+def _requeue_shell(tmp_path, before_run: str):
+    """The generated script's signal handling, as bash runs it: its traps, ``before_run`` (the slow part of a start:
+    ``source``, ``scontrol show hostnames``), and its run part, with a fake launcher that notes each SIGTERM and
+    exits 75 on it, and a fake ``scontrol`` on PATH that notes the requeue."""
+    import string
+
+    from hvdkeras.launch import slurm as slurm_launch
+
+    notes = tmp_path / "notes"
+    runner = tmp_path / "runner"
+    runner.write_text(f"#!/bin/bash\necho started >> {notes}\n"
+                      f"trap 'echo TERM >> {notes}; sleep 0.2; exit 75' TERM\nsleep 30 & wait $!\n")
+    scontrol = tmp_path / "bin" / "scontrol"
+    scontrol.parent.mkdir()
+    scontrol.write_text(f'#!/bin/bash\necho "scontrol $*" >> {notes}\n')
+    for path in (runner, scontrol):
+        path.chmod(0o755)
+    parts = [string.Template(open(os.path.join(slurm_launch.HERE, name)).read()) for name in
+             ("slurm_signals.sh", "slurm_requeue.sh")]
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\nset -euo pipefail\n" + parts[0].substitute(runner="runner") + before_run + "\n"
+                      + parts[1].substitute(runner="runner", command=str(runner)))
+    env = dict(os.environ, PATH=f"{scontrol.parent}{os.pathsep}{os.environ['PATH']}", SLURM_JOB_ID="7")
+    return subprocess.Popen(["bash", str(script)], env=env), notes
+
+
+def _notes(path):
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.parametrize("when", ["while it runs", "while the job starts"])
+def test_the_time_limits_signal_stops_the_launcher_once_and_requeues_whenever_it_comes(tmp_path, when):
+    import signal
+    import time
+
+    proc, notes = _requeue_shell(tmp_path, "sleep 1" if when == "while the job starts" else "")
+    if when == "while it runs":
+        deadline = time.time() + 10
+        while "started" not in _notes(notes) and time.time() < deadline:
+            time.sleep(0.05)
+    else:
+        time.sleep(0.3)  # in the sleep before the run part: the launcher has not started
+    proc.send_signal(signal.SIGUSR1)
+    status = proc.wait(timeout=20)
+    if when == "while it runs":  # one SIGTERM, the launcher's own status, then the requeue
+        assert (_notes(notes), status) == (["started", "TERM", "scontrol requeue 7"], 75)
+    else:  # the launcher never starts; the job requeues (before the fix bash's default ended it, unrequeued)
+        assert (_notes(notes), status) == (["scontrol requeue 7"], 0)
+
+
+def test_a_sigterm_stops_the_launcher_without_a_requeue(tmp_path):
+    import signal
+    import time
+
+    proc, notes = _requeue_shell(tmp_path, "")
+    deadline = time.time() + 10
+    while "started" not in _notes(notes) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 75 and _notes(notes) == ["started", "TERM"]
+
+
 def test_slurm_srun_script_lets_srun_start_the_ranks(tmp_path):
     script = launch.render_command(digits_plan(), "slurm-srun")
     lines = script.splitlines()
-    assert "srun --mpi=pmix python -m hvdkeras.train --config configs/digits.yaml &" in lines
+    assert "  srun --mpi=pmix python -m hvdkeras.train --config configs/digits.yaml &" in lines
     assert "horovodrun" not in "\n".join(line for line in lines if not line.startswith("#"))
     assert "HOSTS=" not in script  # srun places the ranks itself
     for directive in ("--nodes=2", "--ntasks-per-node=4", "--signal=B:USR1@60", "--requeue"):

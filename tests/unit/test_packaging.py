@@ -44,7 +44,8 @@ def test_the_wheel_holds_what_its_commands_need(wheel_names):
     for needed in ("hvdkeras/discover_hosts.py",  # elastic launch lines name it
                    "hvdkeras/input_bench.py",  # python -m hvdkeras.input_bench
                    "hvdkeras/resources/digits.csv.gz",  # the default job's data
-                   "hvdkeras/launch/slurm.sbatch", "hvdkeras/launch/slurm_requeue.sh"):  # the Slurm script
+                   "hvdkeras/launch/slurm.sbatch", "hvdkeras/launch/slurm_signals.sh",  # the Slurm script
+                   "hvdkeras/launch/slurm_requeue.sh"):
         assert needed in wheel_names
     patches = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "build_horovod" / "patches").glob("*.patch"))
     assert patches and all(f"hvdkeras/build_horovod/patches/{p}" in wheel_names for p in patches)
