@@ -44,8 +44,9 @@ SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_
 # start-up (TensorFlow's import) took longer than 10 s on 2 busy cores: with --short's 10 s the survivor aborted
 # at the rejoin and the job ended (the stall limit it is short for matters to freeze, not an elastic kind).
 SHORT_ELASTIC = dict(SHORT, faults=3, epochs=200, interval="25-35", gloo_timeout=30)
-# --slurm --short: one fault of each Slurm kind; the generated script's horovodrun keeps Horovod's 30 s Gloo timeout.
-SHORT_SLURM = dict(SHORT, faults=4, gloo_timeout=30)
+# --slurm --short: one fault of each Slurm kind, 40 epochs (seed 40 lands its last fault by about 45 s); the generated
+# script's horovodrun keeps Horovod's 30 s Gloo timeout.
+SHORT_SLURM = dict(SHORT, faults=4, epochs=40, gloo_timeout=30)
 SLURM_GLOO_TIMEOUT = 30  # what the generated sbatch script's horovodrun waits (Horovod's default)
 # An elastic job on two "hosts" of this machine (tests/distributed/test_elastic.py's): their names in the hosts file.
 ELASTIC_HOSTS = ("localhost", "127.0.0.1")
@@ -352,6 +353,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     **({"leave_s": args.leave, "rejoin_limit_s": args.rejoin_limit, "commit_every": COMMIT_EVERY,
                         "blacklist_cooldown_s": list(COOLDOWN)} if args.elastic else {}),
                     "command": (f"sbatch {jobs['job'].script}" if jobs else " ".join(command(args, workdir, lab))),
+                    **({"slurm_jobs": {name: job.job_id for name, job in jobs.items()}} if jobs else {}),
                     "total_wall_s": round(time.time() - tic, 1)}
         lost = accounting.lost_checkpoints(loop.attempts, KEEP)
         result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,

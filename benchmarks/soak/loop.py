@@ -19,7 +19,6 @@ from benchmarks.soak import faults as fault_lib
 from benchmarks.soak import output
 from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
 from benchmarks.soak.attempt import Running, left_behind
-from benchmarks.soak.slurm_job import NodeFail, SlurmJob, SlurmRun
 from benchmarks.soak.schedule import (
     DAMAGE,
     FREEZE,
@@ -32,6 +31,7 @@ from benchmarks.soak.schedule import (
     PlannedFault,
     due_at,
 )
+from benchmarks.soak.slurm_job import NodeFail, SlurmJob, SlurmRun
 from hvdkeras.common.workdir import read_metrics
 
 Run = Union[Running, SlurmRun]  # an attempt: the command run once, or one run of a Slurm job

@@ -30,10 +30,10 @@ a job already requeued waits for the node). A fault timed from a restart then la
 (pending) or while it starts again. ``freeze`` and ``link_cut`` may be added with ``--kinds``; ``full_disk`` is not
 a kind there (the nodes' daemons started before the soak's tmpfs could exist).
 
-Left out of an elastic job: ``freeze`` (a frozen worker: the docs' promise is the plain driver's one-line stop; under the elastic
-driver the survivor waits in Horovod's rendezvous for a worker that neither runs nor exits, a case no doc
-promises anything for), ``full_disk`` (rank 0's failed save is a worker failure there: the driver re-forms on
-the other host, which meets the same full disk), ``damage_checkpoint`` (the kill after the damage does not
+Left out of an elastic job: ``freeze`` (a frozen worker: the docs' promise is the plain driver's one-line stop;
+under the elastic driver the survivor waits in Horovod's rendezvous for a worker that neither runs nor exits, a
+case no doc promises anything for), ``full_disk`` (rank 0's failed save is a worker failure there: the driver
+re-forms on the other host, which meets the same full disk), ``damage_checkpoint`` (the kill after the damage does not
 restart an elastic job, so no restore reads the damaged checkpoint before the next preemption writes a newer
 one) and ``link_cut`` (the lab's hosts, not this machine's two names).
 """
