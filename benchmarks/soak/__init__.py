@@ -3,6 +3,7 @@
     python -m benchmarks.soak --faults 30 --epochs 600 --out runs/soak        # needs root for the full disk
     python -m benchmarks.soak --short                                        # 5 faults within 3 minutes
     python -m benchmarks.soak --elastic --short --no-quiet                   # an elastic job, 3 faults, ~4 minutes
+    python -m benchmarks.soak --slurm --short                                # the sbatch script on the lab's Slurm
 
 It runs the digits job (``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train``, dropout off so
 that the end can be compared bit for bit) and reruns the same command whenever it exits with a non-zero
@@ -26,4 +27,11 @@ preempted (:mod:`~benchmarks.soak.schedule` says why these). The first two the j
 restart, judged by :mod:`~benchmarks.soak.elastic` (the world shrinks, rolls back no further than the last commit,
 and is whole again within ``--rejoin-limit`` seconds of the host being back); the end, trained partly on one rank,
 is "not comparable" with a quiet run's bit for bit.
+
+With ``--slurm`` the job is the sbatch script ``python -m hvdkeras.train --dry_run --launcher slurm`` writes,
+submitted once to the lab's two-node Slurm (:mod:`lab.slurm`; needs root), and the restart loop is Slurm's
+requeue (:mod:`~benchmarks.soak.slurm_job`): the script's own on the time limit's signal (the ``preempt`` fault
+there), Slurm's on a node failure (``node_fail``), the soak's ``scontrol requeue`` after a failed run, as a user's
+retry. Each run of the job is an attempt from the moment it is requeued, so a fault timed from a restart lands
+while the job waits in the queue (``--requeue-hold`` s before the soak lifts Slurm's 120 s hold) or starts.
 """

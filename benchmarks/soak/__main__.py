@@ -19,11 +19,14 @@ from benchmarks.soak.schedule import (
     ELASTIC_KINDS,
     FULL_DISK,
     HOST_LEAVE,
+    KILL_EXECUTOR,
     KINDS,
     LINK_CUT,
     NODE_FAIL,
     SLURM_KINDS,
     SLURM_MAY,
+    SPARK_KINDS,
+    SPARK_MAY,
     TWO_HOST_KINDS,
     parse_range,
     plan,
@@ -46,8 +49,11 @@ SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_
 SHORT_ELASTIC = dict(SHORT, faults=3, epochs=200, interval="25-35", gloo_timeout=30)
 # --slurm --short: one fault of each Slurm kind, 40 epochs (seed 40 lands its last fault by about 45 s); the generated
 # script's horovodrun keeps Horovod's 30 s Gloo timeout.
-SHORT_SLURM = dict(SHORT, faults=4, epochs=40, gloo_timeout=30)
+SHORT_SLURM = dict(SHORT, faults=4, epochs=40, gloo_timeout=30, requeue_hold=3.0)
 SLURM_GLOO_TIMEOUT = 30  # what the generated sbatch script's horovodrun waits (Horovod's default)
+# --spark --short: one fault of each Spark kind, 20-30 s apart: a fit's start (the SparkSession, the Parquet, the
+# ranks' TensorFlow) takes 30-50 s on 2 cores, and Spark's start-up prints nothing the deadline counts as progress.
+SHORT_SPARK = dict(SHORT, faults=3, epochs=40, interval="20-30", deadline=150.0, gloo_timeout=30, startup=20.0)
 # An elastic job on two "hosts" of this machine (tests/distributed/test_elastic.py's): their names in the hosts file.
 ELASTIC_HOSTS = ("localhost", "127.0.0.1")
 COMMIT_EVERY = 5  # elastic.commit_every_batches, set on the job's command line (the test's)
@@ -72,8 +78,14 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="the generated sbatch script on the lab's two-node Slurm (python -m lab.slurm; needs"
                              f" root), Slurm's requeue the restart loop; its kinds: {', '.join(SLURM_KINDS)} (may add"
                              f" {', '.join(k for k in SLURM_MAY if k not in SLURM_KINDS)})")
+    parser.add_argument("--requeue-hold", type=float, default=None,
+                        help="--slurm: seconds a requeued job stays held before the soak releases it (Slurm's own"
+                             " hold is 120 s; default 10; --short 3; at least 2)")
     parser.add_argument("--slurm-cluster", default=None, metavar="CLUSTER_JSON",
                         help="--slurm on a running lab cluster (its cluster.json; python -m lab.slurm up), left up")
+    parser.add_argument("--spark", action="store_true",
+                        help="a KerasEstimator fit on the lab's standalone Spark cluster (python -m lab.spark; needs"
+                             f" root), rerun with the same run_id after it stops; its kinds: {', '.join(SPARK_KINDS)}")
     parser.add_argument("--elastic", action="store_true",
                         help="an elastic job (horovodrun --min-np 1 --max-np 2, two hosts of this machine in a hosts"
                              f" file in --out); its kinds: {', '.join(ELASTIC_KINDS)}")
@@ -99,10 +111,11 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument(IN_NAMESPACE, action="store_true", dest="in_namespace", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.slurm = args.slurm or args.slurm_cluster is not None
-    fallback = ((SHORT_ELASTIC if args.elastic else SHORT_SLURM if args.slurm else SHORT) if args.short else
+    fallback = ((SHORT_ELASTIC if args.elastic else SHORT_SLURM if args.slurm else SHORT_SPARK if args.spark else
+                 SHORT) if args.short else
                 {"faults": 30, "interval": "30-90", "epochs": 600, "deadline": 150.0, "gloo_timeout": 30,
-                 "startup": 15.0, "leave": 20.0})
-    for key, value in fallback.items():
+                 "startup": 15.0, "leave": 20.0, "requeue_hold": 10.0})
+    for key, value in dict(fallback, requeue_hold=fallback.get("requeue_hold", 10.0)).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     try:
@@ -114,12 +127,21 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                      " another soak: drop one of them")
     if args.slurm and (args.elastic or args.hosts):
         parser.error("--slurm runs the job on the lab's Slurm cluster (its own two hosts): drop --elastic and --hosts")
+    if args.spark and (args.elastic or args.hosts or args.slurm):
+        parser.error("--spark runs the fit on the lab's Spark cluster (its own two hosts): drop --elastic, --hosts and"
+                     " --slurm")
+    if args.spark and args.gloo_timeout != SLURM_GLOO_TIMEOUT:
+        parser.error(f"--gloo-timeout with --spark: Horovod's Spark launch waits {SLURM_GLOO_TIMEOUT} s; received:"
+                     f" {args.gloo_timeout}")
+    if args.requeue_hold < 2:
+        parser.error(f"--requeue-hold must be at least 2 s (a relaunch in the requeue's second is refused by the node:"
+                     f" tests/distributed/test_slurm.py); received: {args.requeue_hold:g}")
     if args.slurm and args.gloo_timeout != SLURM_GLOO_TIMEOUT:
         parser.error(f"--gloo-timeout with --slurm: the generated script's horovodrun waits {SLURM_GLOO_TIMEOUT} s"
                      f" (Horovod's default); received: {args.gloo_timeout}")
     if args.kinds is None:
         args.kinds = ",".join(ELASTIC_KINDS if args.elastic else SLURM_KINDS if args.slurm else
-                              KINDS + (TWO_HOST_KINDS if args.hosts else ()))
+                              SPARK_KINDS if args.spark else KINDS + (TWO_HOST_KINDS if args.hosts else ()))
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in args.kinds if k not in ALL_KINDS]
     if unknown or not args.kinds:
@@ -128,6 +150,12 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         parser.error(f"--kinds: {LINK_CUT} needs the lab's two hosts: add --hosts 2")
     if NODE_FAIL in args.kinds and not args.slurm:
         parser.error(f"--kinds: {NODE_FAIL} needs a Slurm job: add --slurm")
+    if KILL_EXECUTOR in args.kinds and not args.spark:
+        parser.error(f"--kinds: {KILL_EXECUTOR} needs a Spark job: add --spark")
+    not_spark = [k for k in args.kinds if args.spark and k not in SPARK_MAY]
+    if not_spark:
+        parser.error(f"--kinds: {', '.join(not_spark)} with --spark: choose from {', '.join(SPARK_MAY)}"
+                     " (benchmarks.soak.schedule says why)")
     not_slurm = [k for k in args.kinds if args.slurm and k not in SLURM_MAY]
     if not_slurm:
         parser.error(f"--kinds: {', '.join(not_slurm)} with --slurm: choose from {', '.join(SLURM_MAY)}"
@@ -153,6 +181,16 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         if args.slurm_cluster is None and lab_hosts.any_up():
             parser.error("--slurm: the lab's hosts are up already, maybe for another job (starting them again would"
                          " tear that job's down); wait for it, or run python -m lab.slurm down if they are stale")
+    if args.spark:
+        from lab import hosts as lab_hosts
+        from lab import spark as lab_spark
+
+        ok, reason = lab_spark.can_run()
+        if not ok:
+            parser.error(f"--spark: the lab's Spark cluster cannot run here: {reason}")
+        if lab_hosts.any_up():
+            parser.error("--spark: the lab's hosts are up already, maybe for another job (starting them again would"
+                         " tear that job's down); wait for it, or run python -m lab.spark down if they are stale")
     if args.hosts:
         from lab import hosts as lab_hosts
 
@@ -197,6 +235,12 @@ def train_args(args, workdir: str) -> List[str]:
             "--set", "trainer.export=false", "--set", f"checkpoint.keep={KEEP}", *elastic]
 
 
+def spark_command(args, store: str, run_id: str) -> List[str]:
+    """One fit of the Spark soak's job (:mod:`benchmarks.soak.spark_fit`), the same for every attempt of ``run_id``."""
+    return [sys.executable, "-m", "benchmarks.soak.spark_fit", "--store", store, "--run-id", run_id,
+            "--epochs", str(args.epochs)]
+
+
 def slurm_job(args, cluster, workdir: str, env: dict, name: str) -> SlurmJob:
     """The job as the sbatch script ``python -m hvdkeras.train --dry_run --launcher slurm`` writes for the cluster's
     nodes (one rank each), in ``--out`` as ``<name>.sbatch``; its output goes to ``--out/logs/<name>.out``."""
@@ -207,7 +251,8 @@ def slurm_job(args, cluster, workdir: str, env: dict, name: str) -> SlurmJob:
     res = subprocess.run(dry, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise RuntimeError(f"the dry run that writes {script} failed: {res.stderr.strip()[-2000:]}")
-    return SlurmJob(script, os.path.join(out, "logs", f"{name}.out"), cluster.env(env), REPO, cluster.nodes)
+    return SlurmJob(script, os.path.join(out, "logs", f"{name}.out"), cluster.env(env), REPO, cluster.nodes,
+                    hold_s=args.requeue_hold)
 
 
 def hosts_file(out: str) -> str:
@@ -288,6 +333,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = os.path.abspath(args.out)
     disk = os.path.join(out, "disk")
     workdir, quiet_dir = os.path.join(disk, "work"), os.path.join(out, "quiet")
+    store = os.path.join(out, "store")  # --spark: the estimator's store, on the filesystem both hosts share
+    if args.spark:
+        from benchmarks.soak.spark_fit import MARK, run_path
+
+        workdir, quiet_dir = run_path(store, "soak"), run_path(store, "quiet")
     for old in (workdir, quiet_dir, os.path.join(out, "logs")):  # a soak starts afresh in --out
         shutil.rmtree(old, ignore_errors=True)
     os.makedirs(os.path.join(out, "logs"))
@@ -295,7 +345,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.elastic:
         env["HVDKERAS_HOSTS_FILE"] = os.path.join(out, "hosts")  # hosts_file() writes it before each run
     tic = time.time()
-    mounted, lab, cluster, jobs = False, None, None, {}
+    mounted, lab, cluster, jobs, spark = False, None, None, {}, None
     os.makedirs(disk, exist_ok=True)
     try:
         if FULL_DISK in args.kinds:  # before the lab's hosts start: their own mount namespaces copy it
@@ -318,11 +368,23 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"[soak] the lab's Slurm cluster is up: nodes {', '.join(cluster.nodes)}", flush=True)
             jobs = {name: slurm_job(args, cluster, where, env, name)
                     for name, where in (("job", workdir), ("quiet", quiet_dir))}
+        if args.spark:
+            from lab import spark as lab_spark
+
+            spark = lab_spark.up(os.path.join(out, "spark"))
+            env = spark.env(env)
+            print(f"[soak] the lab's Spark cluster is up: master {spark.master_url}", flush=True)
+
+        def job(where: str, run_id: str, **kw) -> Job:
+            if spark is not None:
+                return Job(spark_command(args, store, run_id), env, REPO, where, rank_env=MARK, **kw)
+            return Job(command(args, where, lab), env, REPO, where, **kw)
+
         quiet = None
         if not args.no_quiet:
             print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
-            quiet = Loop(Job(command(args, quiet_dir, lab), env, REPO, quiet_dir,
-                             hosts_file=hosts_file(out) if args.elastic else None, slurm=jobs.get("quiet")),
+            quiet = Loop(job(quiet_dir, "quiet", hosts_file=hosts_file(out) if args.elastic else None,
+                             slurm=jobs.get("quiet")),
                          [], args.interval, args.deadline,
                          os.path.join(out, "logs", "quiet"), max_attempts=1, promise=promise(args))
             os.makedirs(quiet.logs, exist_ok=True)
@@ -334,8 +396,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               + ", ".join(f"{f.kind}@{f.anchor}+{f.delay_s:g}s" for f in faults), flush=True)
         links = ({rank: end for rank, (_, _, _, end) in enumerate(lab_hosts.HOST_SPECS)} if lab or cluster
                  else {})
-        loop = Loop(Job(command(args, workdir, lab), env, REPO, workdir, disk if mounted else None, links,
-                        hosts_file(out) if args.elastic else None, jobs.get("job")), faults,
+        loop = Loop(job(workdir, "soak", disk=disk if mounted else None, links=links,
+                        hosts_file=hosts_file(out) if args.elastic else None, slurm=jobs.get("job")), faults,
                     args.interval, args.deadline, os.path.join(out, "logs"), max_attempts=3 * args.faults + 5,
                     say=lambda line: print(line, flush=True), promise=promise(args))
         finished = loop.run()
@@ -349,10 +411,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         settings = {"seed": args.seed, "faults": args.faults, "interval_s": list(args.interval), "kinds": args.kinds,
                     "epochs": args.epochs, "deadline_s": args.deadline, "gloo_timeout_s": args.gloo_timeout,
                     "hosts": 2 if args.slurm else args.hosts or 1, "short": args.short, "stack": _stack(),
-                    "elastic": args.elastic, "slurm": args.slurm,
+                    "elastic": args.elastic, "slurm": args.slurm, "spark": args.spark,
+                    **({"requeue_hold_s": args.requeue_hold} if args.slurm else {}),
                     **({"leave_s": args.leave, "rejoin_limit_s": args.rejoin_limit, "commit_every": COMMIT_EVERY,
                         "blacklist_cooldown_s": list(COOLDOWN)} if args.elastic else {}),
-                    "command": (f"sbatch {jobs['job'].script}" if jobs else " ".join(command(args, workdir, lab))),
+                    "command": (f"sbatch {jobs['job'].script}" if jobs else " ".join(spark_command(args, store, "soak"))
+                                if spark else " ".join(command(args, workdir, lab))),
                     **({"slurm_jobs": {name: job.job_id for name, job in jobs.items()}} if jobs else {}),
                     "total_wall_s": round(time.time() - tic, 1)}
         lost = accounting.lost_checkpoints(loop.attempts, KEEP)
@@ -365,6 +429,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             job.cancel()
         if cluster is not None and args.slurm_cluster is None:
             lab_slurm.down(cluster)
+        if spark is not None:
+            lab_spark.down(spark)
         if lab is not None:
             lab_hosts.down(lab)
         if mounted:  # the soaked workdir outlives its tmpfs in --out/work, for a look after the soak

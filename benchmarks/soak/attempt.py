@@ -8,7 +8,7 @@ import threading
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from benchmarks.soak.faults import preempt
+from benchmarks.soak.faults import marked, preempt
 from hvdkeras.common.processes import alive, kill_session
 
 
@@ -70,9 +70,10 @@ class Running:
         return status
 
 
-def left_behind(marker: str, grace: float = 10.0) -> List[str]:
-    """Processes whose command line holds ``marker`` (the job's workdir) still there ``grace`` s after the job ended,
-    as ``pid: command``; they are killed (SIGKILL, then waited for) so that the next attempt starts clean."""
+def left_behind(marker: str, grace: float = 10.0, env_key: Optional[str] = None) -> List[str]:
+    """Processes whose command line holds ``marker`` (the job's workdir; with ``env_key``, whose environment has it
+    set to ``marker``) still there ``grace`` s after the job ended, as ``pid: command``; they are killed (SIGKILL,
+    then waited for) so that the next attempt starts clean."""
     import psutil
 
     deadline = time.monotonic() + grace
@@ -81,7 +82,8 @@ def left_behind(marker: str, grace: float = 10.0) -> List[str]:
         for proc in psutil.process_iter(["pid", "cmdline", "status"]):
             try:
                 argv = " ".join(proc.info["cmdline"] or [])
-                if marker in argv and proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                if (proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE
+                        and marked([argv], proc.environ, marker, env_key)):
                     found.append((proc.pid, argv))
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue

@@ -24,16 +24,27 @@ from benchmarks.soak.output import Position, checkpoint_position
 DAMAGED_SIZE = 100  # bytes left of a data file the soak damages (the damaged-checkpoint test's truncation)
 
 
-def rank_pids(marker: str) -> Dict[int, int]:
-    """``{rank: pid}`` of the Python rank processes whose command line holds ``marker`` (the job's workdir), on this
-    machine's emulated hosts too (their processes share this machine's process table)."""
+def marked(argv: Sequence[str], environ: Callable[[], Dict[str, str]], marker: str, env_key: Optional[str]) -> bool:
+    """Whether a process belongs to the job marked ``marker``: in its command line ``argv``, or with ``env_key`` as
+    that variable of its environment (``environ()``: a Spark rank's command line does not name the run)."""
+    if env_key is None:
+        return marker in " ".join(argv)
+    return environ().get(env_key) == marker
+
+
+def rank_pids(marker: str, env_key: Optional[str] = None) -> Dict[int, int]:
+    """``{rank: pid}`` of the Python rank processes whose command line holds ``marker`` (the job's workdir), or whose
+    environment has ``env_key`` set to it, on this machine's emulated hosts too (their processes share this
+    machine's process table)."""
     import psutil
 
     found: Dict[int, int] = {}
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
             argv = proc.info["cmdline"] or []
-            if not argv or marker not in " ".join(argv) or not os.path.basename(argv[0]).startswith("python"):
+            if not argv or not os.path.basename(argv[0]).startswith("python"):
+                continue
+            if not marked(argv, proc.environ, marker, env_key):
                 continue
             rank = proc.environ().get("HOROVOD_RANK")
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -41,6 +52,23 @@ def rank_pids(marker: str) -> Dict[int, int]:
         if rank is not None:
             found[int(rank)] = proc.pid
     return found
+
+
+EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"  # a Spark executor JVM's main class
+
+
+def executor_of(pid: int) -> Optional[int]:
+    """The Spark executor JVM a rank process runs under (its nearest ancestor with :data:`EXECUTOR` in its command
+    line), or None (no executor: ``local[N]``, where the driver's JVM runs the tasks)."""
+    import psutil
+
+    try:
+        for parent in psutil.Process(pid).parents():
+            if EXECUTOR in " ".join(parent.cmdline()):
+                return parent.pid
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        pass
+    return None
 
 
 Worker = Tuple[int, str, int, float]  # an elastic worker: pid, host, the rank it was started as, its start time

@@ -24,6 +24,7 @@ from benchmarks.soak.schedule import (
     FREEZE,
     FULL_DISK,
     HOST_LEAVE,
+    KILL_EXECUTOR,
     KILL_RANK,
     LINK_CUT,
     NODE_FAIL,
@@ -51,6 +52,7 @@ class Job:
     links: Dict[int, str] = dataclasses.field(default_factory=dict)  # rank -> its host's link (the lab's)
     hosts_file: Optional[str] = None  # an elastic job's: the file its host discovery script prints
     slurm: Optional[SlurmJob] = None  # a Slurm batch job's (--slurm): its runs are the attempts, not ``cmd``'s
+    rank_env: Optional[str] = None  # a Spark job's (--spark): the ranks' variable holding the workdir (not argv)
 
     def start(self, log_path: str, clock) -> Run:
         """The next attempt: ``cmd`` run now, or the Slurm job's next run."""
@@ -132,7 +134,7 @@ class Loop:
                 freeze.finish()
             if ballast and os.path.exists(ballast):
                 os.remove(ballast)  # the operator frees the space before the job is rerun
-            leftovers = left_behind(self.job.workdir)
+            leftovers = left_behind(self.job.workdir, env_key=self.job.rank_env)
             newest = fault_lib.newest_intact(self.job.checkpoints, self.damaged)
             said = self._read(run.lines)
             before = self.attempts[-1].checkpoints if self.attempts else {}
@@ -207,7 +209,7 @@ class Loop:
 
     def _rank_pids(self, marker: str) -> Dict[int, int]:
         if self.job.hosts_file is None:
-            return fault_lib.rank_pids(marker)
+            return fault_lib.rank_pids(marker, self.job.rank_env)
         return {rank: pid for rank, (pid, _) in fault_lib.elastic_ranks(marker).items()}
 
     def _metrics_mtime(self) -> float:
@@ -222,7 +224,7 @@ class Loop:
         pid = None
         if planned.kind == PREEMPT:  # a scheduler signals a running job: a requeued one is signalled once it runs
             run.wait_started(RANK_WAIT_S)
-        if planned.kind in (KILL_RANK, FREEZE):  # at start-up the ranks may not exist yet: the fault comes when they do
+        if planned.kind in (KILL_RANK, FREEZE, KILL_EXECUTOR):  # at start-up the ranks may not exist yet: they will
             pid = fault_lib.wait_for_rank(self.job.workdir, planned.rank, RANK_WAIT_S, run.running, self._rank_pids)
         phase = TRAINING if self._read(run.lines).resumed is not None else STARTUP
         fault = Fault(planned.index, planned.kind, self.clock(), index, phase, freeze_s=planned.freeze_s,
@@ -254,6 +256,11 @@ class Loop:
         elif planned.kind == DAMAGE:
             fault.detail = "no checkpoint yet; " + self._signal_rank(run, planned.rank, signal.SIGKILL)
             fault.injected = "not found" not in fault.detail
+        elif planned.kind == KILL_EXECUTOR:
+            executor = fault_lib.executor_of(pid) if pid is not None else None
+            fault.injected = executor is not None and fault_lib.signal_rank(executor, signal.SIGKILL)
+            fault.detail = (f"SIGKILL to the Spark executor (pid {executor}) of rank {planned.rank}" if fault.injected
+                            else f"no Spark executor found for rank {planned.rank}")
         elif planned.kind == KILL_RANK:
             fault.injected = pid is not None and fault_lib.signal_rank(pid, signal.SIGKILL)
             fault.detail = (f"SIGKILL to rank {planned.rank} (pid {pid})" if fault.injected

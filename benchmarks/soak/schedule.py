@@ -30,6 +30,13 @@ a job already requeued waits for the node). A fault timed from a restart then la
 (pending) or while it starts again. ``freeze`` and ``link_cut`` may be added with ``--kinds``; ``full_disk`` is not
 a kind there (the nodes' daemons started before the soak's tmpfs could exist).
 
+A Spark estimator's fit (``--spark``: ``KerasEstimator.fit`` on the lab's standalone cluster, one executor per host,
+rerun with the same ``run_id`` after it stopped, as a user's retry; :mod:`benchmarks.soak.spark_fit`) has
+:data:`SPARK_KINDS`: a rank killed, the executor JVM it runs under killed (``kill_executor``), the newest checkpoint
+damaged. Its promise is a kill's (docs/spark.md): the fit stops in one line and the next resumes from the newest
+intact checkpoint (one per epoch). ``preempt`` is not a kind there: the estimator has no SIGTERM path of its own
+(the driver's signal ends the Spark application, a kill for the ranks).
+
 Left out of an elastic job: ``freeze`` (a frozen worker: the docs' promise is the plain driver's one-line stop;
 under the elastic driver the survivor waits in Horovod's rendezvous for a worker that neither runs nor exits, a
 case no doc promises anything for), ``full_disk`` (rank 0's failed save is a worker failure there: the driver
@@ -51,12 +58,15 @@ DAMAGE = "damage_checkpoint"  # the newest checkpoint's data truncated, then a r
 LINK_CUT = "link_cut"  # the link of one of the lab's two emulated hosts down for a while (--hosts 2)
 HOST_LEAVE = "host_leave"  # an elastic job's host out of the hosts file for a while, then back (--elastic)
 NODE_FAIL = "node_fail"  # a Slurm node set DOWN and kept out for a while, then back (--slurm)
+KILL_EXECUTOR = "kill_executor"  # SIGKILL of the Spark executor JVM a rank runs under (--spark)
 KINDS = (KILL_RANK, PREEMPT, FREEZE, FULL_DISK, DAMAGE)  # one host's
 TWO_HOST_KINDS = (LINK_CUT,)
 ELASTIC_KINDS = (KILL_RANK, PREEMPT, HOST_LEAVE)  # an elastic job's (see above for why these)
 SLURM_KINDS = (PREEMPT, KILL_RANK, DAMAGE, NODE_FAIL)  # a Slurm job's by default (see above)
 SLURM_MAY = SLURM_KINDS + (FREEZE, LINK_CUT)  # and what --kinds may add there
-ALL_KINDS = KINDS + TWO_HOST_KINDS + (HOST_LEAVE, NODE_FAIL)
+SPARK_KINDS = (KILL_RANK, KILL_EXECUTOR, DAMAGE)  # a Spark estimator's fit (see above)
+SPARK_MAY = SPARK_KINDS + (FREEZE,)
+ALL_KINDS = KINDS + TWO_HOST_KINDS + (HOST_LEAVE, NODE_FAIL, KILL_EXECUTOR)
 
 PREVIOUS, RESTART = "previous", "restart"
 THAW, KILL = "cont", "kill"  # what ends a freeze

@@ -1,0 +1,83 @@
+"""The Spark soak's pieces without Spark: finding a fit's ranks by their environment, the executor a rank runs
+under, the flags. The soak on the lab's cluster is its run of record (docs/reliability.md)."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks.soak import faults, schedule
+from benchmarks.soak.attempt import left_behind
+from benchmarks.soak.spark_fit import MARK
+
+
+def _wait_for(find, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = find()
+        if found:
+            return found
+        time.sleep(0.05)
+    return find()
+
+
+def test_a_spark_rank_is_found_by_the_run_in_its_environment_and_left_behind_sees_it_too(tmp_path):
+    run = str(tmp_path / "store" / "runs" / "soak")
+    env = dict(os.environ, HOROVOD_RANK="1", **{MARK: run})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        assert _wait_for(lambda: faults.rank_pids(run, MARK)) == {1: proc.pid}
+        assert faults.rank_pids(run) == {}  # its command line does not name the run
+        assert faults.rank_pids(run + "-other", MARK) == {}
+        (line,) = left_behind(run, grace=0.0, env_key=MARK)
+        assert line.startswith(f"{proc.pid}: ")  # named, then killed (and reaped by left_behind's wait)
+        proc.wait(timeout=10)
+        assert faults.rank_pids(run, MARK) == {}
+    finally:
+        proc.kill()
+
+
+def test_the_executor_of_a_rank_is_its_nearest_ancestor_running_sparks_executor_backend():
+    backend = subprocess.Popen(["bash", "-c", "sleep 30 & wait", faults.EXECUTOR])
+    try:
+        import psutil
+
+        children = _wait_for(lambda: psutil.Process(backend.pid).children())
+        assert faults.executor_of(children[0].pid) == backend.pid
+        assert faults.executor_of(backend.pid) is None  # local[N]: no executor process above the rank
+    finally:
+        backend.kill()
+        backend.wait()
+
+
+def test_a_spark_soak_plans_its_kinds_and_fits_with_the_same_run_id_each_attempt(monkeypatch):
+    from benchmarks.soak.__main__ import SHORT_SPARK, parse, spark_command
+    from lab import hosts as lab_hosts
+    from lab import spark as lab_spark
+
+    monkeypatch.setattr(lab_spark, "can_run", lambda: (True, ""))
+    monkeypatch.setattr(lab_hosts, "any_up", lambda: False)
+    args = parse(["--spark", "--short"])
+    assert args.kinds == list(schedule.SPARK_KINDS) and args.faults == SHORT_SPARK["faults"] == 3
+    assert args.deadline >= 150  # a fit's start prints nothing for tens of seconds
+    cmd = spark_command(args, "/s", "soak")
+    assert cmd[1:3] == ["-m", "benchmarks.soak.spark_fit"] and cmd[cmd.index("--run-id") + 1] == "soak"
+    assert cmd[cmd.index("--epochs") + 1] == str(SHORT_SPARK["epochs"])
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--kinds", "kill_executor"], "kill_executor needs a Spark job: add --spark"),
+    (["--spark", "--kinds", "preempt"], "preempt with --spark: choose from kill_rank, kill_executor"),
+    (["--spark", "--slurm"], "--spark runs the fit on the lab's Spark cluster"),
+])
+def test_a_wrong_spark_flag_gets_one_line_saying_what_to_pass(argv, said, capsys, monkeypatch):
+    from benchmarks.soak.__main__ import parse
+    from lab import slurm as lab_slurm
+    from lab import spark as lab_spark
+
+    monkeypatch.setattr(lab_spark, "can_run", lambda: (True, ""))
+    monkeypatch.setattr(lab_slurm, "can_run", lambda: (True, ""))
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2 and said in capsys.readouterr().err
