@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak.output import Position, Said, absolute
-from benchmarks.soak.schedule import FREEZE, NODE_FAIL, PREEMPT, THAW
+from benchmarks.soak.schedule import DAMAGE, FREEZE, NODE_FAIL, PREEMPT, THAW
 
 STARTUP, TRAINING = "start-up", "training"
 
@@ -103,6 +103,22 @@ def frozen_when(fault: Fault, faults: List[Fault]) -> bool:
                and (f.freeze_end != THAW or f.at + f.freeze_s > fault.at) for f in faults)
 
 
+def promised_resume(before: Attempt, nxt: Attempt, faults: List[Fault]) -> Optional[Position]:
+    """Where ``nxt`` had to resume: the newest checkpoint the soak had not damaged when ``before`` (the attempt before
+    it) ended, unless a damage fault hit that one while ``nxt`` started and before it restored (a fault during the
+    recovery, found by the Slurm soak's run of record); then the newest older one on disk, each such hit moving it
+    one further back."""
+    promised = before.expected_next
+    if nxt.said.resumed_at is None:
+        return promised
+    hit = {f.newest_checkpoint for f in faults if f.kind == DAMAGE and f.injected and f.attempt >= before.index
+           and f.at < nxt.said.resumed_at and f.newest_checkpoint is not None}
+    while promised is not None and promised in hit:
+        older = [p for p in before.checkpoints.values() if p < promised]
+        promised = max(older) if older else None
+    return promised
+
+
 def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
              elastic: Optional["elastic_lib.Promise"] = None) -> List[Outcome]:
     """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
@@ -154,7 +170,7 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
             continue
         before = by_index[nxt.index - 1]
         out.resumed = absolute(nxt.said.resumed, steps)
-        out.promised = absolute(before.expected_next or (0, 0), steps)
+        out.promised = absolute(promised_resume(before, nxt, faults) or (0, 0), steps)
         out.lost = max(0, out.position - out.resumed)
         exact_stop = fault.kind == PREEMPT and not frozen_when(fault, faults)
         out.allowed = 0 if exact_stop else max(0, out.position - out.promised)

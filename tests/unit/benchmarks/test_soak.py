@@ -132,6 +132,29 @@ def test_a_kill_loses_the_batches_since_the_newest_checkpoint_and_no_more():
     assert out.held and out.wall_lost_s == 13.0  # 12 s to resume, 10 batches again at 0.1 s
 
 
+def test_a_checkpoint_damaged_while_the_job_restarts_moves_the_promise_of_the_faults_before_it_one_back():
+    # The Slurm soak's run of record (seed 4): epoch 123 damaged and a rank killed; two start-ups ended by a kill and
+    # a freeze before they restored; then epoch 122 damaged while the job was requeued: the restore set both aside
+    # and resumed after epoch 121, which is where every one of the three had to resume, not after 122.
+    on_disk = {f"/w/c/epoch-{e:04d}": (e, 0) for e in (121, 122, 123)}
+    attempts = [Attempt(3, 165.0, 198.6, 1, Said(resumed=(101, 0), resumed_at=170.0, steps=STEPS),
+                        expected_next=(122, 0), checkpoints=on_disk),
+                Attempt(4, 201.8, 219.4, 1, Said(steps=STEPS), expected_next=(122, 0), checkpoints=on_disk),
+                Attempt(5, 222.5, 282.9, 1, Said(steps=STEPS), expected_next=(122, 0), checkpoints=on_disk),
+                Attempt(6, 286.1, 373.4, 0, Said(resumed=(121, 0), resumed_at=300.0, steps=STEPS),
+                        expected_next=(600, 0))]
+    found = [_fault(schedule.DAMAGE, 194.0, 3, newest_checkpoint=(123, 0), epoch_logged=123, logged_at=193.5,
+                    step_time_s=0.02),
+             _fault(schedule.KILL_RANK, 214.8, 4, STARTUP), _fault(schedule.FREEZE, 233.9, 5, STARTUP,
+                                                                     freeze_s=41.7, freeze_end=schedule.THAW),
+             _fault(schedule.DAMAGE, 290.3, 6, STARTUP, newest_checkpoint=(122, 0))]
+    outs = accounting.outcomes(found, attempts, STEPS)
+    assert [o.held for o in outs] == [True] * 4, [o.note for o in outs]
+    assert [o.promised for o in outs[:3]] == [121 * STEPS] * 3
+    assert [(o.lost, o.allowed) for o in outs[1:3]] == [(STEPS, STEPS)] * 2  # the epoch the later damage took
+    assert accounting.promised_resume(attempts[0], attempts[3], found[:3]) == (122, 0)  # without the late damage
+
+
 def test_a_rerun_that_resumes_before_the_newest_checkpoint_has_lost_one():
     fault = _fault(schedule.KILL_RANK, 20.0, epoch_logged=4, logged_at=19.0, step_time_s=0.1)
     attempts = [_attempt(0, 1, (0, 0), 1.0, expected=(4, 0)), _attempt(1, 0, (3, 0), 32.0)]
