@@ -5,9 +5,10 @@ names (``--spark``: :mod:`lab.spark`'s two hosts), with a fixed ``run_id`` so th
 
 It is what a user's retry of a failed Spark job runs again: ``SparkSession.builder.getOrCreate()``, the digits as a
 DataFrame (64 pixel values in a vector column, the label), a small dense model, and ``fit`` on 2 ranks. The ranks'
-lines reach this process's output through Horovod's launcher (``resuming after ...``, ``final validation ...``),
-where the soak reads them. Each rank's environment has ``HVDKERAS_SOAK_MARK`` set to the run's folder in the store
-(the estimator's ``backend_env``), by which the soak finds the rank processes (their command line does not name it).
+lines (``resuming after ...``, ``final validation ...``) reach this process's output, where the soak reads them,
+through Horovod's launcher (``SparkBackend(stdout=sys.stdout)``; on a cluster they would go to the executors' logs).
+Each rank's environment has ``HVDKERAS_SOAK_MARK`` set to the run's folder in the store (the estimator's
+``backend_env``), by which the soak finds the rank processes (their command line does not name it).
 Exit status 0 when ``fit`` returned, 1 with hvdkeras's one line when it stopped.
 """
 from __future__ import annotations
@@ -54,6 +55,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     import hvdkeras.spark.keras as hvd_keras
     from hvdkeras.common.errors import HvdkerasError
     from hvdkeras.runtime.compat import keras
+    from hvdkeras.spark.common.backend import SparkBackend
     from hvdkeras.spark.common.store import Store
 
     builder = SparkSession.builder.appName(f"hvdkeras-soak-{args.run_id}")
@@ -64,8 +66,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         keras.utils.set_random_seed(args.seed)
         model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"),
                                   keras.layers.Dense(10, activation="softmax")])
+        # The ranks' output streamed to this driver (on a cluster it would go to the executors' logs), where the soak
+        # reads it: Horovod's launcher passes it back when given a stream.
+        backend = SparkBackend(num_proc=2, stdout=sys.stdout, stderr=sys.stdout)
         estimator = hvd_keras.KerasEstimator(
-            num_proc=2, store=Store.create(args.store), model=model, optimizer=keras.optimizers.SGD(0.05),
+            backend=backend, store=Store.create(args.store), model=model, optimizer=keras.optimizers.SGD(0.05),
             loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
             label_cols=["label"], validation=0.2, batch_size=32, epochs=args.epochs, random_seed=args.seed,
             verbose=0, run_id=args.run_id, backend_env={MARK: run_path(args.store, args.run_id)})

@@ -163,8 +163,15 @@ def _describe(df: Any, columns: Sequence[str]) -> Tuple[int, Dict[str, ColumnInf
     return int(row["__rows"]), infos
 
 
+ROW = "__hvdkeras_row"  # each row's place in the DataFrame, which orders the rows inside each Parquet file
+
+
 def _write(df: Any, path: str, files: int) -> None:
-    df.repartition(files).write.mode("overwrite").parquet(path)
+    """Writes ``df`` as ``files`` Parquet files, the rows in each in :data:`ROW` order, then drops it. A round-robin
+    repartition puts the same rows in each file every time, but in the order their shuffle blocks arrive from the
+    executors, which varies between fits; each rank's epoch shuffle permutes rows by position, so two fits with the
+    same seed trained on other batches (found by the Spark soak: epoch 1's loss differed between two fresh fits)."""
+    df.repartition(files).sortWithinPartitions(ROW).drop(ROW).write.mode("overwrite").parquet(path)
 
 
 def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
@@ -200,8 +207,10 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     weights = [sample_weight_col] if sample_weight_col else []
     check_present(df, weights, "sample_weight_col")
     columns = list(dict.fromkeys([*feature_cols, *label_cols, *weights]))
-    train, val = validation_split(df, validation, seed)
-    train = train.select(*columns)
+    from pyspark.sql import functions as F
+
+    train, val = validation_split(df.withColumn(ROW, F.monotonically_increasing_id()), validation, seed)
+    train = train.select(*columns, ROW)
     rows, infos = _describe(train, columns)
     if rows == 0:
         raise SetupError("the DataFrame has no rows to train on" + (" after the validation split" if val is not None
@@ -213,7 +222,7 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     _write(_as_arrays(train, infos), train_path, num_proc * partitions_per_process)
     val_path, val_rows = None, 0
     if val is not None:
-        val = val.select(*columns)
+        val = val.select(*columns, ROW)
         val_path = store.get_val_data_path(dataset_idx)
         _write(_as_arrays(val, infos), val_path, num_proc)
         from hvdkeras.spark.common.reader import count_rows
