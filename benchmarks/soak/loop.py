@@ -4,7 +4,11 @@ planned faults injected as they fall due (:mod:`benchmarks.soak.schedule`) and a
 An elastic job (:attr:`Job.hosts_file` set) goes on through a lost host or worker without a restart; the next
 fault then waits until rank 0 has announced the full world again (or the rejoin limit has passed), and its delay
 counts from then, so that every fault hits the full world, as the promise it is judged by assumes
-(:mod:`benchmarks.soak.elastic`)."""
+(:mod:`benchmarks.soak.elastic`).
+
+A Slurm job's attempts (:attr:`Job.slurm`) are the runs of one batch job, each from its requeue
+(:mod:`benchmarks.soak.slurm_job`); a node kept out outlasts the attempt it ended and is brought back when its time
+is up, or when the loop ends. A Spark fit's ranks (:attr:`Job.rank_env`) are found by their environment."""
 from __future__ import annotations
 
 import dataclasses

@@ -11,6 +11,7 @@ def assert_fit(fit):
     assert fit["epochs"] == 2
     assert fit["checkpoints"] == ["epoch-0001", "epoch-0002"]  # rank 0's checkpoints, in the store's run
     assert fit["single"] < 1e-5, fit  # the ranks' weights = one process stepping on their global batches
+    assert fit["same_files"], fit  # a second prepare of the same DataFrame writes the same rows in the same order
 
 
 def assert_transform(transform):

@@ -102,6 +102,28 @@ def allreduce_rank():
     return {"rank": hvd_tf.rank(), "size": hvd_tf.size(), "sum": float(total.numpy())}
 
 
+def prepared_twice_alike(df, store):
+    """Whether the fit's training Parquet and a second ``prepare`` of the same DataFrame (the store's dataset 1) hold
+    the same rows in the same order in each file: a rank's epoch shuffle permutes its rows by position, so a second
+    fit with the same seed trains on the same batches only then (on the cluster the rows of a file come from two
+    executors' shuffle blocks, in the order they arrive)."""
+    import pyarrow.parquet as pq
+
+    from hvdkeras.spark.common.data import prepare
+    from hvdkeras.spark.common.reader import parquet_files
+
+    again = prepare(df, store, 2, ["features", "extra"], ["label_vec"], validation=0.25, seed=1, dataset_idx=1)
+
+    def contents(path):
+        found = []
+        for name, _ in parquet_files(store, path):
+            with store.fs.open(name, "rb") as f:
+                found.append(pq.read_table(f).to_pydict())
+        return found
+
+    return contents(store.get_train_data_path(None)) == contents(again.train_path)
+
+
 def error_of(fn):
     try:
         fn()
@@ -140,6 +162,7 @@ def run_checks(spark, store_path, too_many=True):
                   "run_id": keras_model.getRunId()}
 
     out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store)
+    out["fit"]["same_files"] = prepared_twice_alike(df, store)
     lap("fit")
     predicted = keras_model.transform(df.drop("label_vec"))
     collected = predicted.select("label", "label_prob").collect()
