@@ -37,6 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun in a private mount namespace
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
 KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
+SPARK_KEEP = 2  # the Spark estimator's own checkpoint.keep (hvdkeras/spark/keras/estimator.py)
 SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0,
          "leave": 15.0}
 # --elastic --short: one fault of each elastic kind, each host back and rejoined before the next; faults 25-35 s
@@ -377,7 +378,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         def job(where: str, run_id: str, **kw) -> Job:
             if spark is not None:
-                return Job(spark_command(args, store, run_id), env, REPO, where, rank_env=MARK, **kw)
+                return Job(spark_command(args, store, run_id), env, REPO, where, rank_env=MARK, lines_late=True, **kw)
             return Job(command(args, where, lab), env, REPO, where, **kw)
 
         quiet = None
@@ -402,7 +403,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     say=lambda line: print(line, flush=True), promise=promise(args))
         finished = loop.run()
         steps = next((a.said.steps for a in loop.attempts if a.said.steps), None) or 1
-        outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args))
+        outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args), lines_late=args.spark)
         foreign = sorted({p for a in loop.attempts for p in a.said.damaged} - set(loop.damaged))
         final = (_final(args, loop, quiet, workdir, quiet_dir) if finished
                  else {"verdict": "the soaked run never finished"})
@@ -419,7 +420,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 if spark else " ".join(command(args, workdir, lab))),
                     **({"slurm_jobs": {name: job.job_id for name, job in jobs.items()}} if jobs else {}),
                     "total_wall_s": round(time.time() - tic, 1)}
-        lost = accounting.lost_checkpoints(loop.attempts, KEEP)
+        lost = accounting.lost_checkpoints(loop.attempts, SPARK_KEEP if args.spark else KEEP)
         result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,
                               loop.attempts), foreign, lost)
         if os.path.exists(os.path.join(workdir, "metrics.jsonl")):

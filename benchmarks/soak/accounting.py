@@ -83,6 +83,10 @@ def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> t
     if fault.kind in (PREEMPT, NODE_FAIL) and attempt.said.preempted is not None:  # Slurm SIGTERMs a failed node's job
         return absolute(attempt.said.preempted, steps), True
     resumed_at = attempt.said.resumed_at
+    late = fault.phase == TRAINING and (resumed_at is None or fault.at <= resumed_at)  # the lines came after it
+    if late and fault.logged_at is not None and fault.logged_at >= attempt.start and fault.step_time_s:
+        base = max(start_abs, fault.epoch_logged * steps)  # a Spark fit's: estimated from its metrics alone
+        return base + min(steps - 1, math.floor((fault.at - fault.logged_at) / fault.step_time_s)), False
     if fault.phase == STARTUP or resumed_at is None or fault.at <= resumed_at:
         return start_abs, True
     base, since = start_abs, resumed_at
@@ -120,7 +124,7 @@ def promised_resume(before: Attempt, nxt: Attempt, faults: List[Fault]) -> Optio
 
 
 def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
-             elastic: Optional["elastic_lib.Promise"] = None) -> List[Outcome]:
+             elastic: Optional["elastic_lib.Promise"] = None, lines_late: bool = False) -> List[Outcome]:
     """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
     ended, ended it; the next attempt that said where it starts is its resume; the promise is the newest
     undamaged checkpoint when the attempt before that one ended. In an ``elastic`` job a host or worker lost
@@ -175,6 +179,8 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
         exact_stop = fault.kind == PREEMPT and not frozen_when(fault, faults)
         out.allowed = 0 if exact_stop else max(0, out.position - out.promised)
         out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
+        if lines_late:  # the resume's line came when its fit's output did, not when it resumed
+            out.wall_lost_s = None
         out.held = out.resumed == out.promised and out.lost <= out.allowed and not out.hang
         if fault.kind == PREEMPT and frozen_when(fault, faults) and attempt.said.preempted is None:
             out.note = "a rank was frozen: the ranks could not agree on a batch, the rerun resumed from a checkpoint"

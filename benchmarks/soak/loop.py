@@ -57,6 +57,7 @@ class Job:
     hosts_file: Optional[str] = None  # an elastic job's: the file its host discovery script prints
     slurm: Optional[SlurmJob] = None  # a Slurm batch job's (--slurm): its runs are the attempts, not ``cmd``'s
     rank_env: Optional[str] = None  # a Spark job's (--spark): the ranks' variable holding the workdir (not argv)
+    lines_late: bool = False  # a Spark job's: its ranks' lines reach the soak in 64 KB chunks, often at the end
 
     def start(self, log_path: str, clock) -> Run:
         """The next attempt: ``cmd`` run now, or the Slurm job's next run."""
@@ -231,6 +232,8 @@ class Loop:
         if planned.kind in (KILL_RANK, FREEZE, KILL_EXECUTOR):  # at start-up the ranks may not exist yet: they will
             pid = fault_lib.wait_for_rank(self.job.workdir, planned.rank, RANK_WAIT_S, run.running, self._rank_pids)
         phase = TRAINING if self._read(run.lines).resumed is not None else STARTUP
+        if self.job.lines_late:  # the metrics say whether this attempt trained: an epoch ended since it started
+            phase = TRAINING if self._metrics_mtime() > time.time() - (self.clock() - run.started) else STARTUP
         fault = Fault(planned.index, planned.kind, self.clock(), index, phase, freeze_s=planned.freeze_s,
                       freeze_end=planned.freeze_end)
         records = read_metrics(os.path.join(self.job.workdir, "metrics.jsonl"))

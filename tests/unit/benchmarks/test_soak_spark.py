@@ -81,3 +81,19 @@ def test_a_wrong_spark_flag_gets_one_line_saying_what_to_pass(argv, said, capsys
     with pytest.raises(SystemExit) as exc:
         parse(argv)
     assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_by_its_metrics_and_its_wall_time_is_not_claimed():
+    # A Spark fit's ranks' lines reach the driver in 64 KB chunks, often when the fit ends: its "resuming after" line
+    # came at 80 s, after the kill at 60 s; the metrics had logged epoch 12 at 59 s, 0.1 s a batch.
+    from benchmarks.soak import accounting
+    from benchmarks.soak.accounting import TRAINING, Attempt, Fault
+    from benchmarks.soak.output import Said
+
+    steps = 22
+    attempts = [Attempt(0, 30.0, 81.0, 1, Said(resumed=(10, 0), resumed_at=80.0, steps=steps), expected_next=(12, 0)),
+                Attempt(1, 81.0, 200.0, 0, Said(resumed=(12, 0), resumed_at=199.0, steps=steps))]
+    fault = Fault(0, schedule.KILL_RANK, 60.0, 0, TRAINING, epoch_logged=12, logged_at=59.0, step_time_s=0.1)
+    (out,) = accounting.outcomes([fault], attempts, steps, lines_late=True)
+    assert not out.exact and out.position == 12 * steps + 10 and out.held
+    assert (out.lost, out.allowed) == (10, 10) and out.wall_lost_s is None
