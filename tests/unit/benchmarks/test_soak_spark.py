@@ -97,3 +97,13 @@ def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_by_its_metrics_and_its
     (out,) = accounting.outcomes([fault], attempts, steps, lines_late=True)
     assert not out.exact and out.position == 12 * steps + 10 and out.held
     assert (out.lost, out.allowed) == (10, 10) and out.wall_lost_s is None
+
+
+def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
+    from benchmarks.soak import report
+    from benchmarks.soak.accounting import TRAINING, Fault, Outcome
+
+    kill = Outcome(Fault(0, schedule.KILL_RANK, 60.0, 0, TRAINING), ended_attempt=True, lost=10, wall_lost_s=None)
+    went_on = Outcome(Fault(1, schedule.DAMAGE, 90.0, 1, TRAINING), ended_attempt=False, lost=0, wall_lost_s=0.0)
+    table = report.by_kind([kill, went_on])
+    assert table["kill_rank"]["wall_lost_s"] is None and table["damage_checkpoint"]["wall_lost_s"] == 0.0
