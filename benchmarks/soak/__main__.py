@@ -170,37 +170,21 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.leave <= 0 or args.rejoin_limit <= 0:
         parser.error(f"--leave and --rejoin-limit must be above 0; received: {args.leave:g}, {args.rejoin_limit:g}")
     if args.slurm:
-        from lab import hosts as lab_hosts
         from lab import slurm as lab_slurm
 
-        ok, reason = lab_slurm.can_run()
-        if not ok:
-            parser.error(f"--slurm: the lab's Slurm cluster cannot run here: {reason}")
+        _lab_free(parser, "--slurm", "the lab's Slurm cluster", lab_slurm, "lab.slurm",
+                  hosts_may_be_up=args.slurm_cluster is not None)
         if args.slurm_cluster is not None and not os.path.isfile(args.slurm_cluster):
             parser.error(f"--slurm-cluster: no such file: {args.slurm_cluster} (python -m lab.slurm up writes"
                          " cluster.json in its folder)")
-        if args.slurm_cluster is None and lab_hosts.any_up():
-            parser.error("--slurm: the lab's hosts are up already, maybe for another job (starting them again would"
-                         " tear that job's down); wait for it, or run python -m lab.slurm down if they are stale")
     if args.spark:
-        from lab import hosts as lab_hosts
         from lab import spark as lab_spark
 
-        ok, reason = lab_spark.can_run()
-        if not ok:
-            parser.error(f"--spark: the lab's Spark cluster cannot run here: {reason}")
-        if lab_hosts.any_up():
-            parser.error("--spark: the lab's hosts are up already, maybe for another job (starting them again would"
-                         " tear that job's down); wait for it, or run python -m lab.spark down if they are stale")
+        _lab_free(parser, "--spark", "the lab's Spark cluster", lab_spark, "lab.spark")
     if args.hosts:
         from lab import hosts as lab_hosts
 
-        ok, reason = lab_hosts.can_run()
-        if not ok:
-            parser.error(f"--hosts 2: the lab cannot run here: {reason}")
-        if lab_hosts.any_up():
-            parser.error("--hosts 2: the lab's hosts are up already, maybe for another job (starting them again would"
-                         " tear that job's down); wait for it, or run python -m lab.hosts down if they are stale")
+        _lab_free(parser, "--hosts 2", "the lab", lab_hosts, "lab.hosts")
     if args.faults < 1 or args.epochs < 1:
         parser.error("--faults and --epochs must be at least 1")
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
@@ -213,6 +197,20 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         parser.error(f"the {FULL_DISK} fault needs root and unshare(1) (a tmpfs of its own in a private mount"
                      f" namespace): run as root, or leave it out with --kinds {others}")
     return args
+
+
+def _lab_free(parser: argparse.ArgumentParser, flag: str, what: str, module, down: str,
+              hosts_may_be_up: bool = False) -> None:
+    """Refuses ``flag`` in one line when ``module`` (one of the lab's: ``lab.hosts``, ``lab.slurm``, ``lab.spark``)
+    cannot run here, or when the lab's hosts are up already (unless the soak runs on a cluster already up)."""
+    from lab import hosts as lab_hosts
+
+    ok, reason = module.can_run()
+    if not ok:
+        parser.error(f"{flag}: {what} cannot run here: {reason}")
+    if not hosts_may_be_up and lab_hosts.any_up():
+        parser.error(f"{flag}: the lab's hosts are up already, maybe for another job (starting them again would"
+                     f" tear that job's down); wait for it, or run python -m {down} down if they are stale")
 
 
 def command(args, workdir: str, lab=None) -> List[str]:
