@@ -374,7 +374,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             env = spark.env(env)
             print(f"[soak] the lab's Spark cluster is up: master {spark.master_url}", flush=True)
 
-        def job(where: str, run_id: str, **kw) -> Job:
+        def make_job(where: str, run_id: str, **kw) -> Job:
             if spark is not None:
                 return Job(spark_command(args, store, run_id), env, REPO, where, rank_env=MARK, lines_late=True, **kw)
             return Job(command(args, where, lab), env, REPO, where, **kw)
@@ -382,8 +382,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         quiet = None
         if not args.no_quiet:
             print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
-            quiet = Loop(job(quiet_dir, "quiet", hosts_file=hosts_file(out) if args.elastic else None,
-                             slurm=jobs.get("quiet")),
+            quiet = Loop(make_job(quiet_dir, "quiet", hosts_file=hosts_file(out) if args.elastic else None,
+                                  slurm=jobs.get("quiet")),
                          [], args.interval, args.deadline,
                          os.path.join(out, "logs", "quiet"), max_attempts=1, promise=promise(args))
             os.makedirs(quiet.logs, exist_ok=True)
@@ -395,13 +395,13 @@ def main(argv: Optional[List[str]] = None) -> int:
               + ", ".join(f"{f.kind}@{f.anchor}+{f.delay_s:g}s" for f in faults), flush=True)
         links = ({rank: end for rank, (_, _, _, end) in enumerate(lab_hosts.HOST_SPECS)} if lab or cluster
                  else {})
-        loop = Loop(job(workdir, "soak", disk=disk if mounted else None, links=links,
-                        hosts_file=hosts_file(out) if args.elastic else None, slurm=jobs.get("job")), faults,
+        loop = Loop(make_job(workdir, "soak", disk=disk if mounted else None, links=links,
+                             hosts_file=hosts_file(out) if args.elastic else None, slurm=jobs.get("job")), faults,
                     args.interval, args.deadline, os.path.join(out, "logs"), max_attempts=3 * args.faults + 5,
                     say=lambda line: print(line, flush=True), promise=promise(args))
         finished = loop.run()
         steps = next((a.said.steps for a in loop.attempts if a.said.steps), None) or 1
-        outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args), lines_late=args.spark)
+        outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args), lines_late=loop.job.lines_late)
         foreign = sorted({p for a in loop.attempts for p in a.said.damaged} - set(loop.damaged))
         final = (_final(args, loop, quiet, workdir, quiet_dir) if finished
                  else {"verdict": "the soaked run never finished"})
@@ -424,8 +424,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
             shutil.copy(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "metrics.jsonl"))
     finally:
-        for job in jobs.values():
-            job.cancel()
+        for submitted in jobs.values():
+            submitted.cancel()
         if cluster is not None and args.slurm_cluster is None:
             lab_slurm.down(cluster)
         if spark is not None:
