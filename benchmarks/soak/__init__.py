@@ -4,6 +4,8 @@
     python -m benchmarks.soak --short                                        # 5 faults within 3 minutes
     python -m benchmarks.soak --elastic --short --no-quiet                   # an elastic job, 3 faults, ~4 minutes
     python -m benchmarks.soak --slurm --short                                # the sbatch script on the lab's Slurm
+    python -m benchmarks.soak --short --quiet-only --out runs/quiet          # a quiet run for several soaks ...
+    python -m benchmarks.soak --short --quiet-from runs/quiet                # ... of the same job
 
 It runs the digits job (``horovodrun -np 2 -H localhost:2 --gloo python -m hvdkeras.train``, dropout off so
 that the end can be compared bit for bit) and reruns the same command whenever it exits with a non-zero
@@ -17,7 +19,8 @@ is a hang, killed and reported.
 The report (``soak.txt`` and ``soak.json`` in ``--out``, :mod:`~benchmarks.soak.report`) gives per kind and per
 fault the batches and the wall time lost against the promise (:mod:`~benchmarks.soak.accounting`), hangs,
 processes left behind, failures no fault caused, and the final accuracy and weights against a quiet run of
-the same seed (:mod:`~benchmarks.soak.weights`). With the full-disk fault the soaked workdir lives on its own tmpfs,
+the same seed (:mod:`~benchmarks.soak.weights`; ``--quiet-from`` takes an earlier one of the same job,
+:mod:`~benchmarks.soak.quiet_run`). With the full-disk fault the soaked workdir lives on its own tmpfs,
 which goes with the soak: a copy of it stays in ``--out/work``, with the attempts' logs in ``--out/logs``.
 
 With ``--elastic`` the job is an elastic one (``horovodrun --min-np 1 --max-np 2`` with a host discovery script

@@ -11,7 +11,7 @@ import time
 from typing import List, Optional
 
 import benchmarks.soak as soak
-from benchmarks.soak import accounting, report
+from benchmarks.soak import accounting, quiet_run, report
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak.loop import Job, Loop
 from benchmarks.soak.schedule import (
@@ -38,7 +38,7 @@ IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun i
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
 KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
 SPARK_KEEP = 2  # the Spark estimator's own checkpoint.keep (hvdkeras/spark/keras/estimator.py)
-SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0,
+SHORT = {"faults": 5, "interval": "8-12", "epochs": 40, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0,
          "leave": 15.0}
 # --elastic --short: one fault of each elastic kind, each host back and rejoined before the next; faults 25-35 s
 # apart, since an elastic job's start-up takes 20 s or more on 2 busy cores (its first rendezvous, Gloo's 10 s
@@ -48,13 +48,14 @@ SHORT = {"faults": 5, "interval": "8-12", "epochs": 60, "deadline": 60.0, "gloo_
 # start-up (TensorFlow's import) took longer than 10 s on 2 busy cores: with --short's 10 s the survivor aborted
 # at the rejoin and the job ended (the stall limit it is short for matters to freeze, not an elastic kind).
 SHORT_ELASTIC = dict(SHORT, faults=3, epochs=200, interval="25-35", gloo_timeout=30)
-# --slurm --short: one fault of each Slurm kind, 40 epochs (seed 40 lands its last fault by about 45 s); the generated
-# script's horovodrun keeps Horovod's 30 s Gloo timeout.
-SHORT_SLURM = dict(SHORT, faults=4, epochs=40, gloo_timeout=30, requeue_hold=3.0)
+# --slurm --short: one fault of each Slurm kind (seed 40 lands its last fault by about 45 s); the generated script's
+# horovodrun keeps Horovod's 30 s Gloo timeout. The same job and epochs as --short's: one quiet run serves both
+# (--quiet-from; Slurm's two nodes train what two local ranks train, bit for bit).
+SHORT_SLURM = dict(SHORT, faults=4, gloo_timeout=30, requeue_hold=3.0)
 SLURM_GLOO_TIMEOUT = 30  # what the generated sbatch script's horovodrun waits (Horovod's default)
 # --spark --short: one fault of each Spark kind, 20-30 s apart: a fit's start (the SparkSession, the Parquet, the
 # ranks' TensorFlow) takes 30-50 s on 2 cores, and Spark's start-up prints nothing the deadline counts as progress.
-SHORT_SPARK = dict(SHORT, faults=3, epochs=40, interval="20-30", deadline=150.0, gloo_timeout=30, startup=20.0)
+SHORT_SPARK = dict(SHORT, faults=3, interval="20-30", deadline=150.0, gloo_timeout=30, startup=20.0)
 # An elastic job on two "hosts" of this machine (tests/distributed/test_elastic.py's): their names in the hosts file.
 ELASTIC_HOSTS = ("localhost", "127.0.0.1")
 COMMIT_EVERY = 5  # elastic.commit_every_batches, set on the job's command line (the test's)
@@ -107,6 +108,12 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                              " --short 10)")
     parser.add_argument("--disk-mb", type=int, default=64, help="the size of the workdir's own tmpfs")
     parser.add_argument("--no-quiet", action="store_true", help="skip the quiet run and the final comparison")
+    parser.add_argument("--quiet-only", action="store_true",
+                        help="run the quiet run alone (in --out/quiet, its figures in --out/quiet.json), for"
+                             " --quiet-from")
+    parser.add_argument("--quiet-from", default=None, metavar="OUT",
+                        help="compare the end with the quiet run in OUT (an earlier soak's or --quiet-only's --out)"
+                             " instead of running one; its job's config must be this one's")
     parser.add_argument("--short", action="store_true", help="the suite's soak: 5 faults in at most 3 minutes")
     parser.add_argument("--out", default=os.path.join("runs", "soak"))
     parser.add_argument(IN_NAMESPACE, action="store_true", dest="in_namespace", help=argparse.SUPPRESS)
@@ -187,12 +194,21 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         _lab_free(parser, "--hosts 2", "the lab", lab_hosts, "lab.hosts")
     if args.faults < 1 or args.epochs < 1:
         parser.error("--faults and --epochs must be at least 1")
+    if sum(map(bool, (args.no_quiet, args.quiet_only, args.quiet_from))) > 1:
+        parser.error("--no-quiet, --quiet-only and --quiet-from each say what to do with the quiet run: choose one")
+    if args.quiet_from is not None:
+        args.quiet_from = os.path.abspath(args.quiet_from)
+        if args.spark:
+            parser.error("--quiet-from with --spark: the quiet fit is in the Spark soak's own store; drop --quiet-from")
+        problem = quiet_run.problem(args.quiet_from, args.epochs)
+        if problem:
+            parser.error(f"--quiet-from: {problem}")
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if not os.path.exists(horovodrun):
         parser.error(f"no horovodrun next to {sys.executable}: run the soak with the Python of hvdkeras's"
                      " environment (e.g. .venv/bin/python -m benchmarks.soak), after make install")
     args.horovodrun = horovodrun
-    if FULL_DISK in args.kinds and (os.geteuid() != 0 or shutil.which("unshare") is None):
+    if FULL_DISK in args.kinds and not args.quiet_only and (os.geteuid() != 0 or shutil.which("unshare") is None):
         others = ",".join(k for k in args.kinds if k != FULL_DISK)
         parser.error(f"the {FULL_DISK} fault needs root and unshare(1) (a tmpfs of its own in a private mount"
                      f" namespace): run as root, or leave it out with --kinds {others}")
@@ -292,10 +308,11 @@ def _stack() -> str:
     return ", ".join(found)
 
 
-def _final(args, loop: Loop, quiet: Optional[Loop], workdir: str, quiet_dir: str) -> dict:
-    """The final validation and weights of the soaked run against the quiet run's. An elastic run whose world
-    changed trained some batches on another number of ranks (other per-rank batches, another sum's order), so
-    its weights cannot equal the quiet run's bit for bit: it says so instead of comparing."""
+def _final(args, loop: Loop, quiet: Optional[dict], workdir: str, quiet_dir: str) -> dict:
+    """The final validation and weights of the soaked run against the quiet run's (``quiet``: its figures, as
+    :func:`benchmarks.soak.quiet_run.read` gives them). An elastic run whose world changed trained some batches on
+    another number of ranks (other per-rank batches, another sum's order), so its weights cannot equal the quiet
+    run's bit for bit: it says so instead of comparing."""
     changed = args.elastic and elastic_lib.world_changed(loop.attempts, 2)
     if quiet is None and not changed:
         return {}
@@ -305,8 +322,7 @@ def _final(args, loop: Loop, quiet: Optional[Loop], workdir: str, quiet_dir: str
     soaked = loop.attempts[-1].said.final
     found = {"soaked_val_accuracy": soaked.get("val_accuracy"), "soaked_wall_s": round(loop.attempts[-1].end, 1)}
     if quiet is not None:
-        found.update({"quiet_val_accuracy": quiet.attempts[-1].said.final.get("val_accuracy"),
-                      "quiet_wall_s": round(quiet.attempts[-1].end, 1)})
+        found.update({"quiet_val_accuracy": quiet["val_accuracy"], "quiet_wall_s": round(quiet["wall_s"], 1)})
     if changed:
         sizes = [w.size for a in loop.attempts for w in a.said.worlds]
         found["worlds"] = "->".join(str(n) for i, n in enumerate(sizes) if i == 0 or n != sizes[i - 1])
@@ -316,6 +332,10 @@ def _final(args, loop: Loop, quiet: Optional[Loop], workdir: str, quiet_dir: str
     if not (os.path.isdir(a) and os.path.isdir(b)):
         which = "the soaked run" if not os.path.isdir(a) else "the quiet run"
         found["verdict"] = f"cannot compare: {name} missing in {which}"
+        return found
+    differs = quiet_run.config_differs(quiet_dir, workdir) if args.quiet_from else None
+    if differs:
+        found["verdict"] = f"cannot compare: the quiet run in {args.quiet_from} is another job ({differs})"
         return found
     found.update(weights.compare(a, b))
     equal = found.get("same_variables") and found.get("trainable_max_abs_diff") == 0.0
@@ -327,18 +347,22 @@ def _final(args, loop: Loop, quiet: Optional[Loop], workdir: str, quiet_dir: str
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs the quiet run, then the soak; writes and prints the report. Exit status 0 when every promise held."""
     args = parse(argv)
-    if FULL_DISK in args.kinds and not args.in_namespace:
+    full_disk = FULL_DISK in args.kinds and not args.quiet_only
+    if full_disk and not args.in_namespace:
         _in_own_mount_namespace(argv)
     out = os.path.abspath(args.out)
     disk = os.path.join(out, "disk")
-    workdir, quiet_dir = os.path.join(disk, "work"), os.path.join(out, "quiet")
+    workdir, quiet_dir = os.path.join(disk, "work"), quiet_run.folder(args.quiet_from or out)
     store = os.path.join(out, "store")  # --spark: the estimator's store, on the filesystem both hosts share
     if args.spark:
         from benchmarks.soak.spark_fit import MARK, run_path
 
         workdir, quiet_dir = run_path(store, "soak"), run_path(store, "quiet")
-    for old in (workdir, quiet_dir, os.path.join(out, "logs")):  # a soak starts afresh in --out
+    # a soak starts afresh in --out (but for a quiet run it compares with)
+    for old in (workdir, os.path.join(out, "logs"), *(() if args.quiet_from else (quiet_dir,))):
         shutil.rmtree(old, ignore_errors=True)
+    if not args.quiet_from and os.path.exists(os.path.join(out, quiet_run.RECORD)):
+        os.remove(os.path.join(out, quiet_run.RECORD))
     os.makedirs(os.path.join(out, "logs"))
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     if args.elastic:
@@ -347,7 +371,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     mounted, lab, cluster, jobs, spark = False, None, None, {}, None
     os.makedirs(disk, exist_ok=True)
     try:
-        if FULL_DISK in args.kinds:  # before the lab's hosts start: their own mount namespaces copy it
+        if full_disk:  # before the lab's hosts start: their own mount namespaces copy it
             subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.disk_mb}m", "tmpfs", disk], check=True)
             mounted = True
         if args.hosts:
@@ -365,8 +389,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             else:
                 cluster = lab_slurm.up(os.path.join(out, "slurm"))
                 print(f"[soak] the lab's Slurm cluster is up: nodes {', '.join(cluster.nodes)}", flush=True)
-            jobs = {name: slurm_job(args, cluster, where, env, name)
-                    for name, where in (("job", workdir), ("quiet", quiet_dir))}
+            runs = ((("quiet", quiet_dir),) if args.quiet_only else (("job", workdir),)
+                    + ((("quiet", quiet_dir),) if not (args.no_quiet or args.quiet_from) else ()))
+            jobs = {name: slurm_job(args, cluster, where, env, name) for name, where in runs}
         if args.spark:
             from lab import spark as lab_spark
 
@@ -379,16 +404,28 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return Job(spark_command(args, store, run_id), env, REPO, where, rank_env=MARK, lines_late=True, **kw)
             return Job(command(args, where, lab), env, REPO, where, **kw)
 
-        quiet = None
-        if not args.no_quiet:
+        quiet = quiet_run.read(args.quiet_from) if args.quiet_from else None
+        if quiet is not None:
+            print(f"[soak] the quiet run: {quiet_dir}'s ({args.epochs} epochs, val accuracy {quiet['val_accuracy']})",
+                  flush=True)
+        elif not args.no_quiet:
             print(f"[soak] the quiet run: {args.epochs} epochs, no fault", flush=True)
-            quiet = Loop(make_job(quiet_dir, "quiet", hosts_file=hosts_file(out) if args.elastic else None,
-                                  slurm=jobs.get("quiet")),
-                         [], args.interval, args.deadline,
-                         os.path.join(out, "logs", "quiet"), max_attempts=1, promise=promise(args))
-            os.makedirs(quiet.logs, exist_ok=True)
-            if not quiet.run():
-                print(f"[soak] the quiet run failed: see {quiet.logs}", flush=True)
+            calm = Loop(make_job(quiet_dir, "quiet", hosts_file=hosts_file(out) if args.elastic else None,
+                                 slurm=jobs.get("quiet")),
+                        [], args.interval, args.deadline,
+                        os.path.join(out, "logs", "quiet"), max_attempts=1, promise=promise(args))
+            os.makedirs(calm.logs, exist_ok=True)
+            if calm.run():
+                quiet = {"epochs": args.epochs, "val_accuracy": calm.attempts[-1].said.final.get("val_accuracy"),
+                         "wall_s": calm.attempts[-1].end}
+                quiet_run.write(out, **quiet)
+            else:
+                print(f"[soak] the quiet run failed: see {calm.logs}", flush=True)
+                quiet = {"epochs": args.epochs, "val_accuracy": None, "wall_s": calm.attempts[-1].end}
+            if args.quiet_only:
+                print(f"[soak] the quiet run {'ended' if quiet['val_accuracy'] is not None else 'FAILED'} in"
+                      f" {quiet['wall_s']:.1f}s: val accuracy {quiet['val_accuracy']} ({quiet_dir})", flush=True)
+                return 0 if quiet["val_accuracy"] is not None else 1
         faults = plan(args.seed, args.faults, args.interval, args.kinds, args.recovery_share, args.startup,
                       stall_limit_s=args.gloo_timeout, leave_s=args.leave)
         print(f"[soak] {len(faults)} faults planned (seed {args.seed}): "
@@ -410,6 +447,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         settings = {"seed": args.seed, "faults": args.faults, "interval_s": list(args.interval), "kinds": args.kinds,
                     "epochs": args.epochs, "deadline_s": args.deadline, "gloo_timeout_s": args.gloo_timeout,
                     "hosts": 2 if args.slurm else args.hosts or 1, "short": args.short, "stack": _stack(),
+                    **({"quiet_from": args.quiet_from} if args.quiet_from else {}),
                     "elastic": args.elastic, "slurm": args.slurm, "spark": args.spark,
                     **({"requeue_hold_s": args.requeue_hold} if args.slurm else {}),
                     **({"leave_s": args.leave, "rejoin_limit_s": args.rejoin_limit, "commit_every": COMMIT_EVERY,

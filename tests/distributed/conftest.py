@@ -1,11 +1,13 @@
 """Fixtures shared by the distributed test files."""
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from tests.harness import lab_lock
-from tests.harness.ranks import REPO, SCRIPTS, horovodrun, train_args
+from tests.harness.ranks import MPI_ENV, REPO, SCRIPTS, horovodrun, train_args
 from tests.harness.reports import EXACT
 from tests.harness.shared_job import run_scripts
 
@@ -55,6 +57,20 @@ def digits_two_epochs(tmp_path_factory):
         return workdir
 
     return copy_to
+
+
+@pytest.fixture(scope="session")
+def soak_quiet_run(tmp_path_factory):
+    """The short soaks' quiet run, once per session: ``python -m benchmarks.soak --short --quiet-only`` (the digits
+    job of ``--short`` on two local ranks to the end, no fault). Returns its ``--out``, which each short soak takes
+    as ``--quiet-from``: the local one (``test_soak.py``) and Slurm's on two nodes (``test_slurm.py``) pay for one
+    quiet run, and Slurm's job is held to what two local ranks train, bit for bit."""
+    out = tmp_path_factory.mktemp("soak-quiet-run")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--short", "--quiet-only", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **MPI_ENV))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return out
 
 
 @pytest.fixture(scope="session")

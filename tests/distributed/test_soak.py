@@ -10,9 +10,9 @@ report for what a user cares about: every fault survived, nothing lost beyond th
 preemption, at most the batches since the last checkpoint otherwise), no hang, no checkpoint lost, no process
 left, and the soaked job's final weights equal, bit for bit, a quiet run's with the same seed.
 
-About 2.6 minutes (the quiet run included) and about 200 CPU-s; once per ``make test``: the faults and their
-recoveries are the trainer's coordination around Horovod, the same code on both stacks, and each kind has its own
-test on each stack's path (``test_faults_two_ranks.py``, ``test_preemption_two_ranks.py``). The link cut and the
+About 1.6 minutes, beside the session's quiet run of the same job (``soak_quiet_run``, 0.6 minutes, which the
+Slurm soak shares); once per ``make test``: the faults and their recoveries are the trainer's coordination around
+Horovod, the same code on both stacks, and each kind has its own test on each stack's path (``test_faults_two_ranks.py``, ``test_preemption_two_ranks.py``). The link cut and the
 host leaving need the lab's hosts and an elastic job; they are the soak of record's (docs/reliability.md).
 """
 import json
@@ -26,17 +26,19 @@ import pytest
 from tests.harness.ranks import MPI_ENV, REPO
 from tests.harness.stacks import once_per_make_test
 
-pytestmark = once_per_make_test("the short soak (five faults in a row)", 2.6, stack="keras2")
+pytestmark = once_per_make_test("the short soak (five faults in a row)", 1.6, stack="keras2")
 
 SEED = 23  # every kind once; a preemption, a full disk and a kill anchored 1.5, 5 and 8 s after a restart
 KINDS = {"kill_rank", "preempt", "freeze", "full_disk", "damage_checkpoint"}
 
 
-def test_five_faults_in_a_row_lose_nothing_beyond_the_promise_and_end_on_a_quiet_runs_weights(tmp_path):
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("the full-disk fault needs root and unshare(1) (a tmpfs in a private mount namespace)")
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="the full-disk fault needs root and unshare(1) (a tmpfs in a private mount namespace)")
+def test_five_faults_in_a_row_lose_nothing_beyond_the_promise_and_end_on_a_quiet_runs_weights(tmp_path,
+                                                                                               soak_quiet_run):
     out = tmp_path / "soak"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--short", "--seed", str(SEED), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--short", "--seed", str(SEED), "--out", str(out),
+                           "--quiet-from", str(soak_quiet_run)],
                           cwd=REPO, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **MPI_ENV))
     tail = proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -227,7 +227,7 @@ def test_an_elastic_run_whose_world_changed_is_not_compared_bit_for_bit_and_the_
 
     from benchmarks.soak.__main__ import _final
 
-    args = SimpleNamespace(elastic=True, epochs=4)
+    args = SimpleNamespace(elastic=True, epochs=4, quiet_from=None)
     changed = SimpleNamespace(attempts=[_attempt(0, 0, [World(1.0, 2, (0, 0)), World(9.0, 1, (1, 0)),
                                                         World(30.0, 2, (3, 0))])])
     changed.attempts[0].said.final = {"val_accuracy": 0.98}
@@ -237,7 +237,8 @@ def test_an_elastic_run_whose_world_changed_is_not_compared_bit_for_bit_and_the_
     assert "\nfinal: not comparable: the world changed" in report.text(built)
     steady = SimpleNamespace(attempts=[_attempt(0, 0, [World(1.0, 2, (0, 0))])])
     assert _final(args, steady, None, str(tmp_path / "w"), str(tmp_path / "q")) == {}  # no quiet run, nothing to say
-    assert "cannot compare" in _final(args, steady, steady, str(tmp_path / "w"), str(tmp_path / "q"))["verdict"]
+    quiet = {"epochs": 4, "val_accuracy": 0.98, "wall_s": 12.0}  # as benchmarks.soak.quiet_run reads it
+    assert "cannot compare" in _final(args, steady, quiet, str(tmp_path / "w"), str(tmp_path / "q"))["verdict"]
 
 
 def test_a_batch_takes_the_epochs_training_time_over_its_steps_not_the_step_time_alone():
