@@ -12,8 +12,9 @@ left, and the soaked job's final weights equal, bit for bit, a quiet run's with 
 
 About 1.6 minutes, beside the session's quiet run of the same job (``soak_quiet_run``, 0.6 minutes, which the
 Slurm soak shares); once per ``make test``: the faults and their recoveries are the trainer's coordination around
-Horovod, the same code on both stacks, and each kind has its own test on each stack's path (``test_faults_two_ranks.py``, ``test_preemption_two_ranks.py``). The link cut and the
-host leaving need the lab's hosts and an elastic job; they are the soak of record's (docs/reliability.md).
+Horovod, the same code on both stacks, and each kind has its own test on each stack's path
+(``test_faults_two_ranks.py``, ``test_preemption_two_ranks.py``). The link cut and the host leaving need the lab's
+hosts and an elastic job; they are the soak of record's (docs/reliability.md).
 """
 import json
 import os
