@@ -41,19 +41,10 @@ def main(argv=None):
     if args.hosts:
         return lab_main(parser, args)
     nps = [int(n) for n in args.np.split(",")]
-    chosen = args.variants is not None
-    variants = args.variants.split(",") if chosen else list(BENCH_VARIANTS)
+    variants = args.variants.split(",") if args.variants is not None else list(BENCH_VARIANTS)
     unknown = sorted(v for v in variants if v not in VARIANTS and hvdkeras_sets(v) is None)
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
-    if not args.model.startswith("applications."):  # the recipes build keras.applications models
-        recipes = [v for v in variants if not v.startswith("hvdkeras")]
-        if recipes and chosen:
-            parser.error(f"variants {recipes} build keras.applications models only; use --model applications.<Name> "
-                         f"or --variants with hvdkeras rows only. Received: --model {args.model}")
-        if recipes:
-            print(f"--model {args.model}: the hvdkeras rows only ({', '.join(recipes)} need applications.<Name>)")
-        variants = [v for v in variants if v.startswith("hvdkeras")]
     os.makedirs(args.out, exist_ok=True)
     runs = run_rounds(variants, nps, args)
     table = summarize(runs, nps)

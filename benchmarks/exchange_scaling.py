@@ -211,7 +211,8 @@ def run_scaling(counts: Sequence[int], rate_bps: int | None, args, log=print,
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.exchange_scaling", description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", default="2,3,4,6,8", help="host counts, 2 to 8, comma-separated")
-    parser.add_argument("--model", default="applications.MobileNetV2", help="applications.<Name> of keras.applications")
+    parser.add_argument("--model", default="applications.MobileNetV2",
+                        help="applications.<Name> of keras.applications, or a registered model name")
     parser.add_argument("--image_size", type=int, default=224,
                         help="the model's input size (pooled before the classifier: the gradients' bytes do not "
                              "depend on it)")

@@ -194,8 +194,9 @@ def _run_variant(variant: str, args, np_: int, workdir: str, place: Placement | 
                 f"data.global_batch_size={args.batch * np_}", f"trainer.steps_per_epoch={args.steps}",
                 "trainer.epochs=2", "trainer.verbose=0", "data.eval_examples=0", f"model.name={args.model}",
                 "checkpoint.enabled=false", "trainer.check_weights_agree=false",
-                # the recipes' problem: plain cross-entropy, no weight decay (synthetic_resnet50.yaml has both)
-                "model.weight_decay=0", "trainer.label_smoothing=0"] + sets
+                # the recipes' problem: plain cross-entropy, no weight decay (synthetic_resnet50.yaml has both), and
+                # no dropout (a registered model's; the applications have none)
+                "model.weight_decay=0", "model.dropout=0", "trainer.label_smoothing=0"] + sets
         cmd = horovodrun + [sys.executable, "-m", "hvdkeras.train", "--config",
                             os.path.join(REPO, "configs", "synthetic_resnet50.yaml"), "--workdir", run_dir]
         for s in sets:

@@ -1,7 +1,8 @@
 """What every recipe shares: its arguments, the model, the synthetic data, the epoch clock and the result line.
 
 Arguments: ``MODEL BATCH IMAGE_SIZE STEPS [--fp16-allreduce] [--lockstep] [--groups=K]``, with ``MODEL``
-``applications.<Name>`` of ``tf.keras.applications`` (or just ``<Name>``), ``BATCH`` the images per process and
+``applications.<Name>`` of ``tf.keras.applications`` or a model hvdkeras registers (``small_cnn``, ``resnet20``, ...:
+``model.name``'s choices, dropout off), built as the hvdkeras rows build it, ``BATCH`` the images per process and
 step, and ``--fp16-allreduce`` (Horovod's recipes only) the flag of Horovod's own examples: gradients cross the
 wire in fp16 (``hvd.Compression.fp16``); ``--lockstep`` (the ceiling only) synchronizes its ranks after every
 batch; ``--groups=K`` (the exchange-only recipe) sends the gradients as ``K`` grouped allreduces, as Horovod's
@@ -57,10 +58,13 @@ def use_hvdkeras_threads(local_size: int) -> None:
 
 
 def make_model():
-    name = model_name.split(".", 1)[1] if model_name.startswith("applications.") else model_name
-    base = getattr(tf.keras.applications, name)(weights=None, include_top=False,
-                                                input_shape=(size, size, 3), pooling="avg")
-    return tf.keras.Model(base.input, tf.keras.layers.Dense(1000, activation="softmax")(base.output))
+    """``MODEL`` for ``IMAGE_SIZE`` images and 1000 classes, as ``model.name=MODEL`` builds it for the hvdkeras rows
+    (``hvdkeras.training.models.build``: a ``keras.applications`` base, pooled, or a registered model; no dropout,
+    no weight decay, which the runner sets for those rows too)."""
+    from hvdkeras.config import ModelConfig
+    from hvdkeras.training import models
+
+    return models.build((size, size, 3), 1000, ModelConfig(name=model_name, dropout=0.0, weight_decay=0.0))
 
 
 def data():
