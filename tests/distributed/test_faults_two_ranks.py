@@ -117,11 +117,28 @@ def _stop_rank_one_for(workdir, seconds, *sets):
     return proc.returncode, out
 
 
+# Rank 1 frozen before its step ("stop") or after it ("stop-after"), and rank 0's whole batches then: (epoch, batch).
+FROZEN_WHERE = {"frozen-before-its-step": ("stop", (1, 3)), "frozen-after-its-step": ("stop-after", (1, 4))}
+
+
+@pytest.fixture(scope="module")
+def sigterms_while_frozen(tmp_path_factory, uninterrupted_exact):
+    """Both cases of :func:`_sigterm_while_frozen`, run together on threads: {case: future}. Each spends most of its
+    time waiting with a rank frozen (Gloo's 8 s, the 3 s probe), so together they take about as long as one."""
+    with ThreadPoolExecutor(len(FROZEN_WHERE)) as pool:
+        yield {case: pool.submit(_sigterm_while_frozen, tmp_path_factory.mktemp(case) / "work", where, position,
+                                 uninterrupted_exact)
+               for case, (where, position) in FROZEN_WHERE.items()}
+
+
 @stall
-@pytest.mark.parametrize("where, position", [("stop", (1, 3)), ("stop-after", (1, 4))],
-                         ids=["frozen-before-its-step", "frozen-after-its-step"])
+@pytest.mark.parametrize("case", FROZEN_WHERE)
 def test_a_sigterm_while_a_rank_is_frozen_saves_rank_0s_last_batch_and_the_rerun_matches_an_uninterrupted_run(
-        tmp_path, uninterrupted_exact, where, position):
+        sigterms_while_frozen, case):
+    sigterms_while_frozen[case].result()  # its assertions, on its thread
+
+
+def _sigterm_while_frozen(workdir, where, position, uninterrupted_exact):
     # The soak's finding (issue 52): the ranks agree to stop with an allreduce a frozen rank never joins, so the
     # signal ends in the collective's failure. Rank 0, whose step's updates ran all or none (the exchange releases
     # the gradients together), writes its last whole batch alone and leaves as preempted (75: a requeue starts it
@@ -130,7 +147,6 @@ def test_a_sigterm_while_a_rank_is_frozen_saves_rank_0s_last_batch_and_the_rerun
     # After it ("stop-after"), rank 0 ran the step too and waits in a callback's collective (the NaN check)
     # before the callbacks counted the batch: 4 whole batches, the batch the soak found counted twice.
     # Gloo gives up after 8 s here, not 30.
-    workdir = tmp_path / "work"
     sets = [a for s in EXACT for a in ("--set", s)]
     watch = OutputWatch(start_ranks([os.path.join(SCRIPTS, "slow_rank.py"), where, *train_args(workdir)[2:], *sets],
                                     env=dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="8")))
