@@ -38,7 +38,7 @@ IN_NAMESPACE = "--in-own-mount-namespace"  # the hidden flag of the soak rerun i
 # --short: for the suite, at least 5 faults within 3 minutes (the quiet run included).
 KEEP = 3  # checkpoint.keep, set on the job's command line: the accounting of lost checkpoints needs it
 SPARK_KEEP = 2  # the Spark estimator's own checkpoint.keep (hvdkeras/spark/keras/estimator.py)
-SHORT = {"faults": 5, "interval": "8-12", "epochs": 40, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0,
+SHORT = {"faults": 5, "interval": "8-12", "epochs": 30, "deadline": 60.0, "gloo_timeout": 10, "startup": 8.0,
          "leave": 15.0}
 # --elastic --short: one fault of each elastic kind, each host back and rejoined before the next; faults 25-35 s
 # apart, since an elastic job's start-up takes 20 s or more on 2 busy cores (its first rendezvous, Gloo's 10 s

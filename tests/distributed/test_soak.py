@@ -10,7 +10,7 @@ report for what a user cares about: every fault survived, nothing lost beyond th
 preemption, at most the batches since the last checkpoint otherwise), no hang, no checkpoint lost, no process
 left, and the soaked job's final weights equal, bit for bit, a quiet run's with the same seed.
 
-About 1.6 minutes, beside the session's quiet run of the same job (``soak_quiet_run``, 0.6 minutes, which the
+About 1.4 minutes, beside the session's quiet run of the same job (``soak_quiet_run``, 0.4 minutes, which the
 Slurm soak shares); once per ``make test``: the faults and their recoveries are the trainer's coordination around
 Horovod, the same code on both stacks, and each kind has its own test on each stack's path
 (``test_faults_two_ranks.py``, ``test_preemption_two_ranks.py``). The link cut and the host leaving need the lab's
@@ -27,7 +27,7 @@ import pytest
 from tests.harness.ranks import MPI_ENV, REPO
 from tests.harness.stacks import once_per_make_test
 
-pytestmark = once_per_make_test("the short soak (five faults in a row)", 1.6, stack="keras2")
+pytestmark = once_per_make_test("the short soak (five faults in a row)", 1.4, stack="keras2")
 
 SEED = 23  # every kind once; a preemption, a full disk and a kill anchored 1.5, 5 and 8 s after a restart
 KINDS = {"kill_rank", "preempt", "freeze", "full_disk", "damage_checkpoint"}

@@ -379,7 +379,9 @@ def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_prom
     python_sleep = tmp_path / "work-ranks" / "python"  # the ranks: sleep(1), named as the soak looks for them and
     python_sleep.parent.mkdir()  # with the workdir in their command line, as the soak looks for those left behind
     python_sleep.symlink_to(shutil.which("sleep"))
-    job = Job([sys.executable, script, str(workdir), "4", str(python_sleep)], dict(os.environ), str(tmp_path),
+    # 12 epochs (0.6 s): the preemption 0.12 s after the restart lands before the rerun ends, however far the
+    # first attempt got (with 4, a rerun that had 1 or 2 epochs left could end first on a busy machine: [1, 0])
+    job = Job([sys.executable, script, str(workdir), "12", str(python_sleep)], dict(os.environ), str(tmp_path),
               str(workdir))
     plan = [schedule.PlannedFault(0, schedule.KILL_RANK, schedule.PREVIOUS, 0.15, rank=1),
             schedule.PlannedFault(1, schedule.PREEMPT, schedule.RESTART, 0.12)]

@@ -44,9 +44,9 @@ def test_two_runs_configs_are_compared_setting_by_setting(tmp_path):
 
 
 def test_the_flags_refuse_a_quiet_run_that_cannot_serve_and_two_choices_at_once(tmp_path, capsys):
-    from benchmarks.soak.__main__ import parse
+    from benchmarks.soak.__main__ import SHORT, parse
 
-    out = _finished(tmp_path / "q", 40)
+    out = _finished(tmp_path / "q", SHORT["epochs"])
     one = ["--kinds", "kill_rank"]  # no full disk: root or not
     assert parse(["--short", "--quiet-from", out, *one]).quiet_from == out
     for argv, said in ((["--quiet-from", out], "--quiet-from: the quiet run in"),  # 600 epochs by default
