@@ -57,8 +57,11 @@ def config_differs(quiet_workdir: str, workdir: str) -> Optional[str]:
             return {prefix: tree}
         return {k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}{key}.").items()}
 
-    there, here = ({k.rstrip("."): v for k, v in flat(yaml.safe_load(open(os.path.join(d, "config.yaml")))).items()}
-                   for d in (quiet_workdir, workdir))
+    def settings(folder: str) -> Dict[str, Any]:
+        with open(os.path.join(folder, "config.yaml")) as f:
+            return {k.rstrip("."): v for k, v in flat(yaml.safe_load(f)).items()}
+
+    there, here = settings(quiet_workdir), settings(workdir)
     for key in sorted(set(there) | set(here)):
         if there.get(key, "(unset)") != here.get(key, "(unset)"):
             return f"{key}: {there.get(key, '(unset)')} there, {here.get(key, '(unset)')} here"
