@@ -438,7 +438,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     say=lambda line: print(line, flush=True), promise=promise(args))
         finished = loop.run()
         steps = next((a.said.steps for a in loop.attempts if a.said.steps), None) or 1
-        outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args), lines_late=loop.job.lines_late)
+        outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args), lines_late=loop.job.lines_late,
+                                   epoch_ends=loop.epoch_ends)
         foreign = sorted({p for a in loop.attempts for p in a.said.damaged} - set(loop.damaged))
         final = (_final(args, loop, quiet, workdir, quiet_dir) if finished
                  else {"verdict": "the soaked run never finished"})

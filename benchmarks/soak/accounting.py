@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak.output import Position, Said, absolute
@@ -57,6 +57,26 @@ class Fault:
     newest_checkpoint: Optional[Position] = None
     injected: bool = True  # False: nothing to hit (the rank had gone, no disk of its own)
     back_at: Optional[float] = None  # an elastic job's host available again (host_leave: written back)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochEnd:
+    """An epoch's record in the job's ``metrics.jsonl`` as the soak saw it appear (a Spark fit's: its lines come
+    late, its metrics do not)."""
+
+    at: float  # seconds since the soak began, when the record was written (the file's time)
+    epoch: int  # epochs done
+    train_s: Optional[float] = None  # the epoch's training wall time (its train_time_s)
+
+
+def back_at(position: int, after: float, epoch_ends: Sequence[EpochEnd], steps: int) -> Optional[float]:
+    """When the job had trained ``position`` batches again, after ``after`` (a fault's time): the first epoch end at
+    or beyond that position, less the batches past it at that epoch's pace. None when no such epoch ended."""
+    for end in epoch_ends:
+        if end.at >= after and end.epoch * steps >= position:
+            per_batch = (end.train_s or 0.0) / steps
+            return end.at - (end.epoch * steps - position) * per_batch
+    return None
 
 
 @dataclasses.dataclass
@@ -124,11 +144,14 @@ def promised_resume(before: Attempt, nxt: Attempt, faults: List[Fault]) -> Optio
 
 
 def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
-             elastic: Optional["elastic_lib.Promise"] = None, lines_late: bool = False) -> List[Outcome]:
+             elastic: Optional["elastic_lib.Promise"] = None, lines_late: bool = False,
+             epoch_ends: Sequence[EpochEnd] = ()) -> List[Outcome]:
     """Each fault's :class:`Outcome`: the last fault injected in an attempt that failed, before its first rank
     ended, ended it; the next attempt that said where it starts is its resume; the promise is the newest
     undamaged checkpoint when the attempt before that one ended. In an ``elastic`` job a host or worker lost
-    from the full world is judged by :mod:`benchmarks.soak.elastic` instead (the job goes on, no restart)."""
+    from the full world is judged by :mod:`benchmarks.soak.elastic` instead (the job goes on, no restart).
+    With ``lines_late`` (a Spark fit's) the wall time lost is measured from ``epoch_ends`` instead of the resume's
+    line: from the fault to the first epoch end past its position in a later attempt, less the batches beyond it."""
     by_index = {a.index: a for a in attempts}
     found = []
     for fault in faults:
@@ -179,8 +202,9 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
         exact_stop = fault.kind == PREEMPT and not frozen_when(fault, faults)
         out.allowed = 0 if exact_stop else max(0, out.position - out.promised)
         out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
-        if lines_late:  # the resume's line came when its fit's output did, not when it resumed
-            out.wall_lost_s = None
+        if lines_late:  # the resume's line came when its fit's output did, not when it resumed: the metrics say
+            back = back_at(out.position, nxt.start, epoch_ends, steps) if out.position is not None else None
+            out.wall_lost_s = None if back is None else round(back - fault.at, 2)
         out.held = out.resumed == out.promised and out.lost <= out.allowed and not out.hang
         if fault.kind == PREEMPT and frozen_when(fault, faults) and attempt.said.preempted is None:
             out.note = "a rank was frozen: the ranks could not agree on a batch, the rerun resumed from a checkpoint"

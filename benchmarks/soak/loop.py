@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak import faults as fault_lib
 from benchmarks.soak import output
-from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
+from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, EpochEnd, Fault
 from benchmarks.soak.attempt import Running, left_behind
 from benchmarks.soak.schedule import (
     DAMAGE,
@@ -104,6 +104,7 @@ class Loop:
         self.attempts: List[Attempt] = []
         self.damaged: Dict[str, str] = {}  # checkpoint folder -> the data file the soak truncated
         self.lasting: List[NodeFail] = []  # faults that outlast their attempt (a node out while the job is requeued)
+        self.epoch_ends: List[EpochEnd] = []  # with job.lines_late: each epoch's record as it appeared
         self._t0 = time.monotonic()
 
     def clock(self) -> float:
@@ -167,6 +168,8 @@ class Loop:
         while run.running():
             now = self.clock()
             progress = (len(run.lines), self._metrics_mtime())
+            if self.job.lines_late and progress[1] != seen[1]:
+                self._note_epoch_end(progress[1])
             if progress != seen:
                 seen, last_progress = progress, now
             elif now - last_progress > self.deadline_s:
@@ -216,6 +219,14 @@ class Loop:
         if self.job.hosts_file is None:
             return fault_lib.rank_pids(marker, self.job.rank_env)
         return {rank: pid for rank, (pid, _) in fault_lib.elastic_ranks(marker).items()}
+
+    def _note_epoch_end(self, mtime: float) -> None:
+        """Notes the newest record of ``metrics.jsonl``, written at ``mtime`` (:class:`EpochEnd`)."""
+        records = read_metrics(os.path.join(self.job.workdir, "metrics.jsonl"))
+        if records and mtime > 0:
+            last = records[-1]
+            self.epoch_ends.append(EpochEnd(round(self.clock() - (time.time() - mtime), 2), int(last["epoch"]),
+                                            last.get("train_time_s")))
 
     def _metrics_mtime(self) -> float:
         try:

@@ -83,20 +83,26 @@ def test_a_wrong_spark_flag_gets_one_line_saying_what_to_pass(argv, said, capsys
     assert exc.value.code == 2 and said in capsys.readouterr().err
 
 
-def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_by_its_metrics_and_its_wall_time_is_not_claimed():
+def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_and_timed_by_its_metrics():
     # A Spark fit's ranks' lines reach the driver in 64 KB chunks, often when the fit ends: its "resuming after" line
-    # came at 80 s, after the kill at 60 s; the metrics had logged epoch 12 at 59 s, 0.1 s a batch.
+    # came at 199 s, long after the kill at 60 s; the metrics had logged epoch 12 at 59 s, 0.1 s a batch. The retry
+    # wrote epoch 13 at 110 s (2.2 s of training): it was back at the fault's batch (12 x 22 + 10) 1.2 s before.
     from benchmarks.soak import accounting
-    from benchmarks.soak.accounting import TRAINING, Attempt, Fault
+    from benchmarks.soak.accounting import TRAINING, Attempt, EpochEnd, Fault
     from benchmarks.soak.output import Said
 
     steps = 22
     attempts = [Attempt(0, 30.0, 81.0, 1, Said(resumed=(10, 0), resumed_at=80.0, steps=steps), expected_next=(12, 0)),
                 Attempt(1, 81.0, 200.0, 0, Said(resumed=(12, 0), resumed_at=199.0, steps=steps))]
     fault = Fault(0, schedule.KILL_RANK, 60.0, 0, TRAINING, epoch_logged=12, logged_at=59.0, step_time_s=0.1)
-    (out,) = accounting.outcomes([fault], attempts, steps, lines_late=True)
+    ends = [EpochEnd(59.0, 12, 2.2),  # before the fault
+            EpochEnd(95.0, 12, None),  # the retry's rewrite at its resume, short of the fault's batch
+            EpochEnd(110.0, 13, 2.2), EpochEnd(112.2, 14, 2.2)]
+    (out,) = accounting.outcomes([fault], attempts, steps, lines_late=True, epoch_ends=ends)
     assert not out.exact and out.position == 12 * steps + 10 and out.held
-    assert (out.lost, out.allowed) == (10, 10) and out.wall_lost_s is None
+    assert (out.lost, out.allowed) == (10, 10) and out.wall_lost_s == 48.8  # 110 - 12 x 0.1 - 60
+    (unseen,) = accounting.outcomes([fault], attempts, steps, lines_late=True)  # no epoch end after it: not claimed
+    assert unseen.wall_lost_s is None
 
 
 def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
@@ -107,3 +113,26 @@ def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
     went_on = Outcome(Fault(1, schedule.DAMAGE, 90.0, 1, TRAINING), ended_attempt=False, lost=0, wall_lost_s=0.0)
     table = report.by_kind([kill, went_on])
     assert table["kill_rank"]["wall_lost_s"] is None and table["damage_checkpoint"]["wall_lost_s"] == 0.0
+
+
+def test_a_loop_whose_lines_come_late_notes_each_epoch_end_as_it_appears(tmp_path):
+    import os
+    import shutil
+    import sys
+
+    from benchmarks.soak.loop import Job, Loop
+
+    workdir = tmp_path / "work"
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_fake_job.py")
+    python_sleep = tmp_path / "work-ranks" / "python"
+    python_sleep.parent.mkdir()
+    python_sleep.symlink_to(shutil.which("sleep"))
+    job = Job([sys.executable, script, str(workdir), "6", str(python_sleep)], dict(os.environ), str(tmp_path),
+              str(workdir), lines_late=True)
+    loop = Loop(job, [], (1.0, 2.0), deadline_s=5, logs=str(tmp_path), max_attempts=1, say=lambda line: None,
+                tick_s=0.01)
+    assert loop.run()
+    epochs = [end.epoch for end in loop.epoch_ends]
+    assert epochs == sorted(epochs) and epochs[-1] == 6 and len(set(epochs)) >= 3, loop.epoch_ends
+    times = [end.at for end in loop.epoch_ends]
+    assert times == sorted(times) and 0 < times[0] <= loop.attempts[0].end
