@@ -460,6 +460,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         lost = accounting.lost_checkpoints(loop.attempts, SPARK_KEEP if args.spark else KEEP)
         result = report.build(outs, loop.attempts, settings, steps, final, accounting.unprompted(loop.faults,
                               loop.attempts), foreign, lost)
+        if loop.epoch_ends:  # what a Spark soak's wall times lost were measured from
+            result["epoch_ends"] = [[end.at, end.epoch, end.train_s] for end in loop.epoch_ends]
         if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
             shutil.copy(os.path.join(workdir, "metrics.jsonl"), os.path.join(out, "metrics.jsonl"))
     finally:

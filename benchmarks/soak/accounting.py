@@ -69,11 +69,12 @@ class EpochEnd:
     train_s: Optional[float] = None  # the epoch's training wall time (its train_time_s)
 
 
-def back_at(position: int, after: float, epoch_ends: Sequence[EpochEnd], steps: int) -> Optional[float]:
-    """When the job had trained ``position`` batches again, after ``after`` (a fault's time): the first epoch end at
-    or beyond that position, less the batches past it at that epoch's pace. None when no such epoch ended."""
+def back_at(position: int, attempt: Attempt, epoch_ends: Sequence[EpochEnd], steps: int) -> Optional[float]:
+    """When ``attempt`` had trained ``position`` batches again: its first epoch end at or beyond that position, less
+    the batches past it at that epoch's pace. None when it ended no such epoch (stopped in its start-up, say: when it
+    resumed is then unknown, and a later attempt's time would count the next fault's cost too)."""
     for end in epoch_ends:
-        if end.at >= after and end.epoch * steps >= position:
+        if attempt.start <= end.at <= attempt.end and end.epoch * steps >= position:
             per_batch = (end.train_s or 0.0) / steps
             return end.at - (end.epoch * steps - position) * per_batch
     return None
@@ -151,7 +152,7 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
     undamaged checkpoint when the attempt before that one ended. In an ``elastic`` job a host or worker lost
     from the full world is judged by :mod:`benchmarks.soak.elastic` instead (the job goes on, no restart).
     With ``lines_late`` (a Spark fit's) the wall time lost is measured from ``epoch_ends`` instead of the resume's
-    line: from the fault to the first epoch end past its position in a later attempt, less the batches beyond it."""
+    line: from the fault to the resuming attempt's first epoch end past its position, less the batches beyond it."""
     by_index = {a.index: a for a in attempts}
     found = []
     for fault in faults:
@@ -203,7 +204,9 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
         out.allowed = 0 if exact_stop else max(0, out.position - out.promised)
         out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
         if lines_late:  # the resume's line came when its fit's output did, not when it resumed: the metrics say
-            back = back_at(out.position, nxt.start, epoch_ends, steps) if out.position is not None else None
+            # back where it was, or where it resumed when that is further (a rank 0 that saved at a batch the
+            # metrics had not logged)
+            back = back_at(max(out.position, out.resumed), nxt, epoch_ends, steps) if out.position is not None else None
             out.wall_lost_s = None if back is None else round(back - fault.at, 2)
         out.held = out.resumed == out.promised and out.lost <= out.allowed and not out.hang
         if fault.kind == PREEMPT and frozen_when(fault, faults) and attempt.said.preempted is None:

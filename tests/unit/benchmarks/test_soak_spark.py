@@ -103,6 +103,17 @@ def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_and_timed_by_its_metri
     assert (out.lost, out.allowed) == (10, 10) and out.wall_lost_s == 48.8  # 110 - 12 x 0.1 - 60
     (unseen,) = accounting.outcomes([fault], attempts, steps, lines_late=True)  # no epoch end after it: not claimed
     assert unseen.wall_lost_s is None
+    # the resuming attempt stopped in its start-up (at 100 s); a later one's epoch end would count that stop too
+    stopped = [attempts[0], Attempt(1, 81.0, 100.0, 1, Said(resumed=(12, 0), resumed_at=199.0, steps=steps)),
+               Attempt(2, 100.0, 200.0, 0, Said(resumed=(12, 0), steps=steps))]
+    (early,) = accounting.outcomes([fault], stopped, steps, lines_late=True, epoch_ends=ends)
+    assert early.wall_lost_s is None
+    # resumed beyond the fault's estimated batch (rank 0 saved at 13:5 alone): back when it resumed, not before
+    ahead = [Attempt(0, 30.0, 81.0, 1, Said(resumed=(10, 0), steps=steps), expected_next=(13, 5)),
+             Attempt(1, 81.0, 200.0, 0, Said(resumed=(13, 5), resumed_at=199.0, steps=steps))]
+    (out,) = accounting.outcomes([fault], ahead, steps, lines_late=True, epoch_ends=ends)
+    assert out.lost == 0 and out.wall_lost_s == 50.5  # epoch 14 ended at 112.2, 17 batches past 13:5
+
 
 
 def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
