@@ -40,6 +40,7 @@ from benchmarks.soak.slurm_job import NodeFail, SlurmJob, SlurmRun
 from hvdkeras.common.workdir import read_metrics
 
 Run = Union[Running, SlurmRun]  # an attempt: the command run once, or one run of a Slurm job
+RANK_KINDS = (KILL_RANK, FREEZE, KILL_EXECUTOR)  # faults that need a rank of the attempt to hit
 RANK_WAIT_S = 30.0  # how long a rank fault waits for the rank to exist (a fault in the first seconds of a restart)
 DEFAULT_CHECKPOINT_BYTES = 1 << 20  # the full disk's guess before the first checkpoint exists
 
@@ -186,6 +187,11 @@ class Loop:
                 due = due_at(planned, previous_at, previous_attempt, index, run.started, self.interval)
                 if now >= due:
                     fault, freeze, filled = self._inject(planned, run, index)
+                    if not fault.injected and planned.kind in RANK_KINDS and not run.running():
+                        # due as the attempt went down: its ranks were gone; the next attempt's start-up gets it
+                        self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind}: the attempt ended"
+                                 " before a rank was found; it goes to the next attempt")
+                        continue
                     self.faults.append(fault)
                     freezes += [freeze] if freeze else []
                     ballast = filled or ballast
@@ -242,7 +248,7 @@ class Loop:
         pid = None
         if planned.kind == PREEMPT:  # a scheduler signals a running job: a requeued one is signalled once it runs
             run.wait_started(RANK_WAIT_S)
-        if planned.kind in (KILL_RANK, FREEZE, KILL_EXECUTOR):  # at start-up the ranks may not exist yet: they will
+        if planned.kind in RANK_KINDS:  # at start-up the ranks may not exist yet: they will
             pid = fault_lib.wait_for_rank(self.job.workdir, planned.rank, RANK_WAIT_S, run.running, self._rank_pids)
         phase = TRAINING if self._read(run.lines).resumed is not None else STARTUP
         if self.job.lines_late:  # the metrics say whether this attempt trained: an epoch ended since it started
