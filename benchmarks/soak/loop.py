@@ -202,8 +202,9 @@ class Loop:
                             fault.kind, self._read(run.lines), fault.at, self.promise):
                         awaiting = fault
             time.sleep(self.tick_s)
-        if self.job.lines_late and self._metrics_mtime() != seen[1]:  # the last epoch, written as the run ended
-            self._note_epoch_end(self._metrics_mtime())
+        last = self._metrics_mtime()
+        if self.job.lines_late and last != seen[1]:  # the last epoch, written as the run ended
+            self._note_epoch_end(last)
         return hang, previous_at, previous_attempt, ballast
 
     def _read(self, lines) -> output.Said:

@@ -13,6 +13,8 @@ from typing import Any, Dict, Optional
 
 import yaml
 
+from hvdkeras.common import workdir_guard
+
 FOLDER = "quiet"  # the quiet run's workdir in --out
 RECORD = "quiet.json"  # its figures in --out
 
@@ -52,14 +54,9 @@ def problem(out: str, epochs: int) -> Optional[str]:
 def config_differs(quiet_workdir: str, workdir: str) -> Optional[str]:
     """The first setting in which the resolved configs (``config.yaml``) of two runs differ, as ``key: A there, B
     here``; None when they are the same job."""
-    def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
-        if not isinstance(tree, dict):
-            return {prefix: tree}
-        return {k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}{key}.").items()}
-
     def settings(folder: str) -> Dict[str, Any]:
         with open(os.path.join(folder, "config.yaml")) as f:
-            return {k.rstrip("."): v for k, v in flat(yaml.safe_load(f)).items()}
+            return workdir_guard.flat(yaml.safe_load(f))
 
     there, here = settings(quiet_workdir), settings(workdir)
     for key in sorted(set(there) | set(here)):

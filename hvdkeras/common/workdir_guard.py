@@ -122,16 +122,17 @@ def claim(path: str) -> Claim:
     return Claim(path, fd, created)
 
 
-def _flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
-    """``{"section.key": value}``; ``model.args``, ``data.args`` and the mappings by output name
-    (``trainer.loss``, ``trainer.metrics``, ``trainer.loss_weights``) stay whole."""
-    flat: Dict[str, Any] = {}
+def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    """A config tree (a ``config.yaml`` read, or ``to_dict``'s) as ``{"section.key": value}``; ``model.args``,
+    ``data.args`` and the mappings by output name (``trainer.loss``, ``trainer.metrics``, ``trainer.loss_weights``)
+    stay whole."""
+    found: Dict[str, Any] = {}
     for key, value in (tree or {}).items():
         if isinstance(value, dict) and key not in ("args", "loss", "metrics", "loss_weights"):
-            flat.update(_flat(value, f"{prefix}{key}."))
+            found.update(flat(value, f"{prefix}{key}."))
         else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+            found[f"{prefix}{key}"] = value
+    return found
 
 
 def _is_training_key(key: str) -> bool:
@@ -151,11 +152,11 @@ def changed_training(path: str, cfg: Config) -> List[str]:
         return []
     try:
         with open(files.config) as f:
-            stored = _flat(yaml.safe_load(f))
+            stored = flat(yaml.safe_load(f))
     except (OSError, yaml.YAMLError):
         return []
     changed = []
-    for key, value in _flat(to_dict(cfg)).items():
+    for key, value in flat(to_dict(cfg)).items():
         if _is_training_key(key) and key in stored and stored[key] != value:
             changed.append(f"{key}: {stored[key]!r} -> {value!r}")
     return changed
