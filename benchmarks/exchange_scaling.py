@@ -21,7 +21,10 @@ The table compares each ``N``'s median with the ring allreduce's time on links o
 ``--variants`` (e.g. ``default,fusion=0,fusion=128,fp16,groups=1,mpi,hierarchical``) runs, in every round and
 at every ``N``, each of the exchange's settings (:func:`parse_variant`) in an order rotating by one each round,
 and adds a table of each one's time per exchange against the first variant's in the same round and at the
-same ``N`` (:func:`compare_variants`).
+same ``N`` (:func:`compare_variants`). ``per_host=2`` places the ``N`` ranks two on each of the first
+``ceil(N / 2)`` hosts ("nodes" of two ranks, ``local_size`` 2) instead of one on each of ``N``;
+``mpi_alg=ring`` (or another of :data:`MPI_ALLREDUCE_ALGORITHMS`) runs the MPI controller with Open MPI's
+allreduce algorithm forced instead of chosen by its fixed decision rules.
 
 Whatever happens (an error, Ctrl-C, SIGTERM), the shaper is removed and the hosts are taken down
 (:func:`benchmarks.link_sweep.lab`). Writes ``exchange_scaling.json`` (every job's results, every
@@ -43,6 +46,9 @@ from benchmarks.runner import on_hosts, run_exchange
 from lab import hosts, shaper
 
 DEFAULT = "default"
+# Open MPI's coll/tuned allreduce algorithms by the names and numbers of its coll_tuned_allreduce_algorithm
+MPI_ALLREDUCE_ALGORITHMS = {"basic_linear": 1, "nonoverlapping": 2, "recursive_doubling": 3, "ring": 4,
+                            "segmented_ring": 5, "rabenseifner": 6}
 VARIANT_HEADER = (f"{'hosts':>5} {'variant':>14} {'median s':>9} {'min-max s':>13} {'/ ' + 'first, per round':>26} "
                   f"{'median':>6}")
 
@@ -55,14 +61,16 @@ class Variant:
     env: tuple = ()  # (name, value) pairs
     flags: tuple = ()
     controller: str = "gloo"
+    per_host: int = 1  # ranks on each host
 
 
 def parse_variant(text: str) -> Variant:
     """``default``; ``fusion=MB`` (``HOROVOD_FUSION_THRESHOLD``, MB of 2**20 bytes; 0 turns fusion off); ``fp16``
     (the gradients cross the wire in fp16); ``groups=K`` (``K`` grouped allreduces); ``mpi`` (the MPI controller
-    and its allreduce instead of Gloo's); ``hierarchical`` (MPI, ``HOROVOD_HIERARCHICAL_ALLREDUCE=1``); or several
-    joined by ``+``, e.g. ``fp16+fusion=128``."""
-    env, flags, controller = {}, [], "gloo"
+    and its allreduce instead of Gloo's); ``mpi_alg=NAME`` (MPI, Open MPI's allreduce algorithm forced, a name of
+    :data:`MPI_ALLREDUCE_ALGORITHMS`); ``hierarchical`` (MPI, ``HOROVOD_HIERARCHICAL_ALLREDUCE=1``); ``per_host=K``
+    (``K`` ranks on each host); or several joined by ``+``, e.g. ``fp16+fusion=128``, ``hierarchical+per_host=2``."""
+    env, flags, controller, per_host = {}, [], "gloo", 1
     for part in str(text).split("+"):
         key, _, value = part.strip().partition("=")
         if key == DEFAULT and not value:
@@ -77,10 +85,17 @@ def parse_variant(text: str) -> Variant:
             controller = "mpi"
         elif key == "hierarchical" and not value:
             controller, env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "mpi", "1"
+        elif key == "mpi_alg" and value in MPI_ALLREDUCE_ALGORITHMS:
+            controller = "mpi"
+            env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
+            env["OMPI_MCA_coll_tuned_allreduce_algorithm"] = str(MPI_ALLREDUCE_ALGORITHMS[value])
+        elif key == "per_host" and value.isdigit() and int(value) >= 1:
+            per_host = int(value)
         else:
-            raise ValueError("a variant is default, fusion=MB, fp16, groups=K, mpi or hierarchical, or several "
-                             f"joined by +, e.g. fp16+fusion=128. Received: {text!r}")
-    return Variant(str(text).strip(), tuple(sorted(env.items())), tuple(flags), controller)
+            raise ValueError("a variant is default, fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME (NAME one of "
+                             f"{', '.join(MPI_ALLREDUCE_ALGORITHMS)}), hierarchical or per_host=K, or several joined "
+                             f"by +, e.g. fp16+fusion=128. Received: {text!r}")
+    return Variant(str(text).strip(), tuple(sorted(env.items())), tuple(flags), controller, per_host)
 
 
 def parse_variants(text: str) -> list[Variant]:
@@ -198,7 +213,8 @@ def run_scaling(counts: Sequence[int], rate_bps: int | None, args, log=print,
             for round_, order in enumerate(round_orders(counts, args.rounds)):
                 for n in order:
                     for v in round_orders(variants, round_ + 1)[round_]:
-                        place = on_hosts(dataclasses.replace(info, hosts=info.hosts[:n]))
+                        used = info.hosts[:-(-n // v.per_host)]  # ceil(n / per_host) hosts
+                        place = on_hosts(dataclasses.replace(info, hosts=used), slots=v.per_host, np_=n)
                         job = dict(run_exchange(args, n, place, env=dict(v.env), flags=v.flags,
                                                 controller=v.controller), round=round_, variant=v.name)
                         runs[n].append(job)
@@ -221,7 +237,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="measured exchanges per job (after two warm-up ones)")
     parser.add_argument("--variants", default=DEFAULT,
                         help="the exchange's settings to compare, comma-separated, the first the reference: default, "
-                             "fusion=MB, fp16, groups=K, mpi, hierarchical, or several joined by +")
+                             "fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME, hierarchical, per_host=K, or several "
+                             "joined by +")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one job may take")
     parser.add_argument("--out", default="runs/exchange_scaling")
     args = parser.parse_args(argv)

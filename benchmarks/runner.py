@@ -55,10 +55,11 @@ def local(np_: int) -> Placement:
     return Placement(np_, ["-H", f"localhost:{np_}"], worker_addrs=[f"localhost:{p}" for p in _free_ports(np_)])
 
 
-def on_hosts(info) -> Placement:
-    """One process on each host of the lab (a :class:`lab.hosts.HostsInfo`), on its cores."""
+def on_hosts(info, slots: int = 1, np_: int | None = None) -> Placement:
+    """``np_`` processes (default one per host) on the hosts of the lab (a :class:`lab.hosts.HostsInfo`), on their
+    cores, at most ``slots`` on each."""
     hosts = info.hosts
-    return Placement(len(hosts), info.horovodrun_args(1), env=info.env(),
+    return Placement(np_ or len(hosts), info.horovodrun_args(slots), env=info.env(),
                      worker_command=lambda i, argv: hosts[i].command(argv),
                      worker_addrs=[f"{h.addr}:{23450 + i}" for i, h in enumerate(hosts)])
 

@@ -87,9 +87,11 @@ def fake_lab(monkeypatch):
     monkeypatch.setattr(shaper, "clear", lambda ends: calls.append(f"clear {len(ends)} ends"))
 
     def run_exchange(args, np_, place, env=None, flags=(), controller="gloo"):
+        per_host = int(place.horovodrun_hosts[1].split(",")[0].split(":")[1])
         assert place.np == np_ and place.horovodrun_hosts[1] == ",".join(
-            f"198.18.213.{2 + i}:1" for i in range(np_))  # one rank on each of the first np_ hosts
+            f"198.18.213.{2 + i}:{per_host}" for i in range(-(-np_ // per_host)))  # the first ceil(np_ / k) hosts
         setting = f" {env} {list(flags)} {controller}" if env or flags or controller != "gloo" else ""
+        setting += f" {per_host} per host" if per_host > 1 else ""
         calls.append(f"job {np_} at {link['rate']}{setting}")
         # fp16 halves the time; anything else is the default's
         return _job(scaling.ring_seconds(MB14, np_, RATE) * 1.05 * (0.5 if "--fp16-allreduce" in flags else 1))
@@ -174,8 +176,15 @@ def test_variants_name_horovods_settings_and_the_recipes_flags():
     assert scaling.parse_variant("mpi") == scaling.Variant("mpi", controller="mpi")
     hierarchical = scaling.parse_variant("hierarchical")
     assert hierarchical.env == (("HOROVOD_HIERARCHICAL_ALLREDUCE", "1"),) and hierarchical.controller == "mpi"
-    for bad in ("fusion", "fusion=x", "groups=-1", "fp16=1", "nccl", "default=1"):
-        with pytest.raises(ValueError, match=f"default, fusion=MB, fp16, groups=K.*Received: {bad!r}"):
+    forced = scaling.parse_variant("mpi_alg=ring")
+    assert forced.controller == "mpi" and dict(forced.env) == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                                                               "OMPI_MCA_coll_tuned_allreduce_algorithm": "4"}
+    nodes = scaling.parse_variant("hierarchical+per_host=2")
+    assert nodes.per_host == 2 and nodes.controller == "mpi" and scaling.parse_variant("fp16").per_host == 1
+    for bad in ("fusion", "fusion=x", "groups=-1", "fp16=1", "nccl", "default=1", "mpi_alg=tree", "mpi_alg=4",
+                "per_host=0", "per_host"):
+        with pytest.raises(ValueError, match=f"default, fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME.*ring.*"
+                                             f"per_host=K.*Received: {bad!r}"):
             scaling.parse_variant(bad)
     with pytest.raises(ValueError, match="distinct variants.*Received: 'fp16,fp16'"):
         scaling.parse_variants("fp16,fp16")
@@ -197,6 +206,14 @@ def test_variants_alternate_within_each_round_and_compare_with_the_first_in_the_
     assert scaling.summarize(runs, RATE)[0]["rounds"] == 2
     text = scaling.format_variants(rows, "t").splitlines()
     assert text[1] == scaling.VARIANT_HEADER and text[3].split()[-3:] == ["0.50,", "0.50", "0.50"]
+
+
+def test_ranks_per_host_put_n_ranks_on_the_first_hosts_k_at_a_time(fake_lab):
+    runs = scaling.run_scaling([4, 3], RATE, scaling.argparse.Namespace(rounds=1), log=lambda line: None,
+                               variants=scaling.parse_variants("default,mpi+per_host=2"))
+    assert fake_lab[2:-3] == [f"job 4 at {RATE}", f"job 4 at {RATE} {{}} [] mpi 2 per host",
+                              f"job 3 at {RATE}", f"job 3 at {RATE} {{}} [] mpi 2 per host"]  # hosts a, b (2 + 1)
+    assert [j["variant"] for j in runs[3]] == ["default", "mpi+per_host=2"]
 
 
 def test_the_command_writes_the_variants_table(fake_lab, tmp_path, capsys):
