@@ -59,7 +59,7 @@ def on_hosts(info, slots: int = 1, np_: int | None = None) -> Placement:
     """``np_`` processes (default one per host) on the hosts of the lab (a :class:`lab.hosts.HostsInfo`), on their
     cores, at most ``slots`` on each."""
     hosts = info.hosts
-    return Placement(np_ or len(hosts), info.horovodrun_args(slots), env=info.env(),
+    return Placement(np_ or len(hosts), info.horovodrun_args(slots, np_), env=info.env(),
                      worker_command=lambda i, argv: hosts[i].command(argv),
                      worker_addrs=[f"{h.addr}:{23450 + i}" for i, h in enumerate(hosts)])
 

@@ -117,12 +117,21 @@ class HostsInfo:
     ssh_config: str = ""
     bin_dir: str = ""
 
-    def host_list(self, slots: int = 1) -> str:
-        return ",".join(f"{h.addr}:{slots}" for h in self.hosts)
+    def host_list(self, slots: int = 1, np_: Optional[int] = None) -> str:
+        """horovodrun's ``-H``: ``slots`` on each host in order, the last ones fewer or none so that the slots add up
+        to ``np_`` (default: every host's). Horovod 0.28.1's Gloo launcher starts a rank in every slot listed,
+        whatever ``-np`` says (``-np 3 -H a:2,b:2`` starts 4)."""
+        left = len(self.hosts) * slots if np_ is None else np_
+        entries = []
+        for h in self.hosts:
+            if left > 0:
+                entries.append(f"{h.addr}:{min(slots, left)}")
+                left -= slots
+        return ",".join(entries)
 
-    def horovodrun_args(self, slots: int = 1) -> List[str]:
-        """The arguments that make horovodrun use these hosts (add ``-np`` and ``--gloo``)."""
-        return ["-H", self.host_list(slots), "--network-interfaces", self.iface,
+    def horovodrun_args(self, slots: int = 1, np_: Optional[int] = None) -> List[str]:
+        """The arguments that make horovodrun use these hosts (:meth:`host_list`; add ``-np`` and ``--gloo``)."""
+        return ["-H", self.host_list(slots, np_), "--network-interfaces", self.iface,
                 "--ssh-identity-file", self.identity_file]
 
     def etc_hosts(self, host: Host) -> str:

@@ -87,9 +87,10 @@ def fake_lab(monkeypatch):
     monkeypatch.setattr(shaper, "clear", lambda ends: calls.append(f"clear {len(ends)} ends"))
 
     def run_exchange(args, np_, place, env=None, flags=(), controller="gloo"):
-        per_host = int(place.horovodrun_hosts[1].split(",")[0].split(":")[1])
-        assert place.np == np_ and place.horovodrun_hosts[1] == ",".join(
-            f"198.18.213.{2 + i}:{per_host}" for i in range(-(-np_ // per_host)))  # the first ceil(np_ / k) hosts
+        slots = [int(entry.split(":")[1]) for entry in place.horovodrun_hosts[1].split(",")]
+        per_host = slots[0]
+        assert place.np == np_ == sum(slots) and place.horovodrun_hosts[1] == ",".join(
+            f"198.18.213.{2 + i}:{n}" for i, n in enumerate(slots))  # the first ceil(np_ / k) hosts
         setting = f" {env} {list(flags)} {controller}" if env or flags or controller != "gloo" else ""
         setting += f" {per_host} per host" if per_host > 1 else ""
         calls.append(f"job {np_} at {link['rate']}{setting}")
@@ -214,6 +215,9 @@ def test_ranks_per_host_put_n_ranks_on_the_first_hosts_k_at_a_time(fake_lab):
     assert fake_lab[2:-3] == [f"job 4 at {RATE}", f"job 4 at {RATE} {{}} [] mpi 2 per host",
                               f"job 3 at {RATE}", f"job 3 at {RATE} {{}} [] mpi 2 per host"]  # hosts a, b (2 + 1)
     assert [j["variant"] for j in runs[3]] == ["default", "mpi+per_host=2"]
+    info = lab_hosts.HostsInfo("/t", [lab_hosts.Host(*spec[:3]) for spec in lab_hosts.host_specs(3)])
+    assert info.host_list(2, 3) == "198.18.213.2:2,198.18.213.3:1"  # the slots add up to -np, as Gloo starts them all
+    assert info.host_list() == "198.18.213.2:1,198.18.213.3:1,198.18.213.4:1"
 
 
 def test_the_command_writes_the_variants_table(fake_lab, tmp_path, capsys):
