@@ -24,7 +24,8 @@ and adds a table of each one's time per exchange against the first variant's in 
 same ``N`` (:func:`compare_variants`). ``per_host=2`` places the ``N`` ranks two on each of the first
 ``ceil(N / 2)`` hosts ("nodes" of two ranks, ``local_size`` 2) instead of one on each of ``N``;
 ``mpi_alg=ring`` (or another of :data:`MPI_ALLREDUCE_ALGORITHMS`) runs the MPI controller with Open MPI's
-allreduce algorithm forced instead of chosen by its fixed decision rules.
+allreduce algorithm forced instead of chosen by its fixed decision rules; ``mca:NAME=VALUE`` sets any other of
+Open MPI's parameters for an MPI variant.
 
 Whatever happens (an error, Ctrl-C, SIGTERM), the shaper is removed and the hosts are taken down
 (:func:`benchmarks.link_sweep.lab`). Writes ``exchange_scaling.json`` (every job's results, every
@@ -68,7 +69,8 @@ def parse_variant(text: str) -> Variant:
     """``default``; ``fusion=MB`` (``HOROVOD_FUSION_THRESHOLD``, MB of 2**20 bytes; 0 turns fusion off); ``fp16``
     (the gradients cross the wire in fp16); ``groups=K`` (``K`` grouped allreduces); ``mpi`` (the MPI controller
     and its allreduce instead of Gloo's); ``mpi_alg=NAME`` (MPI, Open MPI's allreduce algorithm forced, a name of
-    :data:`MPI_ALLREDUCE_ALGORITHMS`); ``hierarchical`` (MPI, ``HOROVOD_HIERARCHICAL_ALLREDUCE=1``); ``per_host=K``
+    :data:`MPI_ALLREDUCE_ALGORITHMS`); ``mca:NAME=VALUE`` (MPI, Open MPI's MCA parameter ``NAME``, e.g.
+    ``mca:mpi_yield_when_idle=1``); ``hierarchical`` (MPI, ``HOROVOD_HIERARCHICAL_ALLREDUCE=1``); ``per_host=K``
     (``K`` ranks on each host); or several joined by ``+``, e.g. ``fp16+fusion=128``, ``hierarchical+per_host=2``."""
     env, flags, controller, per_host = {}, [], "gloo", 1
     for part in str(text).split("+"):
@@ -89,12 +91,14 @@ def parse_variant(text: str) -> Variant:
             controller = "mpi"
             env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
             env["OMPI_MCA_coll_tuned_allreduce_algorithm"] = str(MPI_ALLREDUCE_ALGORITHMS[value])
+        elif key.startswith("mca:") and len(key) > 4 and value:
+            controller, env[f"OMPI_MCA_{key[4:]}"] = "mpi", value
         elif key == "per_host" and value.isdigit() and int(value) >= 1:
             per_host = int(value)
         else:
             raise ValueError("a variant is default, fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME (NAME one of "
-                             f"{', '.join(MPI_ALLREDUCE_ALGORITHMS)}), hierarchical or per_host=K, or several joined "
-                             f"by +, e.g. fp16+fusion=128. Received: {text!r}")
+                             f"{', '.join(MPI_ALLREDUCE_ALGORITHMS)}), mca:NAME=VALUE, hierarchical or per_host=K, "
+                             f"or several joined by +, e.g. fp16+fusion=128. Received: {text!r}")
     return Variant(str(text).strip(), tuple(sorted(env.items())), tuple(flags), controller, per_host)
 
 
@@ -237,8 +241,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="measured exchanges per job (after two warm-up ones)")
     parser.add_argument("--variants", default=DEFAULT,
                         help="the exchange's settings to compare, comma-separated, the first the reference: default, "
-                             "fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME, hierarchical, per_host=K, or several "
-                             "joined by +")
+                             "fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME, mca:NAME=VALUE, hierarchical, per_host=K, "
+                             "or several joined by +")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one job may take")
     parser.add_argument("--out", default="runs/exchange_scaling")
     args = parser.parse_args(argv)

@@ -180,11 +180,13 @@ def test_variants_name_horovods_settings_and_the_recipes_flags():
     forced = scaling.parse_variant("mpi_alg=ring")
     assert forced.controller == "mpi" and dict(forced.env) == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
                                                                "OMPI_MCA_coll_tuned_allreduce_algorithm": "4"}
+    yielding = scaling.parse_variant("mpi_alg=ring+mca:mpi_yield_when_idle=1")
+    assert yielding.controller == "mpi" and dict(yielding.env)["OMPI_MCA_mpi_yield_when_idle"] == "1"
     nodes = scaling.parse_variant("hierarchical+per_host=2")
     assert nodes.per_host == 2 and nodes.controller == "mpi" and scaling.parse_variant("fp16").per_host == 1
     for bad in ("fusion", "fusion=x", "groups=-1", "fp16=1", "nccl", "default=1", "mpi_alg=tree", "mpi_alg=4",
-                "per_host=0", "per_host"):
-        with pytest.raises(ValueError, match=f"default, fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME.*ring.*"
+                "per_host=0", "per_host", "mca:", "mca:x", "mca:=1"):
+        with pytest.raises(ValueError, match=f"default, fusion=MB, fp16, groups=K, mpi, mpi_alg=NAME.*ring.*mca:.*"
                                              f"per_host=K.*Received: {bad!r}"):
             scaling.parse_variant(bad)
     with pytest.raises(ValueError, match="distinct variants.*Received: 'fp16,fp16'"):
