@@ -26,7 +26,7 @@ last (the first layers'), which nothing can hide. With ``comm_factors`` (:func:`
 is the ring model's time times the factor by which the measured exchange exceeded it at that worker count
 (``measured / model`` of :mod:`benchmarks.exchange_scaling`, read by :func:`measured_factors`).
 
-    python -m benchmarks.efficiency runs/exchange_scaling/exchange_scaling.json
+    python -m benchmarks.efficiency runs/exchange_scaling/resnet50/exchange_scaling.json
 
 prints that projection for the DGX ResNet-50 step (0.108 s of compute, 102 MB of gradients) at 8-256
 workers and 25, 100 and 400 Gbit/s, on the ring model and on the measured factors side by side.
