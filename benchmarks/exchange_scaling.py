@@ -217,8 +217,7 @@ def run_scaling(counts: Sequence[int], rate_bps: int | None, args, log=print,
             for round_, order in enumerate(round_orders(counts, args.rounds)):
                 for n in order:
                     for v in round_orders(variants, round_ + 1)[round_]:
-                        used = info.hosts[:-(-n // v.per_host)]  # ceil(n / per_host) hosts
-                        place = on_hosts(dataclasses.replace(info, hosts=used), slots=v.per_host, np_=n)
+                        place = on_hosts(info, slots=v.per_host, np_=n)  # the first ceil(n / per_host) hosts
                         job = dict(run_exchange(args, n, place, env=dict(v.env), flags=v.flags,
                                                 controller=v.controller), round=round_, variant=v.name)
                         runs[n].append(job)

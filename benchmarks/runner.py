@@ -56,10 +56,12 @@ def local(np_: int) -> Placement:
 
 
 def on_hosts(info, slots: int = 1, np_: int | None = None) -> Placement:
-    """``np_`` processes (default one per host) on the hosts of the lab (a :class:`lab.hosts.HostsInfo`), on their
-    cores, at most ``slots`` on each."""
+    """``np_`` processes (default every slot) on the hosts of the lab (a :class:`lab.hosts.HostsInfo`), ``slots`` on
+    each in order, on their cores; hosts past the last process are left out of horovodrun's ``-H``
+    (``HostsInfo.host_list``)."""
     hosts = info.hosts
-    return Placement(np_ or len(hosts), info.horovodrun_args(slots, np_), env=info.env(),
+    np_ = len(hosts) * slots if np_ is None else np_
+    return Placement(np_, info.horovodrun_args(slots, np_), env=info.env(),
                      worker_command=lambda i, argv: hosts[i].command(argv),
                      worker_addrs=[f"{h.addr}:{23450 + i}" for i, h in enumerate(hosts)])
 

@@ -115,7 +115,6 @@ def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_and_timed_by_its_metri
     assert out.lost == 0 and out.wall_lost_s == 50.5  # epoch 14 ended at 112.2, 17 batches past 13:5
 
 
-
 def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
     from benchmarks.soak import report
     from benchmarks.soak.accounting import TRAINING, Fault, Outcome
