@@ -202,7 +202,8 @@ def output_after_launcher(workdir: str) -> str:
 
 
 def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
-         horovod_cfg: Optional[HorovodConfig] = None, workdir: Optional[str] = None) -> ProcessInfo:
+         horovod_cfg: Optional[HorovodConfig] = None, workdir: Optional[str] = None,
+         gpu_index: Optional[int] = None) -> ProcessInfo:
     """Initialises Horovod and this process (see the module docstring).
 
     Args:
@@ -214,6 +215,8 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
             values an earlier job in this process set are replaced, a variable set by hand wins
             and is named in a warning line.
         workdir: Where relative timeline and autotune-log paths are placed.
+        gpu_index: Which of ``gpus`` this process pins; default: its local rank. A scheduler that assigns each
+            process its GPU (Spark, to a task) hides the others, and the process pins index 0.
 
     Returns:
         What was set up for this process.
@@ -232,7 +235,8 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     global _launch_cpus, _binding_setting
     if _launch_cpus is None:
         _launch_cpus = allowed_cpus()
-    gpu = pin_local_gpu(gpus, hvd.local_rank(), memory_growth=runtime.gpu_memory_growth)
+    gpu = pin_local_gpu(gpus, hvd.local_rank() if gpu_index is None else gpu_index,
+                        memory_growth=runtime.gpu_memory_growth)
     budget = thread_budget(launch_cores(), hvd.local_size(), runtime.intra_op_threads, runtime.inter_op_threads)
     applied = set_thread_budget(budget) if gpu is None else False
     _binding_setting = runtime.cpu_binding if gpu is None else None

@@ -6,8 +6,9 @@ starting one rank), with what makes it end clearly instead of waiting:
 * ``num_proc`` above the task slots Spark has (``local[N]``'s N; on a cluster the slots of the
   executors registered within Spark's registration time) is refused in one line; Horovod
   would wait ``start_timeout`` (600 s by default) for tasks that cannot start;
-* the executors must run a Python with Horovod: on a ``local`` master one that is not this
-  process's (``PYSPARK_PYTHON`` unset) is refused in one line, naming the variable to set;
+* the executors must run a Python with Horovod, TensorFlow and hvdkeras at this driver's versions: one
+  Spark task asks an executor's own Python (:func:`check_executors`), and a mismatch is refused in one
+  line naming what is missing and how to ship it;
 * Gloo, not MPI, unless asked (``use_mpi=True``): no ``mpirun`` inside executors;
 * a start that still times out (an executor lost while starting) is one line naming the timeout.
 """
@@ -77,11 +78,10 @@ def task_slots(sc: Any, wanted: Optional[int] = None) -> int:
 
 
 def check_cluster(sc: Any, num_proc: int) -> None:
-    """One line for a job that could never start: more ranks than task slots, or executors without this Python.
+    """One line for a job that could never start: more ranks than task slots.
 
     Raises:
-        SetupError: ``num_proc`` is above :func:`task_slots` or the application's ``spark.cores.max``, or a
-            local master's executors run another Python.
+        SetupError: ``num_proc`` is above :func:`task_slots` or the application's ``spark.cores.max``.
     """
     need = f"num_proc={num_proc} ranks need {num_proc} Spark task slots at once, but"
     cluster = not sc.master.startswith("local") and _registered_slots(sc) is not None
@@ -98,10 +98,70 @@ def check_cluster(sc: Any, num_proc: int) -> None:
             if slots == 0:
                 fix = "check that the master has workers with free cores and that they reach this driver"
         raise SetupError(f"{need} {has} (master {sc.master}); {fix}")
-    python = getattr(sc, "pythonExec", None)
-    if sc.master.startswith("local") and python and os.path.realpath(python) != os.path.realpath(sys.executable):
-        raise SetupError(f"Spark's executors run {python}, not this Python ({sys.executable}), which has Horovod:"
-                         f" set PYSPARK_PYTHON={sys.executable} before the SparkSession starts")
+
+
+def _python_probe() -> Callable[[Any], Iterator[Dict[str, Optional[str]]]]:
+    """A function that says what Python runs it and which of a rank's packages it has; it refers to nothing of
+    hvdkeras, so that it travels by value to an executor that lacks hvdkeras."""
+
+    def probe(_: Any) -> Iterator[Dict[str, Optional[str]]]:
+        import importlib.metadata as metadata
+        import sys as sys_
+
+        def version(*names: str) -> Optional[str]:
+            for name in names:
+                try:
+                    return metadata.version(name)
+                except metadata.PackageNotFoundError:
+                    continue
+            return None
+
+        yield {"python": sys_.executable, "python_version": "%d.%d" % sys_.version_info[:2],
+               "horovod": version("horovod"), "tensorflow": version("tensorflow", "tensorflow-cpu", "tensorflow-gpu",
+                                                                    "tensorflow-intel", "tensorflow-macos"),
+               "hvdkeras": version("hvdkeras")}
+
+    return probe
+
+
+PACKAGES = ("horovod", "tensorflow", "hvdkeras")
+
+
+def python_mismatch(driver: Mapping[str, Optional[str]], executor: Mapping[str, Optional[str]]) -> Optional[str]:
+    """What an executor's Python lacks or has at another version than the driver's (its Python's, Horovod's,
+    TensorFlow's, hvdkeras'), as one clause; None when they match."""
+    missing = [name for name in PACKAGES if executor.get(name) is None]
+    other = [f"{name} {executor.get(name)} (the driver has {driver.get(name)})" for name in PACKAGES
+             if name not in missing and executor.get(name) != driver.get(name)]
+    if executor.get("python_version") != driver.get("python_version"):
+        other.insert(0, f"Python {executor.get('python_version')} (the driver runs {driver.get('python_version')})")
+    parts = ([f"lacks {' and '.join(missing)}"] if missing else []) + ([f"has {', '.join(other)}"] if other else [])
+    return "; ".join(parts) or None
+
+
+_checked: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
+
+
+def check_executors(sc: Any) -> Dict[str, Optional[str]]:
+    """Asks one executor's own Python what it is (one Spark task, once per application); returns its answer.
+
+    Raises:
+        SetupError: it lacks Horovod, TensorFlow or hvdkeras, or has them (or Python) at other versions than this
+            driver, naming what and how to ship this environment.
+    """
+    key = (str(sc.applicationId), str(getattr(sc, "pythonExec", "")))
+    if key not in _checked:
+        probe = _python_probe()
+        driver = next(probe(None))
+        executor = sc.parallelize([0], 1).mapPartitions(probe).collect()[0]
+        mismatch = python_mismatch(driver, executor)
+        if mismatch:
+            local = f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts" if sc.master.startswith(
+                "local") else "PYSPARK_PYTHON to a Python that has them on every executor"
+            raise SetupError(f"Spark's executors run {executor['python']}, which {mismatch}: set {local}, or ship this"
+                             " environment with spark.archives (docs/spark-cluster.md)")
+        _checked[key] = executor
+    return _checked[key]
 
 
 @contextlib.contextmanager
@@ -166,6 +226,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
     sc = _spark_context()
     num_proc = num_proc or max(task_slots(sc), 1)
     check_cluster(sc, num_proc)
+    check_executors(sc)
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
     if use_gloo is None and not use_mpi:

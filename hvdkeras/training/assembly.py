@@ -246,13 +246,14 @@ class Parts:
 
 
 def start(config: config_lib.Config, workdir: Optional[str] = None,
-          gpus: Optional[Sequence[Any]] = None) -> distributed.ProcessInfo:
+          gpus: Optional[Sequence[Any]] = None, gpu_index: Optional[int] = None) -> distributed.ProcessInfo:
     """Initialises this process for ``config`` and checks the config against the world.
 
     Args:
         config: the job's config (its ``runtime`` and ``horovod`` sections apply here).
         workdir: where relative timeline and autotune-log paths go.
         gpus: the GPUs to pin from (default: those TensorFlow finds; tests pass stand-ins).
+        gpu_index: which of them this process pins (default: its local rank; :func:`distributed.init`).
 
     Returns:
         This process in the world.
@@ -264,7 +265,8 @@ def start(config: config_lib.Config, workdir: Optional[str] = None,
     if config.trainer.tensorboard and not compat.TENSORBOARD_INSTALLED:
         raise SetupError(f"trainer.tensorboard is true, but TensorFlow {tf.__version__} does not install the"
                          " tensorboard package: pip install tensorboard, or set trainer.tensorboard=false")
-    process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod, workdir=workdir)
+    process = distributed.init(config.runtime, gpus=gpus, horovod_cfg=config.horovod, workdir=workdir,
+                               gpu_index=gpu_index)
     config_lib.validate_for_world(config, process.size)
     return process
 

@@ -54,15 +54,16 @@ class Trainer:
 
     @classmethod
     def from_config(cls, config: config_lib.Config, workdir: str, gpus: Optional[Sequence[Any]] = None,
-                    task: Optional[tasks.Task] = None) -> "Trainer":
+                    task: Optional[tasks.Task] = None, gpu_index: Optional[int] = None) -> "Trainer":
         """Initialises this process and assembles every part from ``config`` and ``task`` (default: the config's,
         :func:`hvdkeras.training.tasks.for_config`).
 
-        ``gpus`` overrides the GPUs found on the host (tests pass stand-ins). Except
+        ``gpus`` overrides the GPUs found on the host (tests pass stand-ins); ``gpu_index`` picks the one this
+        process pins (default: its local rank). Except
         in elastic mode, where no collective may run before the state sync, the
         ranks agree here on the steps per epoch (a collective).
         """
-        world = assembly.start(config, workdir, gpus)
+        world = assembly.start(config, workdir, gpus, gpu_index)
         return cls(assembly.assemble(config, world, task, workdir=workdir, agree=not config.elastic.enabled))
 
     # ------------------------------------------------------------------ the parts, typed

@@ -27,6 +27,7 @@ CHECK = os.path.join(SCRIPTS, "spark_estimator_check.py")
 def checked(tmp_path_factory):
     store = tmp_path_factory.mktemp("spark_store")
     (result,) = results(launch([sys.executable, CHECK, str(store)], timeout=600))
+    print(f"\nthe driver's checks took {result['seconds']} s")
     return result
 
 
@@ -44,6 +45,14 @@ def test_model_saves_and_loads_alone_and_in_a_pipeline(checked):
 
 def test_bad_input_is_one_line(checked):
     spark_checks.assert_errors(checked["errors"])
+
+
+def test_bad_input_is_refused_before_anything_is_written(checked):
+    spark_checks.assert_checked_early(checked)
+
+
+def test_a_best_model_checkpoint_callback_makes_fit_return_the_best_epochs_model(checked):
+    spark_checks.assert_best(checked["best"])
 
 
 def test_more_ranks_than_task_slots_is_one_line_at_once(checked):

@@ -109,3 +109,8 @@ def test_the_estimators_model_saves_and_loads_on_the_shared_filesystem(check):
 
 def test_bad_input_to_the_estimator_is_one_line_on_the_cluster(check):
     spark_checks.assert_errors(check["estimator"]["errors"])
+    spark_checks.assert_checked_early(check["estimator"])
+
+
+def test_a_best_model_checkpoint_callback_makes_fit_return_the_best_epochs_model_on_the_cluster(check):
+    spark_checks.assert_best(check["estimator"]["best"])

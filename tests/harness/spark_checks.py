@@ -12,6 +12,16 @@ def assert_fit(fit):
     assert fit["checkpoints"] == ["epoch-0001", "epoch-0002"]  # rank 0's checkpoints, in the store's run
     assert fit["single"] < 1e-5, fit  # the ranks' weights = one process stepping on their global batches
     assert fit["same_files"], fit  # a second prepare of the same DataFrame writes the same rows in the same order
+    # keep_intermediate_data=True kept this fit's own Parquet, named after its run
+    assert [n.split(".")[0] + "." + n.split(".")[1] for n in fit["kept"]] == ["intermediate_train_data.run1",
+                                                                             "intermediate_val_data.run1"], fit
+
+
+def assert_best(best):
+    """Horovod's ``checkpoint_callback=BestModelCheckpoint(...)``: fit returned the best epoch's model, not the last,
+    and removed its Parquet."""
+    assert best["epochs"] == 2 and best["equals_best"] and not best["equals_other"], best
+    assert best["left"] == [], best
 
 
 def assert_transform(transform):
@@ -36,6 +46,26 @@ def assert_errors(errors):
     assert errors["length"] == ("feature column 'extra' holds 3 values per row, but the model's input 'image' takes"
                                 " shape (8, 8, 1) (64 values); reshape the column or the input")
     assert errors["unknown"].startswith("KerasEstimator has no parameter 'epoch' (Received: epoch=...)")
-    assert errors["petastorm"] == ("KerasEstimator(reader_pool_type=...) has no meaning here: it is petastorm's;"
-                                   " each rank reads its rows with pyarrow; remove it")
+    assert errors["petastorm"] == ("KerasEstimator(transformation_fn=...) has no meaning here: it is petastorm's;"
+                                   " transform the DataFrame before fit(); remove it")
+    assert errors["run_id_path"] == ("run_id must be a name of letters, digits, '.', '_' and '-' (at most 128,"
+                                     " starting with a letter or digit), not a path (Received: run_id='../../x')")
+    assert errors["other_job"] == ("run_id 'run1' holds checkpoints trained by another job (batch_size: 16 -> 8): pass"
+                                   " another run_id to start over, or resume='force' to continue from its weights"
+                                   " anyway")
+    assert errors["null_label"] == ("column 'label_vec' holds nulls in 1 of 256 rows: drop or fill them before fit()"
+                                    " (df.na.drop(subset=[...]) or df.na.fill(...))")
+    assert errors["nan_features"] == ("column 'features' holds NaN or infinities in 2 of 256 rows: drop or fix them"
+                                      " before fit() (or pass allow_nan=True for a model built to take NaN)")
+    assert errors["inf_extra"] == ("column 'extra' holds NaN or infinities in 1 of 256 rows: drop or fix them before"
+                                   " fit() (or pass allow_nan=True for a model built to take NaN)")
+    assert errors["held"].startswith("run_id 'held' is being fitted by another fit (host ")
+    assert errors["held"].endswith("wait for it to end, or pass another run_id")
     assert all("\n" not in line for line in errors.values())
+
+
+def assert_checked_early(checked):
+    """NaN let through when asked; the petastorm-only parameters accepted; the refused fits left no Parquet."""
+    assert checked["nan_allowed"] is None
+    assert checked["no_effect"] == {"pool": "process", "start": "fork"}
+    assert checked["left"] == []

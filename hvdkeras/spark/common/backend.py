@@ -17,36 +17,66 @@ class Backend:
         """The number of ranks."""
         raise NotImplementedError
 
+    def check(self) -> None:
+        """Refuses, in one line, ranks that could never start here; a fit calls it before it writes anything."""
+
 
 class SparkBackend(Backend):
     """Runs the training function through :func:`hvdkeras.spark.run` on the active SparkSession.
 
+    Horovod's ``SparkBackend`` arguments, with Horovod's meaning.
+
     Args:
         num_proc: the number of ranks (default: Spark's task slots).
-        env: the ranks' environment (default: this process's).
-        **kwargs: more arguments for :func:`hvdkeras.spark.run` (``start_timeout``, ``stdout``, ...).
+        env: the ranks' environment (default: the driver's).
+        stdout: where the ranks' standard output goes (default: the driver's).
+        stderr: where their standard error goes.
+        prefix_output_with_timestamp: prefix each line of their output with its time.
+        start_timeout: seconds for every rank's task to start (:func:`hvdkeras.spark.run`'s default).
+        verbose: Horovod's verbosity.
+        nics: the network interfaces the ranks use.
+        use_mpi: start the ranks with MPI.
+        use_gloo: start them with Gloo (the default).
+        extra_mpi_args: more ``mpirun`` arguments, with ``use_mpi``.
     """
 
-    def __init__(self, num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, **kwargs: Any):
+    def __init__(self, num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, stdout: Any = None,
+                 stderr: Any = None, prefix_output_with_timestamp: bool = False, start_timeout: Optional[int] = None,
+                 verbose: int = 1, nics: Any = None, use_mpi: Optional[bool] = None, use_gloo: Optional[bool] = None,
+                 extra_mpi_args: Optional[str] = None):
         from hvdkeras.spark.runner import _spark_context, task_slots
 
         self._num_proc = num_proc or max(task_slots(_spark_context()), 1)
         self._env = env
-        self._kwargs = kwargs
+        self._kwargs: Dict[str, Any] = dict(
+            stdout=stdout, stderr=stderr, prefix_output_with_timestamp=prefix_output_with_timestamp,
+            start_timeout=start_timeout, verbose=verbose, nics=nics, use_mpi=use_mpi, use_gloo=use_gloo,
+            extra_mpi_args=extra_mpi_args)
 
     def run(self, fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
             env: Optional[Dict[str, str]] = None) -> List[Any]:
         """Runs ``fn`` as :meth:`num_processes` ranks; each rank's result, in rank order.
 
-        The ranks see every GPU (``CUDA_VISIBLE_DEVICES`` is dropped): each pins its own by local rank.
+        The driver's ``CUDA_VISIBLE_DEVICES`` does not reach the ranks (Horovod's examples hide the GPUs from
+        the driver while it builds the model): each rank uses the GPU Spark assigned its task, or its local
+        rank's. One that ``env`` sets does (``use_gpu=False`` keeps the ranks off GPUs with it).
         """
         from hvdkeras.spark.runner import run
 
         full_env = dict(self._env or os.environ)
-        full_env.update(env or {})
         full_env.pop("CUDA_VISIBLE_DEVICES", None)
+        full_env.update(env or {})
         return run(fn, args=args, kwargs=kwargs, num_proc=self._num_proc, env=full_env, **self._kwargs)
 
     def num_processes(self) -> int:
         """The number of ranks."""
         return self._num_proc
+
+    def check(self) -> None:
+        """Refuses, in one line, more ranks than Spark's task slots, or executors whose Python lacks what a rank
+        needs (:func:`hvdkeras.spark.runner.check_cluster`, :func:`hvdkeras.spark.runner.check_executors`)."""
+        from hvdkeras.spark.runner import _spark_context, check_cluster, check_executors
+
+        sc = _spark_context()
+        check_cluster(sc, self._num_proc)
+        check_executors(sc)

@@ -163,6 +163,65 @@ def _describe(df: Any, columns: Sequence[str]) -> Tuple[int, Dict[str, ColumnInf
     return int(row["__rows"]), infos
 
 
+FLOATS = ("float", "double")
+
+
+def _bad_values(column: str, kind: str, spark_type: str, allow_nan: bool) -> Tuple[Any, Optional[Any]]:
+    """(a row holds a null, a row holds a value that is not finite) as Spark conditions on ``column``.
+
+    NaN counts as not finite unless ``allow_nan``. The second is None for a column of integers, which hold
+    neither NaN nor infinities.
+    """
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    def not_finite(x: Any) -> Any:
+        infinite = F.abs(x) == float("inf")
+        return infinite if allow_nan else F.isnan(x) | infinite
+
+    element = spark_type if kind == "scalar" else spark_type[len("array<"):-1]
+    floats = kind == "vector" or element in FLOATS
+    if kind == "scalar":
+        return F.col(column).isNull(), not_finite(F.col(column)) if floats else None
+    present = F.col(column).isNotNull()  # vector_to_array fails on a null vector: counted as null, not converted
+    values = F.when(present, vector_to_array(F.col(column))) if kind == "vector" else F.col(column)
+    null = ~present | F.exists(values, lambda x: x.isNull())
+    return null, F.exists(values, not_finite) if floats else None
+
+
+def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> None:
+    """Refuses, in one line, a column holding nulls, NaN or infinities, counted in one Spark aggregate.
+
+    Args:
+        df: the DataFrame (every row: training and validation).
+        columns: the feature, label and weight columns.
+        allow_nan: let NaN through (for a model built to take it); infinities and nulls are still refused.
+
+    Raises:
+        SetupError: naming the first such column, what it holds and in how many rows.
+    """
+    from pyspark.sql import functions as F
+
+    aggregates = [F.count(F.lit(1)).alias("__rows")]
+    for column in columns:
+        kind, spark_type = _kind(df, column)
+        for name, condition in zip(("null", "nan"), _bad_values(column, kind, spark_type, allow_nan)):
+            if condition is not None:
+                aggregates.append(F.sum(F.when(condition, 1).otherwise(0)).alias(f"{name}:{column}"))
+    found = df.agg(*aggregates).first().asDict()
+    total = int(found["__rows"])
+    for column in columns:
+        nulls, not_finite = int(found.get(f"null:{column}") or 0), int(found.get(f"nan:{column}") or 0)
+        if nulls:
+            raise SetupError(f"column {column!r} holds nulls in {nulls} of {total} rows: drop or fill them before fit()"
+                             " (df.na.drop(subset=[...]) or df.na.fill(...))")
+        if not_finite:
+            what = "infinities" if allow_nan else "NaN or infinities"
+            hint = "" if allow_nan else " (or pass allow_nan=True for a model built to take NaN)"
+            raise SetupError(f"column {column!r} holds {what} in {not_finite} of {total} rows: drop or fix them"
+                             f" before fit(){hint}")
+
+
 ROW = "__hvdkeras_row"  # each row's place in the DataFrame, which orders the rows inside each Parquet file
 
 
@@ -176,8 +235,8 @@ def _write(df: Any, path: str, files: int) -> None:
 
 def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
             sample_weight_col: Optional[str] = None, validation: Union[None, float, str] = None,
-            seed: Optional[int] = None, partitions_per_process: int = 10, dataset_idx: Optional[int] = None,
-            ) -> PreparedData:
+            seed: Optional[int] = None, partitions_per_process: int = 10, dataset_idx: Union[None, int, str] = None,
+            allow_nan: bool = False) -> PreparedData:
     """Checks ``df``'s training columns, splits off validation and writes both to Parquet in ``store``.
 
     Args:
@@ -190,13 +249,15 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
         validation: see :func:`validation_split`.
         seed: the random validation split's seed.
         partitions_per_process: Parquet files per rank.
-        dataset_idx: the suffix of the store's data paths (Horovod's ``dataset_idx``).
+        dataset_idx: the suffix of the store's data paths (Horovod's ``dataset_idx``; each fit has its own).
+        allow_nan: let NaN through in the columns (:func:`check_values`).
 
     Returns:
         Where the rows went and what they hold.
 
     Raises:
-        SetupError: a missing column, a type no model takes, columns of uneven length, no rows, fewer rows than ranks.
+        SetupError: a missing column, a type no model takes, nulls, NaN or infinities, columns of uneven length, no
+            rows, fewer rows than ranks; each found before anything is written.
     """
     if not feature_cols:
         raise SetupError("feature_cols is empty: name the DataFrame columns the model takes, one per input")
@@ -207,6 +268,7 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     weights = [sample_weight_col] if sample_weight_col else []
     check_present(df, weights, "sample_weight_col")
     columns = list(dict.fromkeys([*feature_cols, *label_cols, *weights]))
+    check_values(df, columns, allow_nan=allow_nan)
     from pyspark.sql import functions as F
 
     train, val = validation_split(df.withColumn(ROW, F.monotonically_increasing_id()), validation, seed)
@@ -232,5 +294,79 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
             raise SetupError(f"validation holds {val_rows} rows, fewer than the {num_proc} ranks; validate on more"
                              " rows, or pass validation=None")
     return PreparedData(train_path=train_path, val_path=val_path, train_rows=rows, val_rows=val_rows, columns=infos,
+                        feature_cols=tuple(feature_cols), label_cols=tuple(label_cols),
+                        sample_weight_col=sample_weight_col)
+
+
+def _parquet_column(store: FilesystemStore, path: str, column: str, field: Any, first_file: str) -> ColumnInfo:
+    """One column of Parquet a user wrote, as :class:`ColumnInfo`; one line for a type no model takes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kind_of = field.type
+    if pa.types.is_list(kind_of) or pa.types.is_large_list(kind_of) or pa.types.is_fixed_size_list(kind_of):
+        element = kind_of.value_type
+        if not (pa.types.is_integer(element) or pa.types.is_floating(element) or pa.types.is_boolean(element)):
+            raise SetupError(f"column {column!r} of the Parquet in {path} holds {kind_of}, which a Keras model cannot"
+                             " take; write arrays of numbers")
+        with store.fs.open(first_file, "rb") as f:
+            first = pq.ParquetFile(f).read_row_group(0, columns=[column]).column(0)
+        size = len(first[0].as_py() or []) if len(first) else 0
+        return ColumnInfo(column, "array", size, f"array<{element}>")
+    if pa.types.is_integer(kind_of) or pa.types.is_floating(kind_of) or pa.types.is_boolean(kind_of):
+        return ColumnInfo(column, "scalar", 1, str(kind_of))
+    what = "a Spark ML vector (a struct)" if pa.types.is_struct(kind_of) else str(kind_of)
+    raise SetupError(f"column {column!r} of the Parquet in {path} holds {what}, which the ranks cannot read; write"
+                     " numbers or arrays of numbers (pyspark.ml.functions.vector_to_array turns a vector into one)")
+
+
+def from_parquet(store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
+                 sample_weight_col: Optional[str] = None, dataset_idx: Union[None, int, str] = None) -> PreparedData:
+    """Parquet already in the store (Horovod's ``fit_on_parquet``): the training rows at
+    ``store.get_train_data_path(dataset_idx)``, and validation rows at the validation path when it holds Parquet.
+
+    Args:
+        store: the store holding the Parquet.
+        num_proc: the number of ranks that will read it.
+        feature_cols: the feature columns, one per model input, in order.
+        label_cols: the label columns, one per model output, in order.
+        sample_weight_col: a column of per-row loss weights, or ``None``.
+        dataset_idx: the suffix of the store's data paths.
+
+    Returns:
+        Where the rows are and what they hold.
+
+    Raises:
+        SetupError: no Parquet at the training path, a missing column or one no model takes, fewer rows than ranks.
+    """
+    import pyarrow.parquet as pq
+
+    from hvdkeras.spark.common.reader import count_rows, parquet_files
+
+    if not feature_cols or not label_cols:
+        raise SetupError("fit_on_parquet needs feature_cols and label_cols: name the Parquet's columns the model takes"
+                         " and learns")
+    train_path, val_path = store.get_train_data_path(dataset_idx), store.get_val_data_path(dataset_idx)
+    if not store.is_parquet_dataset(train_path):
+        raise SetupError(f"fit_on_parquet found no Parquet at {train_path}: write the training rows there"
+                         " (df.write.parquet(store.get_train_data_path())), or call fit(df)")
+    files = parquet_files(store, train_path)
+    with store.fs.open(files[0][0], "rb") as f:
+        schema = pq.ParquetFile(f).schema_arrow
+    weights = [sample_weight_col] if sample_weight_col else []
+    columns = list(dict.fromkeys([*feature_cols, *label_cols, *weights]))
+    infos = {}
+    for column in columns:
+        if column not in schema.names:
+            raise SetupError(f"feature_cols, label_cols or sample_weight_col names column {column!r}, which the Parquet"
+                             f" in {train_path} does not have (Received columns: {schema.names})")
+        infos[column] = _parquet_column(store, train_path, column, schema.field(column), files[0][0])
+    rows = sum(n for _, n in files)
+    if rows < num_proc:
+        raise SetupError(f"the Parquet in {train_path} has {rows} rows, fewer than the {num_proc} ranks: every rank"
+                         " needs at least one")
+    has_val = store.is_parquet_dataset(val_path)
+    return PreparedData(train_path=train_path, val_path=val_path if has_val else None, train_rows=rows,
+                        val_rows=count_rows(store, val_path) if has_val else 0, columns=infos,
                         feature_cols=tuple(feature_cols), label_cols=tuple(label_cols),
                         sample_weight_col=sample_weight_col)

@@ -15,7 +15,7 @@ DBFS need clients this project does not install: they are refused in one line.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 from hvdkeras.common.errors import ConfigError
 
@@ -77,20 +77,20 @@ class FilesystemStore(Store):
         return "/".join([self.prefix_path.rstrip("/"), *parts])
 
     @staticmethod
-    def _indexed(path: str, idx: Optional[int]) -> str:
+    def _indexed(path: str, idx: Union[None, int, str]) -> str:
         return path if idx is None else f"{path}.{idx}"
 
     # ------------------------------------------------------------------ Horovod's names
 
-    def get_train_data_path(self, idx: Optional[int] = None) -> str:
+    def get_train_data_path(self, idx: Union[None, int, str] = None) -> str:
         """The training rows' Parquet folder (of dataset ``idx``)."""
         return self._indexed(self._train_path, idx)
 
-    def get_val_data_path(self, idx: Optional[int] = None) -> str:
+    def get_val_data_path(self, idx: Union[None, int, str] = None) -> str:
         """The validation rows' Parquet folder (of dataset ``idx``)."""
         return self._indexed(self._val_path, idx)
 
-    def get_test_data_path(self, idx: Optional[int] = None) -> str:
+    def get_test_data_path(self, idx: Union[None, int, str] = None) -> str:
         """The test rows' Parquet folder (of dataset ``idx``)."""
         return self._indexed(self._test_path, idx)
 

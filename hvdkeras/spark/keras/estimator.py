@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 from pyspark import keyword_only
@@ -26,7 +26,9 @@ from pyspark.ml.param import Param, Params
 from pyspark.ml.param.shared import HasOutputCols
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 
+from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, SetupError
+from hvdkeras.spark.common import runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend
 from hvdkeras.spark.common.store import FilesystemStore, Store
 
@@ -52,27 +54,42 @@ ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("shuffle_buffer_size", "ShufflingBufferSize", None, "each rank's shuffle buffer (default: all its rows)"),
     ("inmemory_cache_all", "InMemoryCacheAll", False, "keep the rows in memory (they always are here)"),
     ("custom_objects", "CustomObjects", None, "Keras custom objects for the model, loss and metrics"),
-    ("run_id", "RunId", None, "the run's folder in the store; a fit with the same run_id resumes"),
+    ("run_id", "RunId", None, "the run's name (its folder in the store); a fit with the same run_id resumes"
+     " (default: a new, unique name)"),
     ("verbose", "Verbose", 1, "Keras' progress output on rank 0"),
     ("partitions_per_process", "PartitionsPerProcess", 10, "Parquet files per rank"),
     ("train_steps_per_epoch", "TrainStepsPerEpoch", None, "steps per epoch (default: every rank's rows once)"),
     ("label_shapes", "LabelShapes", None, "the shape each label column is reshaped to"),
     ("gradient_compression", "GradientCompression", None, "Horovod's Compression.fp16 or Compression.none"),
     ("backend_env", "BackendEnv", None, "environment variables for the ranks"),
-    ("use_gpu", "UseGpu", True, "pin each rank to its GPU by local rank, where there are GPUs"),
+    ("use_gpu", "UseGpu", True, "use GPUs: the one Spark assigned to the rank's task, else the local rank's;"
+     " False keeps every rank off GPUs"),
+    ("checkpoint_callback", "CheckpointCallback", None, "a Keras ModelCheckpoint on every rank, rank 0 saving; fit"
+     " returns the model it saved last (BestModelCheckpoint(monitor='val_loss'): the best), else the last epoch's"),
+    ("resume", "Resume", "auto", "'auto': a run_id whose checkpoints another job trained is refused; 'force':"
+     " resume from them anyway"),
+    ("allow_nan", "AllowNan", False, "let NaN through in the columns, for a model built to take it"),
+    ("keep_intermediate_data", "KeepIntermediateData", False, "keep this fit's Parquet in the store after fit"),
+    # Horovod's parameters that only tune petastorm's reader: accepted, and a warning says they have no effect.
+    ("mp_start_method", "MpStartMethod", None, "petastorm's process start method: no effect here"),
+    ("reader_pool_type", "ReaderPoolType", "thread", "petastorm's reader pool: no effect here"),
+    ("train_reader_num_workers", "TrainReaderNumWorkers", 2, "petastorm's training readers: no effect here"),
+    ("val_reader_num_workers", "ValReaderNumWorkers", 2, "petastorm's validation readers: no effect here"),
+    ("tensorflow_dataset_prefetch_buffer_size", "TensorflowDatasetPrefetchBufferSize", 0,
+     "the reader's prefetch: no effect here (the trainer prefetches)"),
 )
-# Horovod's parameters that have no meaning on this estimator, and why: refused in one line.
+# Horovod's parameters that only tune how petastorm reads: what trains is the same without them.
+NO_EFFECT = ("mp_start_method", "reader_pool_type", "train_reader_num_workers", "val_reader_num_workers",
+             "tensorflow_dataset_prefetch_buffer_size")
+# Horovod's parameters that would change what trains, and have no meaning here, and why: refused in one line.
 REFUSED = {
     "data_module": "the data are read with pyarrow into tf.data (no petastorm or NVTabular data module)",
     "continuous_cols": "it belongs to NVTabular's data module, which is not used",
     "categorical_cols": "it belongs to NVTabular's data module, which is not used",
     "transformation_fn": "it is petastorm's; transform the DataFrame before fit()",
-    "train_reader_num_workers": "it is petastorm's; each rank reads its rows with pyarrow",
-    "val_reader_num_workers": "it is petastorm's; each rank reads its rows with pyarrow",
-    "reader_pool_type": "it is petastorm's; each rank reads its rows with pyarrow",
+    "transformation_edit_fields": "it is petastorm's; transform the DataFrame before fit()",
+    "transformation_removed_fields": "it is petastorm's; transform the DataFrame before fit()",
     "validation_steps_per_epoch": "validation reads every validation row once, for exact metrics",
-    "checkpoint_callback": "rank 0 checkpoints every epoch into the store's run folder, and fit returns the last",
-    "mp_start_method": "the ranks are started by Horovod's Spark runner",
     "compress_sparse_cols": "vectors are written as dense arrays",
 }
 MODEL_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
@@ -113,7 +130,7 @@ def _check_kwargs(kwargs: Dict[str, Any], params: Sequence[Tuple[str, str, Any, 
                              + ", ".join(sorted(known)))
 
 
-class KerasEstimator(Estimator, MLWritable):
+class KerasEstimator(Estimator, MLWritable, MLReadable):
     """Trains a Keras model on a Spark DataFrame with Horovod (Horovod's ``KerasEstimator`` arguments).
 
     Example::
@@ -207,26 +224,108 @@ class KerasEstimator(Estimator, MLWritable):
             shapes.append(shape)
         return tuple(shapes)
 
-    def _fit(self, dataset: Any) -> "KerasModel":
-        from hvdkeras.spark.common.data import prepare
-        from hvdkeras.spark.keras.remote import train
-        from hvdkeras.spark.keras.task import SparkTaskSpec, model_from_bytes, model_to_bytes, portable
+    def _run_id(self) -> str:
+        run_id = self.getOrDefault("run_id")
+        return runs.new_run_id() if run_id is None else runs.check_run_id(run_id)
 
+    def _warn_no_effect(self) -> None:
+        for name in NO_EFFECT:
+            if self.isSet(name):
+                log.warning(f"KerasEstimator({name}=...) has no effect here: it only tunes petastorm's reader, and"
+                            " each rank reads its rows with pyarrow into tf.data")
+
+    def _job(self, model: Any, optimizer: Any, loss: Any) -> Dict[str, str]:
+        """What a run's checkpoints were trained by (:func:`hvdkeras.spark.common.runs.check_same_job`)."""
+        from hvdkeras.common import stack
+        from hvdkeras.spark.keras.task import architecture, describe, portable
+
+        return {"model": architecture(model), "optimizer": describe(portable(optimizer, "optimizer")),
+                "loss": describe(portable(loss, "loss")), "loss_weights": describe(self.getOrDefault("loss_weights")),
+                **{name: describe(self.getOrDefault(name)) for name in (
+                    "feature_cols", "label_cols", "sample_weight_col", "label_shapes", "batch_size", "random_seed",
+                    "train_steps_per_epoch", "shuffle_buffer_size")},
+                "stack": stack.current().describe()}
+
+    def _fit(self, dataset: Any) -> "KerasModel":
+        from hvdkeras.spark.common.data import check_present, prepare
+
+        for param in ("feature_cols", "label_cols"):  # before the run is looked at: a typo is named as one
+            check_present(dataset, list(self.getOrDefault(param) or []), param)
+
+        def written(store: FilesystemStore, num_proc: int, data_index: str) -> Any:
+            return prepare(
+                dataset, store, num_proc, list(self.getOrDefault("feature_cols") or []),
+                list(self.getOrDefault("label_cols") or []), sample_weight_col=self.getOrDefault("sample_weight_col"),
+                validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
+                partitions_per_process=int(self.getOrDefault("partitions_per_process")), dataset_idx=data_index,
+                allow_nan=bool(self.getOrDefault("allow_nan")))
+
+        return self._fit_run(written, intermediate=True)
+
+    def fit_on_parquet(self, params: Optional[Dict[Any, Any]] = None,
+                       dataset_idx: Union[None, int, str] = None) -> "KerasModel":
+        """Trains on Parquet already in the store (Horovod's ``fit_on_parquet``).
+
+        Args:
+            params: parameters that override this estimator's for this fit, as ``fit``'s.
+            dataset_idx: which of the store's datasets: the rows at ``store.get_train_data_path(dataset_idx)``, and
+                validation rows at ``store.get_val_data_path(dataset_idx)`` when there are any there.
+
+        Returns:
+            The trained model, as ``fit`` returns it.
+        """
+        from hvdkeras.spark.common.data import from_parquet
+
+        estimator = self.copy(params) if params else self
+
+        def found(store: FilesystemStore, num_proc: int, data_index: str) -> Any:
+            return from_parquet(store, num_proc, list(estimator.getOrDefault("feature_cols") or []),
+                                list(estimator.getOrDefault("label_cols") or []),
+                                sample_weight_col=estimator.getOrDefault("sample_weight_col"), dataset_idx=dataset_idx)
+
+        return estimator._fit_run(found, intermediate=False)
+
+    def _fit_run(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
+        """Holds the run, checks it trained this job, gets the data (``data(store, num_proc, data_index)``) and trains.
+
+        ``intermediate``: the data are this fit's own, removed at the end unless ``keep_intermediate_data``.
+        """
+        run_id = self._run_id()
         model = self.getOrDefault("model")
         if model is None:
             raise SetupError("KerasEstimator needs model= (a Keras model)")
         optimizer, loss = self._compile_args(model)
         store, backend = self._store(), self._backend()
+        backend.check()
+        self._warn_no_effect()
+        job = self._job(model, optimizer, loss)
+        with runs.RunLock(store, run_id):
+            forced = runs.check_same_job(store, run_id, job, self.getOrDefault("resume"))
+            if forced:
+                log.warning(f"resume='force': run_id {run_id!r} resumes from checkpoints trained by another job"
+                            f" ({'; '.join(forced)})")
+            data_index = runs.fit_data_index(run_id)
+            try:
+                prepared = data(store, backend.num_processes(), data_index)
+                runs.record_job(store, run_id, job)
+                return self._train(model, optimizer, loss, store, backend, prepared, run_id)
+            finally:
+                if intermediate and not self.getOrDefault("keep_intermediate_data"):
+                    for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
+                        if store.exists(path):
+                            store.fs.rm(store.get_localized_path(path), recursive=True)
+
+    def _train(self, model: Any, optimizer: Any, loss: Any, store: FilesystemStore, backend: Backend,
+               prepared: Any, run_id: str) -> "KerasModel":
+        """Trains ``prepared`` on the backend's ranks into run ``run_id``; the model rank 0 returns."""
+        from hvdkeras.spark.keras.remote import train
+        from hvdkeras.spark.keras.task import SparkTaskSpec, model_from_bytes, model_to_bytes, portable
+
         num_proc = backend.num_processes()
-        feature_cols = list(self.getOrDefault("feature_cols") or [])
-        label_cols = list(self.getOrDefault("label_cols") or [])
-        prepared = prepare(dataset, store, num_proc, feature_cols, label_cols,
-                           sample_weight_col=self.getOrDefault("sample_weight_col"),
-                           validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
-                           partitions_per_process=int(self.getOrDefault("partitions_per_process")))
         input_shapes = self._check_model_columns(model, prepared)
         label_shapes = self.getOrDefault("label_shapes")
         custom_objects = dict(self.getOrDefault("custom_objects") or {})
+        use_gpu = bool(self.getOrDefault("use_gpu"))
         spec = SparkTaskSpec(
             store=store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
             label_shapes=tuple(tuple(s) if s else None for s in label_shapes) if label_shapes else None,
@@ -234,11 +333,11 @@ class KerasEstimator(Estimator, MLWritable):
             metrics=portable(self.getOrDefault("metrics") or [], "metric"),
             optimizer=portable(optimizer, "optimizer"), custom_objects=custom_objects,
             callbacks=tuple(self.getOrDefault("callbacks") or ()),
-            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"))
-        run_id = self.getOrDefault("run_id") or f"keras_{int(time.time())}"
+            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"),
+            checkpoint_callback=self.getOrDefault("checkpoint_callback"), use_gpu=use_gpu)
         workdir = store.get_localized_path(store.get_run_path(run_id))
         env = dict(self.getOrDefault("backend_env") or {})
-        if not self.getOrDefault("use_gpu"):
+        if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         try:
             results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
@@ -254,12 +353,18 @@ class KerasEstimator(Estimator, MLWritable):
             raise SetupError(errors[0])
         chief = results[0]
         trained = model_from_bytes(chief["model"], custom_objects)
-        return KerasModel(history=chief["history"], model=trained, feature_columns=feature_cols,
-                          label_columns=label_cols, custom_objects=custom_objects, run_id=run_id)
+        return KerasModel(history=chief["history"], model=trained, feature_columns=list(prepared.feature_cols),
+                          label_columns=list(prepared.label_cols), custom_objects=custom_objects, run_id=run_id)
 
     def write(self) -> MLWriter:
-        """Spark ML persistence is for the fitted :class:`KerasModel`; an estimator is rebuilt from code."""
-        raise SetupError("KerasEstimator is not saved: save the KerasModel that fit() returns (model.save(path))")
+        """Spark ML's writer (``estimator.save(path)``): its parameters but the store and the backend, which a
+        loaded estimator is given again (``fit(df, params={est.store: ..., est.backend: ...})``)."""
+        return _KerasModelWriter(self, skip=("model", "store", "backend"))
+
+    @classmethod
+    def read(cls) -> MLReader:
+        """Spark ML's reader: ``KerasEstimator.load(path)``."""
+        return _KerasModelReader(cls)
 
 
 class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
@@ -340,7 +445,7 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
     @classmethod
     def read(cls) -> MLReader:
         """Spark ML's reader: ``KerasModel.read().load(path)``, or ``KerasModel.load(path)``."""
-        return _KerasModelReader()
+        return _KerasModelReader(cls)
 
 
 def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[str, Any], positions: List[int],
@@ -393,13 +498,18 @@ def _decode(text: str) -> Any:
     return cloudpickle.loads(base64.b64decode(text))
 
 
+# Parameters saved as Keras serializes them (see task.portable), by the kind of object they hold.
+PORTABLE = {"optimizer": "optimizer", "loss": "loss", "metrics": "metric"}
+
+
 class _KerasModelWriter(MLWriter):
     """Writes ``<path>/metadata`` (one JSON line, as Spark's DefaultParamsReader reads it) and
-    ``<path>/model.keras``."""
+    ``<path>/model.keras``, for a :class:`KerasModel` or a :class:`KerasEstimator`; ``skip``: parameters not saved."""
 
-    def __init__(self, instance: KerasModel):
+    def __init__(self, instance: Any, skip: Sequence[str] = ("model",)):
         super().__init__()
         self.instance = instance
+        self.skip = tuple(skip)
 
     def saveImpl(self, path: str) -> None:
         """Writes the model's metadata and Keras file under ``path``."""
@@ -411,8 +521,11 @@ class _KerasModelWriter(MLWriter):
         if store.exists(path + "/metadata") and not self.shouldOverwrite:
             raise SetupError(f"{path} already holds a saved model; use model.write().overwrite().save(path)")
         instance = self.instance
-        params = {p.name: instance.getOrDefault(p.name) for p in instance.params if instance.isDefined(p)}
-        params.pop("model", None)
+        from hvdkeras.spark.keras.task import portable
+
+        params = {p.name: instance.getOrDefault(p.name) for p in instance.params
+                  if instance.isDefined(p) and p.name not in self.skip}
+        params.update({name: portable(params[name], kind) for name, kind in PORTABLE.items() if name in params})
         metadata = {
             "class": f"{type(instance).__module__}.{type(instance).__name__}",
             "timestamp": int(time.time() * 1000), "sparkVersion": pyspark.__version__, "uid": instance.uid,
@@ -420,28 +533,41 @@ class _KerasModelWriter(MLWriter):
         }
         fs, where = store.fs, store.get_localized_path(path)
         fs.makedirs(where, exist_ok=True)
-        with fs.open(where + "/model.keras.tmp", "wb") as f:
-            f.write(model_to_bytes(instance.getOrDefault("model")))
-        fs.mv(where + "/model.keras.tmp", where + "/model.keras")
+        if instance.getOrDefault("model") is not None:  # an estimator may be saved before it is given one
+            with fs.open(where + "/model.keras.tmp", "wb") as f:
+                f.write(model_to_bytes(instance.getOrDefault("model")))
+            fs.mv(where + "/model.keras.tmp", where + "/model.keras")
         store.write_text(path + "/metadata", json.dumps(metadata))
 
 
 class _KerasModelReader(MLReader):
-    """Reads what :class:`_KerasModelWriter` wrote."""
+    """Reads what :class:`_KerasModelWriter` wrote, as ``cls`` (:class:`KerasModel` or :class:`KerasEstimator`)."""
 
-    def load(self, path: str) -> KerasModel:
-        """The :class:`KerasModel` saved at ``path``."""
-        from hvdkeras.spark.keras.task import model_from_bytes
+    def __init__(self, cls: Any):
+        super().__init__()
+        self.cls = cls
 
+    def load(self, path: str) -> Any:
+        """The :class:`KerasModel` or :class:`KerasEstimator` saved at ``path``."""
+        from hvdkeras.spark.keras.task import model_from_bytes, restore
+
+        name = self.cls.__name__
         store = Store.create(path)
         if not store.exists(path + "/metadata"):
-            raise SetupError(f"{path} holds no saved KerasModel (no {path}/metadata)")
+            raise SetupError(f"{path} holds no saved {name} (no {path}/metadata)")
         metadata = json.loads(store.read(path + "/metadata").decode())
+        saved = str(metadata.get("class", "")).rsplit(".", 1)[-1]
+        if saved != name:
+            raise SetupError(f"{path} holds a saved {saved or 'object'}, not a {name}: load it with {saved}.load")
         params = {name: _decode(text) for name, text in metadata["paramMap"].items()}
-        params["model"] = model_from_bytes(store.read(path + "/model.keras"), params.get("custom_objects"))
-        model = KerasModel(**params)
-        model._resetUid(metadata["uid"])
-        return model
+        custom_objects = params.get("custom_objects")
+        params.update({name: restore(params[name], kind, custom_objects) for name, kind in PORTABLE.items()
+                       if name in params})
+        if store.exists(path + "/model.keras"):
+            params["model"] = model_from_bytes(store.read(path + "/model.keras"), custom_objects)
+        loaded = self.cls(**params)
+        loaded._resetUid(metadata["uid"])
+        return loaded
 
 
 _declare(KerasEstimator, ESTIMATOR_PARAMS)

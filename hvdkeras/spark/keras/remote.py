@@ -48,16 +48,44 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
     """
     from hvdkeras import config as config_lib
     from hvdkeras.runtime import distributed
+    from hvdkeras.spark.common import gpus
     from hvdkeras.spark.keras.task import SparkTask, model_to_bytes
     from hvdkeras.training.trainer import Trainer
 
+    gpu_index = gpus.choose(spec.use_gpu, gpus.assigned() if spec.use_gpu else [], os.environ)
+    best = _place_checkpoint_callback(spec.checkpoint_callback, workdir)
     try:
         config = config_lib.from_dict(config_tree, source="the estimator's parameters")
-        trainer = Trainer.from_config(config, workdir, task=SparkTask(spec))
+        trainer = Trainer.from_config(config, workdir, task=SparkTask(spec), gpus=None if spec.use_gpu else [],
+                                      gpu_index=gpu_index)
         final = trainer.fit()
     except HvdkerasError as exc:
         return {"error": str(exc).splitlines()[0]}
     if not distributed.is_chief():
         return None
+    if best is not None and os.path.exists(best):
+        _load_saved(trainer.model, best, spec.checkpoint_callback)
     return {"history": history_from(trainer.parts.files.metrics), "model": model_to_bytes(trainer.model),
             "size": trainer.process.size, "final": final}
+
+
+def _place_checkpoint_callback(callback: Any, workdir: str) -> Optional[str]:
+    """Where Horovod's ``checkpoint_callback`` saves: its own ``filepath`` when it has one, else
+    ``<workdir>/checkpoint_callback/model.keras`` (``model.weights.h5`` with ``save_weights_only``); None without
+    one. Its file is what :func:`train` returns, as Horovod's estimator does."""
+    if callback is None:
+        return None
+    if not getattr(callback, "filepath", None):
+        name = "model.weights.h5" if getattr(callback, "save_weights_only", False) else "model.keras"
+        callback.filepath = os.path.join(workdir, "checkpoint_callback", name)
+    return str(callback.filepath)
+
+
+def _load_saved(model: Any, path: str, callback: Any) -> None:
+    """Puts the weights ``callback`` saved at ``path`` into ``model``."""
+    if getattr(callback, "save_weights_only", False):
+        model.load_weights(path)
+        return
+    from hvdkeras.runtime.compat import keras
+
+    model.set_weights(keras.models.load_model(path, compile=False).get_weights())

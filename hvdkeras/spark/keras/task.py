@@ -10,6 +10,8 @@ the config trainer.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -47,6 +49,31 @@ def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = Non
         with open(path, "wb") as f:
             f.write(blob)
         return keras.models.load_model(path, custom_objects=custom_objects or {}, compile=False)
+
+
+def _without_names(tree: Any) -> Any:
+    """A layer's config without its ``name`` keys, which Keras numbers by how many layers a process made."""
+    if isinstance(tree, dict):
+        return {k: _without_names(v) for k, v in tree.items() if k != "name"}
+    if isinstance(tree, (list, tuple)):
+        return [_without_names(v) for v in tree]
+    return tree
+
+
+def architecture(model: Any) -> str:
+    """What identifies ``model``'s architecture across processes: its layers, their settings and its weights' shapes,
+    not their names (``"3 layers, 59 parameters, architecture 1a2b3c4d5e6f"``)."""
+    layers = [[type(layer).__name__, _without_names(layer.get_config())] for layer in model.layers]
+    shapes = [list(map(int, w.shape)) for w in model.weights]
+    text = json.dumps([layers, shapes], sort_keys=True, default=str)
+    parameters = sum(int(np.prod(shape)) for shape in shapes)
+    return (f"{len(layers)} layers, {parameters} parameters, architecture"
+            f" {hashlib.sha256(text.encode()).hexdigest()[:12]}")
+
+
+def describe(value: Any) -> str:
+    """A loss, metric or optimizer that :func:`portable` made travel, as one short line of JSON."""
+    return json.dumps(value, sort_keys=True, default=lambda v: getattr(v, "__qualname__", type(v).__name__))
 
 
 def portable(value: Any, kind: str) -> Any:
@@ -91,6 +118,9 @@ class SparkTaskSpec:
         custom_objects: Keras' custom objects for loading the model and its pieces.
         callbacks: your Keras callbacks.
         shuffle_buffer_size: the shuffle buffer of each rank (``None``: all its rows).
+        checkpoint_callback: your ``ModelCheckpoint`` (Horovod's ``checkpoint_callback``), run after your callbacks;
+            the rank sets its ``filepath`` inside the run.
+        use_gpu: whether the ranks may use GPUs.
     """
 
     store: FilesystemStore
@@ -105,6 +135,8 @@ class SparkTaskSpec:
     custom_objects: Dict[str, Any]
     callbacks: Tuple[Any, ...] = ()
     shuffle_buffer_size: Optional[int] = None
+    checkpoint_callback: Any = None
+    use_gpu: bool = True
 
 
 def _one_or_tuple(values: Sequence[Any]) -> Any:
@@ -208,5 +240,6 @@ class SparkTask(Task):
         return optimizer
 
     def callbacks(self, config: config_lib.Config) -> List[Any]:
-        """Your callbacks."""
-        return list(self.spec.callbacks)
+        """Your callbacks, then your checkpoint callback."""
+        extra = [self.spec.checkpoint_callback] if self.spec.checkpoint_callback is not None else []
+        return [*self.spec.callbacks, *extra]

@@ -32,6 +32,8 @@ import hvdkeras.spark.keras as hvd
 from hvdkeras import spark as hvd_spark
 from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.data import check_values
+from hvdkeras.spark.common.runs import RunLock
 from hvdkeras.spark.common.store import Store
 
 ROWS = 256
@@ -58,7 +60,7 @@ def checksum(model):
     return float(sum(np.abs(w).sum() for w in model.get_weights()))
 
 
-def one_process_weights_differ(trained, store):
+def one_process_weights_differ(trained, store, train_path):
     """The largest weight difference between the ranks' model and one process trained on the ranks' global batches.
 
     The global batch of step t is rank 0's batch t then rank 1's, as the ranks' own data pipelines
@@ -71,7 +73,7 @@ def one_process_weights_differ(trained, store):
     from hvdkeras.spark.keras.task import SparkTask, SparkTaskSpec
     from hvdkeras.training.data import Shard
 
-    prepared = PreparedData(train_path=store.get_train_data_path(), val_path=None, train_rows=0, val_rows=0,
+    prepared = PreparedData(train_path=train_path, val_path=None, train_rows=0, val_rows=0,
                             columns={}, feature_cols=("features", "extra"), label_cols=("label_vec",),
                             sample_weight_col=None)
     task = SparkTask(SparkTaskSpec(store=store, data=prepared, model=b"", input_shapes=((8, 8, 1), (3,)),
@@ -102,11 +104,16 @@ def allreduce_rank():
     return {"rank": hvd_tf.rank(), "size": hvd_tf.size(), "sum": float(total.numpy())}
 
 
-def prepared_twice_alike(df, store):
-    """Whether the fit's training Parquet and a second ``prepare`` of the same DataFrame (the store's dataset 1) hold
-    the same rows in the same order in each file: a rank's epoch shuffle permutes its rows by position, so a second
-    fit with the same seed trains on the same batches only then (on the cluster the rows of a file come from two
-    executors' shuffle blocks, in the order they arrive)."""
+def intermediate_data(store_path):
+    """The fits' Parquet folders left in the store (``intermediate_*_data.<run_id>.<fit>``)."""
+    return sorted(n for n in os.listdir(store_path) if n.startswith("intermediate_"))
+
+
+def prepared_twice_alike(df, store, path):
+    """Whether the fit's training Parquet (``path``, kept) and a second ``prepare`` of the same DataFrame (the store's
+    dataset 1) hold the same rows in the same order in each file: a rank's epoch shuffle permutes its rows by
+    position, so a second fit with the same seed trains on the same batches only then (on the cluster the rows of a
+    file come from two executors' shuffle blocks, in the order they arrive)."""
     import pyarrow.parquet as pq
 
     from hvdkeras.spark.common.data import prepare
@@ -121,7 +128,7 @@ def prepared_twice_alike(df, store):
                 found.append(pq.read_table(f).to_pydict())
         return found
 
-    return contents(store.get_train_data_path(None)) == contents(again.train_path)
+    return contents(path) == contents(again.train_path)
 
 
 def error_of(fn):
@@ -130,6 +137,47 @@ def error_of(fn):
     except HvdkerasError as exc:
         return str(exc)
     return None
+
+
+def checkpoint_weights(store_path, run_id, name):
+    """The model's weights in the run's checkpoint ``name`` (``epoch-0001``), restored into a fresh model."""
+    import tensorflow as tf
+
+    model = make_model()
+    prefix = os.path.join(store_path, "runs", run_id, "checkpoints", name, "ckpt")
+    tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
+    return model.get_weights()
+
+
+def best_model_returned(estimator, df, store_path):
+    """A fit with Horovod's ``checkpoint_callback=BestModelCheckpoint(...)`` returns the model of its best epoch (here
+    the highest val_loss, so not the last), equal to that epoch's checkpoint; its Parquet is removed after it."""
+    from hvdkeras.keras.callbacks import BestModelCheckpoint
+
+    fitted = estimator(run_id="best", checkpoint_callback=BestModelCheckpoint(monitor="val_loss", mode="max"),
+                       epochs=2).fit(df)
+    val_loss = fitted.getHistory()["val_loss"]
+    best = int(np.argmax(val_loss))
+    returned = fitted.getModel().get_weights()
+    return {"epochs": len(val_loss),
+            "equals_best": all(np.array_equal(a, b) for a, b in
+                               zip(returned, checkpoint_weights(store_path, "best", f"epoch-{best + 1:04d}"))),
+            "equals_other": all(np.array_equal(a, b) for a, b in
+                                zip(returned, checkpoint_weights(store_path, "best", f"epoch-{2 - best:04d}")))}
+
+
+def bad_rows(spark, df):
+    """``df`` with one row's value made null, NaN or infinite in a column (the feature vector, the array, the label)."""
+    from pyspark.sql import functions as F
+
+    def at_row_7(column, value):
+        return df.withColumn(column, F.when(F.col("id") == 7, value).otherwise(F.col(column)))
+
+    nan_vector = spark.createDataFrame([(Vectors.dense([float("nan")] * 64),)], ["v"]).first().v
+    with_nan = df.rdd.map(lambda r: (nan_vector if r.id in (3, 5) else r.features, *r[1:])).toDF(df.schema)
+    return {"null_label": at_row_7("label_vec", F.lit(None)),
+            "nan_features": with_nan,
+            "inf_extra": at_row_7("extra", F.array(*[F.lit(float("inf"))] * 3).cast("array<double>"))}
 
 
 def run_checks(spark, store_path, too_many=True):
@@ -154,16 +202,23 @@ def run_checks(spark, store_path, too_many=True):
         args.update(kw)
         return hvd.KerasEstimator(**args)
 
-    keras_model = estimator().fit(df).setOutputCols(["label_prob"])
+    keras_model = estimator(keep_intermediate_data=True).fit(df).setOutputCols(["label_prob"])
     history = keras_model.getHistory()
     out["fit"] = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
                   "checksum": checksum(keras_model.getModel()),
                   "checkpoints": sorted(os.listdir(os.path.join(store_path, "runs", "run1", "checkpoints"))),
-                  "run_id": keras_model.getRunId()}
+                  "run_id": keras_model.getRunId(), "kept": intermediate_data(store_path)}
 
-    out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store)
-    out["fit"]["same_files"] = prepared_twice_alike(df, store)
+    (train_data,) = [n for n in out["fit"]["kept"] if n.startswith("intermediate_train_data.")]
+    train_path = f"{store.prefix_path}/{train_data}"
+    out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store, train_path)
+    out["fit"]["same_files"] = prepared_twice_alike(df, store, train_path)
     lap("fit")
+    for name in intermediate_data(store_path):
+        store.fs.rm(os.path.join(store_path, name), recursive=True)
+    out["best"] = best_model_returned(estimator, df, store_path)
+    out["best"]["left"] = intermediate_data(store_path)
+    lap("best")
     predicted = keras_model.transform(df.drop("label_vec"))
     collected = predicted.select("label", "label_prob").collect()
     out["transform"] = {"columns": predicted.columns, "rows": len(collected),
@@ -201,8 +256,19 @@ def run_checks(spark, store_path, too_many=True):
         "empty": error_of(lambda: estimator(run_id="bad").fit(empty)),
         "length": error_of(lambda: estimator(feature_cols=["extra", "extra"], run_id="bad").fit(df)),
         "unknown": error_of(lambda: estimator(epoch=3)),
-        "petastorm": error_of(lambda: estimator(reader_pool_type="process")),
+        "petastorm": error_of(lambda: estimator(transformation_fn=lambda rows: rows)),
+        "run_id_path": error_of(lambda: estimator(run_id="../../x").fit(df)),
+        "other_job": error_of(lambda: estimator(batch_size=8).fit(df)),  # run1 holds the first fit's checkpoints
     }
+    bad = bad_rows(spark, df)
+    for name, bad_df in bad.items():
+        out["errors"][name] = error_of(lambda bad_df=bad_df: estimator(run_id="bad").fit(bad_df))
+    out["nan_allowed"] = error_of(lambda: check_values(bad["nan_features"], ["features"], allow_nan=True))
+    with RunLock(store, "held"):
+        out["errors"]["held"] = error_of(lambda: estimator(run_id="held").fit(df))
+    reader = estimator(reader_pool_type="process", mp_start_method="spawn")
+    out["no_effect"] = {"pool": reader.getReaderPoolType(), "start": reader.setMpStartMethod("fork").getMpStartMethod()}
+    out["left"] = [n for n in intermediate_data(store_path) if ".run1." not in n]  # the refused fits wrote none
     lap("errors")
     return out
 

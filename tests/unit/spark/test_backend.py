@@ -1,0 +1,44 @@
+"""hvdkeras.spark.common.backend.SparkBackend: Horovod's arguments reach hvdkeras.spark.run, and the ranks' GPUs."""
+import sys
+
+import pytest
+
+from hvdkeras.spark.common import backend as backend_lib
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    calls = []
+
+    def run(fn, **kwargs):
+        calls.append(kwargs)
+        return ["done"]
+
+    monkeypatch.setattr("hvdkeras.spark.runner.run", run)
+    return calls
+
+
+def test_horovods_arguments_reach_the_runner_with_horovods_meaning(runs):
+    backend = backend_lib.SparkBackend(2, stdout=sys.stdout, stderr=sys.stderr, prefix_output_with_timestamp=True,
+                                       start_timeout=30, verbose=2, nics=["lo"], use_mpi=False, use_gloo=True)
+    assert backend.num_processes() == 2
+    assert backend.run(print, args=(1,)) == ["done"]
+    (call,) = runs
+    assert call["stdout"] is sys.stdout and call["stderr"] is sys.stderr and call["prefix_output_with_timestamp"]
+    assert (call["start_timeout"], call["verbose"], call["nics"], call["use_mpi"], call["use_gloo"]) == (
+        30, 2, ["lo"], False, True)
+    assert call["num_proc"] == 2 and call["args"] == (1,)
+
+
+def test_an_argument_horovod_does_not_take_is_refused():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'stdoutt'"):
+        backend_lib.SparkBackend(2, stdoutt=sys.stdout)
+
+
+def test_the_drivers_hidden_gpus_do_not_reach_the_ranks_but_use_gpu_false_does(runs, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # Horovod's examples hide the GPUs from the driver
+    backend = backend_lib.SparkBackend(2)
+    backend.run(print)
+    assert "CUDA_VISIBLE_DEVICES" not in runs[-1]["env"]
+    backend.run(print, env={"CUDA_VISIBLE_DEVICES": "-1"})  # what the estimator passes for use_gpu=False
+    assert runs[-1]["env"]["CUDA_VISIBLE_DEVICES"] == "-1"

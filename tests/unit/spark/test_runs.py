@@ -1,0 +1,122 @@
+"""hvdkeras.spark.common.runs: a run_id is a name, one fit holds a run, and a run resumes only the job it trained."""
+import json
+
+import pytest
+
+from hvdkeras.common.errors import ConfigError, SetupError
+from hvdkeras.spark.common import runs
+from hvdkeras.spark.common.store import Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store.create(str(tmp_path / "store"))
+
+
+@pytest.mark.parametrize("run_id", ["../../x", "/abs/path", "a/b", "", ".", "..", ".hidden", "a b", "x" * 129, 7,
+                                    None, "run\n1"])
+def test_a_run_id_that_is_not_a_name_is_one_line(run_id):
+    with pytest.raises(ConfigError) as error:
+        runs.check_run_id(run_id)
+    assert str(error.value) == ("run_id must be a name of letters, digits, '.', '_' and '-' (at most 128, starting"
+                                f" with a letter or digit), not a path (Received: run_id={run_id!r})")
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("run_id", ["run1", "keras_20261128-120000_ab12cd34", "a.b-c_d", "x" * 128])
+def test_a_name_is_a_run_id(run_id):
+    assert runs.check_run_id(run_id) == run_id
+
+
+def test_default_run_ids_are_unique_names():
+    made = {runs.new_run_id() for _ in range(200)}
+    assert len(made) == 200
+    assert all(runs.check_run_id(r) and r.startswith("keras_") for r in made)
+    index = runs.fit_data_index("run1")
+    assert index.startswith("run1.") and index != runs.fit_data_index("run1")
+
+
+class Clock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_second_fit_on_a_held_run_is_one_line_naming_the_holder(store):
+    clock = Clock()
+    first = runs.RunLock(store, "run1", heartbeat_s=3600, clock=clock).acquire()
+    try:
+        clock.now += 30
+        with pytest.raises(SetupError) as error:
+            runs.RunLock(store, "run1", heartbeat_s=3600, clock=clock).acquire()
+        line = str(error.value)
+        assert line.startswith(f"run_id 'run1' is being fitted by another fit ({first.holder}; last seen 30 s ago)")
+        assert line.endswith("wait for it to end, or pass another run_id") and "\n" not in line
+        runs.RunLock(store, "run2", heartbeat_s=3600, clock=clock).acquire().release()  # another run is free
+    finally:
+        first.release()
+    assert not store.exists(first.path)  # released: removed
+    runs.RunLock(store, "run1", heartbeat_s=3600, clock=clock).acquire().release()
+
+
+def test_a_lock_whose_fit_died_goes_stale_and_is_taken_over_with_a_warning(store, capsys):
+    clock = Clock()
+    dead = runs.RunLock(store, "run1", heartbeat_s=3600, stale_s=60, clock=clock).acquire()
+    dead._stop.set()  # its driver died: no more heartbeats, the lock stays
+    clock.now += 61
+    taker = runs.RunLock(store, "run1", heartbeat_s=3600, stale_s=60, clock=clock).acquire()
+    try:
+        assert "taking over a lock last seen more than 60 s ago" in capsys.readouterr().err
+        assert json.loads(store.read(taker.path))["token"] == taker.token
+        dead.release()  # the old holder, back, does not remove another fit's lock
+        assert store.exists(taker.path)
+    finally:
+        taker.release()
+
+
+def test_the_heartbeat_keeps_a_long_fit_held(store):
+    clock = Clock()
+    lock = runs.RunLock(store, "run1", heartbeat_s=0.01, stale_s=60, clock=clock).acquire()
+    try:
+        clock.now += 50
+        lock._stop.wait(0.2)  # a few heartbeats at the new time
+        clock.now += 50  # 100 s after the start, 50 after the last beat
+        with pytest.raises(SetupError, match="last seen 50 s ago"):
+            runs.RunLock(store, "run1", clock=clock).acquire()
+    finally:
+        lock.release()
+
+
+def _checkpoint(store, run_id):
+    path = store.get_localized_path(store.get_checkpoint_path(run_id)) + "/epoch-0001"
+    store.fs.makedirs(path, exist_ok=True)
+
+
+JOB = {"model": "2 layers, 59 parameters, architecture 1a2b3c4d5e6f", "optimizer": '{"lr": 0.1}', "batch_size": "16"}
+
+
+def test_a_run_with_checkpoints_resumes_only_the_job_that_trained_them(store):
+    assert runs.check_same_job(store, "run1", JOB) == []  # nothing trained yet
+    runs.record_job(store, "run1", JOB)
+    other = dict(JOB, model="3 layers, 83 parameters, architecture 9f8e7d6c5b4a", batch_size="32")
+    assert runs.check_same_job(store, "run1", other) == []  # no checkpoints: nothing to resume
+    _checkpoint(store, "run1")
+    assert runs.check_same_job(store, "run1", JOB) == []
+    with pytest.raises(ConfigError) as error:
+        runs.check_same_job(store, "run1", other)
+    assert str(error.value) == (
+        "run_id 'run1' holds checkpoints trained by another job (model: 2 layers, 59 parameters, architecture"
+        " 1a2b3c4d5e6f -> 3 layers, 83 parameters, architecture 9f8e7d6c5b4a; batch_size: 16 -> 32): pass another"
+        " run_id to start over, or resume='force' to continue from its weights anyway")
+    assert runs.check_same_job(store, "run1", other, resume="force") == [
+        "model: 2 layers, 59 parameters, architecture 1a2b3c4d5e6f -> 3 layers, 83 parameters, architecture"
+        " 9f8e7d6c5b4a", "batch_size: 16 -> 32"]
+    with pytest.raises(ConfigError, match=r"resume must be one of auto, force \(Received: resume='yes'\)"):
+        runs.check_same_job(store, "run1", JOB, resume="yes")
+
+
+def test_a_run_from_before_job_records_resumes(store):
+    _checkpoint(store, "old")
+    assert runs.check_same_job(store, "old", JOB) == []
