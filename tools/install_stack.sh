@@ -40,8 +40,9 @@ pip_run() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor 
 
 echo "[install] pinned stack $STACK (stacks/$STACK/constraints.txt)"
 # The direct requirements, Horovod's own dependencies, the [spark] extra (the suite tests
-# hvdkeras.spark) and the build/test tools; every version comes from the constraints.
-pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" pyspark py4j pyarrow fsspec \
+# hvdkeras.spark), s3fs with moto's S3 server (the S3 store's test) and the build/test tools;
+# every version comes from the constraints.
+pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" pyspark py4j pyarrow fsspec s3fs "moto[server]" \
   wheel setuptools "cmake<4" pytest pytest-xdist ruff mypy types-PyYAML types-psutil cloudpickle psutil packaging
 
 echo "[install] hvdkeras (editable)"
