@@ -59,7 +59,8 @@ ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("verbose", "Verbose", 1, "Keras' progress output on rank 0"),
     ("partitions_per_process", "PartitionsPerProcess", 10, "Parquet files per rank"),
     ("train_steps_per_epoch", "TrainStepsPerEpoch", None, "steps per epoch (default: every rank's rows once)"),
-    ("label_shapes", "LabelShapes", None, "the shape each label column is reshaped to"),
+    ("label_shapes", "LabelShapes", None, "the shape each label column is reshaped to (default: its output's, where"
+     " the column holds as many values per row as the output; else as read, e.g. a class index)"),
     ("gradient_compression", "GradientCompression", None, "Horovod's Compression.fp16 or Compression.none"),
     ("backend_env", "BackendEnv", None, "environment variables for the ranks"),
     ("use_gpu", "UseGpu", True, "use GPUs: the one Spark assigned to the rank's task, else the local rank's;"
@@ -315,6 +316,23 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                         if store.exists(path):
                             store.fs.rm(store.get_localized_path(path), recursive=True)
 
+    @staticmethod
+    def _output_shapes(model: Any, prepared: Any) -> Optional[List[Optional[Tuple[int, ...]]]]:
+        """Each label column's default shape, as Horovod's: its output's, where the column holds as many values per
+        row as the output (a 0/1 label of a ``(None, 1)`` output, a one-hot vector); else None: as read."""
+        import numpy as np
+
+        outputs = list(model.outputs)
+        if len(outputs) != len(prepared.label_cols):
+            return None
+        shapes: List[Optional[Tuple[int, ...]]] = []
+        for column, tensor in zip(prepared.label_cols, outputs):
+            shape = tuple(tensor.shape)[1:]
+            known = all(d is not None for d in shape)
+            size = int(np.prod([int(d) for d in shape])) if known else -1
+            shapes.append(tuple(int(d) for d in shape) if known and size == prepared.columns[column].size else None)
+        return shapes if any(s is not None for s in shapes) else None
+
     def _train(self, model: Any, optimizer: Any, loss: Any, store: FilesystemStore, backend: Backend,
                prepared: Any, run_id: str) -> "KerasModel":
         """Trains ``prepared`` on the backend's ranks into run ``run_id``; the model rank 0 returns."""
@@ -323,7 +341,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
         num_proc = backend.num_processes()
         input_shapes = self._check_model_columns(model, prepared)
-        label_shapes = self.getOrDefault("label_shapes")
+        label_shapes = self.getOrDefault("label_shapes") or self._output_shapes(model, prepared)
         custom_objects = dict(self.getOrDefault("custom_objects") or {})
         use_gpu = bool(self.getOrDefault("use_gpu"))
         spec = SparkTaskSpec(
@@ -523,8 +541,8 @@ class _KerasModelWriter(MLWriter):
         instance = self.instance
         from hvdkeras.spark.keras.task import portable
 
-        params = {p.name: instance.getOrDefault(p.name) for p in instance.params
-                  if instance.isDefined(p) and p.name not in self.skip}
+        params = {p.name: instance.getOrDefault(p.name) for p in instance.params  # the defaults come with the class
+                  if instance.isSet(p) and p.name not in self.skip}
         params.update({name: portable(params[name], kind) for name, kind in PORTABLE.items() if name in params})
         metadata = {
             "class": f"{type(instance).__module__}.{type(instance).__name__}",
