@@ -23,6 +23,12 @@ tasks share is also the driver's, where Horovod's Gloo launch takes its rendezvo
 
 Every JVM gets a small heap (256 MB for the daemons, 512 MB per executor). Ports 17077/18080/18081
 keep clear of a real Spark's 7077/8080/8081.
+
+Spark schedules GPUs here as on a GPU cluster, with stand-in addresses: each worker announces one
+``gpu`` through a resource discovery script (``spark.worker.resource.gpu.discoveryScript``), the
+first host's address ``0`` and the second's ``1`` (``GPU_ADDRESS_ENV``), and every executor and task
+asks for one (``spark.executor.resource.gpu.amount``, ``spark.task.resource.gpu.amount``), so each
+task's ``TaskContext.resources()`` names its host's. No GPU is behind them: TensorFlow finds none.
 """
 from __future__ import annotations
 
@@ -51,6 +57,10 @@ JAVA = "java"
 FAST_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 INSTALL_HINT = "install Java 17 (make system-deps) and pyspark (the [spark] extra, make install)"
 START_TIMEOUT_S = 120.0
+GPU_ADDRESS_ENV = "HVDTEST_GPU_ADDRESS"  # the stand-in GPU address a worker's discovery script announces
+DISCOVERY_SCRIPT = f"""#!/bin/sh
+echo '{{"name": "gpu", "addresses": ["'"${GPU_ADDRESS_ENV}"'"]}}'
+"""
 
 
 @dataclasses.dataclass
@@ -122,6 +132,8 @@ def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cor
         "spark.executor.extraJavaOptions": FAST_START,
         "spark.pyspark.python": python,
         "spark.cores.max": str(cores),
+        "spark.executor.resource.gpu.amount": "1",
+        "spark.task.resource.gpu.amount": "1",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": os.path.join(folder, "warehouse"),
@@ -264,9 +276,15 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
         with open(os.path.join(info.conf_dir, "spark-defaults.conf"), "w") as f:
             f.write(_properties(driver_conf(info.master_url, launcher, python, folder, info.slots)))
+        discovery = os.path.join(folder, "gpus.sh")
+        with open(discovery, "w") as f:
+            f.write(DISCOVERY_SCRIPT)
+        os.chmod(discovery, 0o755)
         props = os.path.join(folder, "daemon.properties")  # also what puts the folder on every daemon's command line
         with open(props, "w") as f:
-            f.write(_properties({"spark.master.rest.enabled": "false", "spark.worker.cleanup.enabled": "false"}))
+            f.write(_properties({"spark.master.rest.enabled": "false", "spark.worker.cleanup.enabled": "false",
+                                 "spark.worker.resource.gpu.amount": "1",
+                                 "spark.worker.resource.gpu.discoveryScript": discovery}))
         spark_class = os.path.join(home, "bin", "spark-class")
         log = os.path.join(folder, "master.log")
         cmd = [spark_class, "org.apache.spark.deploy.master.Master", "--host", launcher, "--port", str(MASTER_PORT),
@@ -276,12 +294,12 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
         # and tries again only 5 to 15 s later.
         deadline = time.monotonic() + timeout
         _wait(info, daemons, deadline, timeout, 0)
-        for host in hosts.hosts:
+        for index, host in enumerate(hosts.hosts):
             log = os.path.join(folder, f"worker-{host.name}.log")
             worker = [spark_class, "org.apache.spark.deploy.worker.Worker", info.master_url, "--host", host.addr,
                       "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--webui-port", str(WORKER_UI_PORT),
                       "--work-dir", os.path.join(folder, host.name, "work"), "--properties-file", props]
-            env = _daemon_env(home, python, host.addr, folder, host.name)
+            env = dict(_daemon_env(home, python, host.addr, folder, host.name), **{GPU_ADDRESS_ENV: str(index)})
             daemons.append((f"worker on {host.name}",
                             _start(host.daemon_command(worker, hosts.etc_hosts(host)), env, log), log))
         _wait(info, daemons, deadline, timeout, len(hosts.hosts))

@@ -139,6 +139,19 @@ def python_mismatch(driver: Mapping[str, Optional[str]], executor: Mapping[str, 
     return "; ".join(parts) or None
 
 
+def rank_python(python_exec: Optional[str], executor: Mapping[str, Optional[str]]) -> str:
+    """The Python a rank runs on its executor: the one Spark's executors run.
+
+    Spark's ``pythonExec`` when it is a path relative to the task's folder (an environment shipped with
+    ``spark.archives``, such as ``./environment/bin/python``, unpacked there on each executor); else the
+    executable one executor reported (:func:`check_executors`), which is every executor's on a cluster whose
+    nodes share an image.
+    """
+    if python_exec and "/" in python_exec and not os.path.isabs(python_exec):
+        return python_exec
+    return str(executor.get("python") or sys.executable)
+
+
 _checked: Dict[Tuple[str, str], Dict[str, Optional[str]]] = {}
 
 
@@ -153,11 +166,18 @@ def check_executors(sc: Any) -> Dict[str, Optional[str]]:
     if key not in _checked:
         probe = _python_probe()
         driver = next(probe(None))
-        executor = sc.parallelize([0], 1).mapPartitions(probe).collect()[0]
+        local = f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts" if sc.master.startswith(
+            "local") else "PYSPARK_PYTHON to a Python that has them on every executor"
+        try:
+            executor = sc.parallelize([0], 1).mapPartitions(probe).collect()[0]
+        except Exception as exc:  # noqa: BLE001 - py4j's and Spark's errors: an executor that cannot start Python
+            reason = next((line.strip() for line in str(exc).splitlines() if "Cannot run program" in line
+                           or "No such file" in line), str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            raise SetupError(f"Spark's executors could not run {getattr(sc, 'pythonExec', 'their Python')}"
+                             f" ({reason[:200]}): set {local}, or ship this environment with spark.archives"
+                             " (docs/spark-cluster.md)") from None
         mismatch = python_mismatch(driver, executor)
         if mismatch:
-            local = f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts" if sc.master.startswith(
-                "local") else "PYSPARK_PYTHON to a Python that has them on every executor"
             raise SetupError(f"Spark's executors run {executor['python']}, which {mismatch}: set {local}, or ship this"
                              " environment with spark.archives (docs/spark-cluster.md)")
         _checked[key] = executor
@@ -212,7 +232,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         verbose: Horovod's verbosity.
         nics: the network interfaces to use.
         prefix_output_with_timestamp: prefix each output line with its time.
-        executable: the Python the ranks run (default: this one).
+        executable: the Python the ranks run (default: the executors' own, :func:`rank_python`).
 
     Returns:
         Each rank's return value, in rank order.
@@ -226,7 +246,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
     sc = _spark_context()
     num_proc = num_proc or max(task_slots(sc), 1)
     check_cluster(sc, num_proc)
-    check_executors(sc)
+    executor = check_executors(sc)
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
     if use_gloo is None and not use_mpi:
@@ -237,7 +257,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
                 fn, args=tuple(args), kwargs=dict(kwargs or {}), num_proc=num_proc, start_timeout=start_timeout,
                 use_mpi=use_mpi, use_gloo=use_gloo, extra_mpi_args=extra_mpi_args, env=env, stdout=stdout,
                 stderr=stderr, verbose=verbose, nics=nics, prefix_output_with_timestamp=prefix_output_with_timestamp,
-                executable=executable or sys.executable))
+                executable=executable or rank_python(getattr(sc, "pythonExec", None), executor)))
     except TimeoutException as exc:
         raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout}"
                          f" s ({str(exc).splitlines()[0][:160]}); check that the executors are alive and have"

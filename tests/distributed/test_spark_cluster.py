@@ -95,6 +95,23 @@ def test_a_rank_killed_in_the_middle_of_fit_ends_it_in_one_line_and_the_next_fit
     assert report["transformed"] == 10
 
 
+def test_a_rank_killed_in_a_fit_that_may_retry_is_retried_and_fit_ends_on_an_undisturbed_fits_weights(check):
+    retried = check["retried"]
+    assert retried["killed"] and retried["epochs"] == 3, retried  # rank 1 was killed; every epoch once in the history
+    assert retried["max_diff_from_quiet"] == 0.0, retried  # bit for bit the fit that nobody disturbed
+    assert check["resumed"]["max_diff_from_quiet"] == 0.0, check["resumed"]  # and so is the one fitted again by hand
+    print(f"\nthe fit retried after its rank was killed took {retried['seconds']:.1f}s")
+
+
+def test_each_rank_uses_the_gpu_spark_assigned_its_task_and_use_gpu_false_uses_none(check):
+    # lab/spark.py's workers announce stand-in GPUs through a discovery script: address 0 on one host, 1 on the other
+    with_gpu, without = check["devices"]["use_gpu"], check["devices"]["no_gpu"]
+    assert sorted(tuple(d["assigned"]) for d in with_gpu) == [("0",), ("1",)], with_gpu  # one each, not the same
+    assert all(d["visible"] == d["assigned"][0] for d in with_gpu), with_gpu  # pinned by Spark's, not the local rank
+    assert sorted(tuple(d["assigned"]) for d in without) == [("0",), ("1",)], without
+    assert all(d["visible"] == "-1" for d in without), without  # use_gpu=False: no GPU, even one Spark assigned
+
+
 def test_the_estimator_trains_on_the_cluster_like_one_process_on_the_global_batch(check):
     spark_checks.assert_fit(check["estimator"]["fit"])
 

@@ -157,7 +157,7 @@ def holds_checkpoints(store: FilesystemStore, run_id: str) -> bool:
     return any(str(name).rstrip("/").rsplit("/", 1)[-1].startswith("epoch-") for name in names)
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: Any, limit: int = 200) -> str:
     text = "(none)" if value is None else str(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 

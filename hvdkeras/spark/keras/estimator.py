@@ -70,6 +70,8 @@ ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("resume", "Resume", "auto", "'auto': a run_id whose checkpoints another job trained is refused; 'force':"
      " resume from them anyway"),
     ("allow_nan", "AllowNan", False, "let NaN through in the columns, for a model built to take it"),
+    ("max_retries", "MaxRetries", 2, "how often a fit whose rank or executor was lost starts all its ranks again,"
+     " each time resuming from the run's last checkpoint in the store, before it stops in one line"),
     ("keep_intermediate_data", "KeepIntermediateData", False, "keep this fit's Parquet in the store after fit"),
     # Horovod's parameters that only tune petastorm's reader: accepted, and a warning says they have no effect.
     ("mp_start_method", "MpStartMethod", None, "petastorm's process start method: no effect here"),
@@ -225,6 +227,12 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             shapes.append(shape)
         return tuple(shapes)
 
+    def _max_retries(self) -> int:
+        retries = self.getOrDefault("max_retries")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise SetupError(f"max_retries must be a whole number of at least 0 (Received: max_retries={retries!r})")
+        return retries
+
     def _run_id(self) -> str:
         run_id = self.getOrDefault("run_id")
         return runs.new_run_id() if run_id is None else runs.check_run_id(run_id)
@@ -292,6 +300,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         ``intermediate``: the data are this fit's own, removed at the end unless ``keep_intermediate_data``.
         """
         run_id = self._run_id()
+        self._max_retries()  # refused before anything is written
         model = self.getOrDefault("model")
         if model is None:
             raise SetupError("KerasEstimator needs model= (a Keras model)")
@@ -357,15 +366,24 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         env = dict(self.getOrDefault("backend_env") or {})
         if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
-        try:
-            results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
-        except HvdkerasError:
-            raise
-        except Exception as exc:  # a rank's process died: Horovod's runner says so in its own words
-            reason = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())[:240]
-            reason = reason or type(exc).__name__
-            raise PeerLostError(f"fit stopped: a rank failed ({reason}); rank 0's checkpoints are in"
-                                f" {workdir}/checkpoints: fit again with run_id={run_id!r} to resume there") from None
+        retries = self._max_retries()
+        for attempt in range(retries + 1):
+            try:
+                results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
+                break
+            except HvdkerasError:
+                raise
+            except Exception as exc:  # a rank's process died: Horovod's runner says so in its own words
+                reason = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())[:240]
+                reason = reason or type(exc).__name__
+                if attempt < retries:  # the whole gang again, resuming from the run's last checkpoint in the store
+                    log.warning(f"fit: a rank failed ({reason}); starting the ranks again, retry {attempt + 1} of"
+                                f" {retries}, from run_id {run_id!r}'s last checkpoint")
+                    continue
+                retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+                raise PeerLostError(f"fit stopped: a rank failed ({reason}){retried}; rank 0's checkpoints are in"
+                                    f" {workdir}/checkpoints: fit again with run_id={run_id!r} to resume"
+                                    " there") from None
         errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
         if errors:
             raise SetupError(errors[0])

@@ -72,8 +72,26 @@ def architecture(model: Any) -> str:
 
 
 def describe(value: Any) -> str:
-    """A loss, metric or optimizer that :func:`portable` made travel, as one short line of JSON."""
+    """A loss, metric or optimizer that :func:`portable` made travel, as one short line that is the same in every
+    process: a Keras object as ``SGD(learning_rate=0.1, momentum=0.0, ...)`` (its settings but its name, which
+    Keras numbers by how many a process made, and those left at None), anything else as JSON."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "keras" and isinstance(value[1], dict):
+        config = value[1].get("config", {})
+        settings = ", ".join(f"{k}={_short_float(v)}" for k, v in sorted(_without_names(config).items())
+                             if v is not None)
+        return f"{value[1].get('class_name', '?')}({settings})"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in sorted(value.items())) + "}"
     return json.dumps(value, sort_keys=True, default=lambda v: getattr(v, "__qualname__", type(v).__name__))
+
+
+def _short_float(value: Any) -> Any:
+    """A float32 setting as it was written (0.10000000149011612 -> 0.1)."""
+    if isinstance(value, float) and float(np.float32(value)) == value:
+        return float(str(np.float32(value)))
+    return value
 
 
 def portable(value: Any, kind: str) -> Any:

@@ -62,7 +62,7 @@ def digits_model():
 
 
 def xor_rows(spark, with_val=False):
-    """Horovod's XOR rows: x1, x2 assembled into ``features``, a float label ``y``, a ``weight`` (and a ``val`` flag)."""
+    """Horovod's XOR rows: x1, x2 assembled into ``features``, a float label ``y``, a ``weight`` (and ``val``)."""
     rows = [(0, 0, 0.0, 0.1, 1), (0, 1, 1.0, 0.2, 0), (1, 0, 1.0, 0.3, 1), (1, 1, 0.0, 0.4, 0)]
     rows = rows * 2 if with_val else [r[:4] for r in rows]
     fields = [T.StructField("x1", T.IntegerType()), T.StructField("x2", T.IntegerType()),

@@ -71,6 +71,31 @@ class KillRankOnce(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class RecordDevices(keras.callbacks.Callback):
+    """Each rank writes ``<folder>/devices-<tag>-rank<r>.json``: the GPU addresses Spark assigned its task and the
+    GPUs it made visible, as the fit began."""
+
+    def __init__(self, folder, tag):
+        super().__init__()
+        self.folder, self.tag = folder, tag
+
+    def on_train_begin(self, logs=None):
+        import socket
+
+        import horovod.tensorflow as hvd_tf
+
+        from hvdkeras.spark.common import gpus
+
+        record = {"rank": hvd_tf.rank(), "host": socket.gethostname(), "assigned": gpus.assigned(),
+                  "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        with open(os.path.join(self.folder, f"devices-{self.tag}-rank{hvd_tf.rank()}.json"), "w") as f:
+            json.dump(record, f)
+
+
+def devices(folder, tag):
+    return [json.load(open(os.path.join(folder, f"devices-{tag}-rank{r}.json"))) for r in range(2)]
+
+
 def make_model():
     keras.utils.set_random_seed(1)
     return keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, activation="relu"),
@@ -87,25 +112,37 @@ def killed_and_resumed(session, store_path):
     store = Store.create(store_path)
     marker = os.path.join(store_path, "killed-once")
 
-    def fit():
+    def fit(tag, use_gpu=True, run_id="killed", max_retries=0, kill=marker):
+        callbacks = [RecordDevices(store_path, tag)] + ([KillRankOnce(kill)] if kill else [])
         return hvd_keras.KerasEstimator(
             num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
             loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
-            label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id="killed",
-            callbacks=[KillRankOnce(marker)]).fit(df)
+            label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
+            use_gpu=use_gpu, max_retries=max_retries, callbacks=callbacks).fit(df)
 
     began = time.time()
     try:
-        fit()
+        fit("killed")
         error = None
     except HvdkerasError as exc:
         error = str(exc)
     checkpoints = os.path.join(store_path, "runs", "killed", "checkpoints")
     report = {"killed": {"error": error, "seconds": time.time() - began,
                          "checkpoints": sorted(os.listdir(checkpoints))}}
-    model = fit()
+    model = fit("resumed", use_gpu=False)
     report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": sorted(os.listdir(checkpoints))}
+    report["devices"] = {"use_gpu": devices(store_path, "killed"), "no_gpu": devices(store_path, "resumed")}
     report["transformed"] = model.transform(df.limit(10)).count()
+    # The same kill inside one fit that may retry (max_retries' default): fit returns, every epoch once in its
+    # history, and ends on the weights of a fit nobody disturbed.
+    began = time.time()
+    retried = fit("retried", run_id="retried", max_retries=2, kill=os.path.join(store_path, "retried-once"))
+    report["retried"] = {"seconds": time.time() - began, "epochs": len(retried.getHistory()["loss"]),
+                         "killed": os.path.exists(os.path.join(store_path, "retried-once"))}
+    quiet = fit("quiet", run_id="quiet", kill=None).getModel().get_weights()
+    for name, got in (("retried", retried), ("resumed", model)):
+        report[name]["max_diff_from_quiet"] = float(max(np.abs(a - b).max() for a, b in
+                                                        zip(got.getModel().get_weights(), quiet)))
     return report
 
 

@@ -5,7 +5,7 @@ import types
 import pytest
 
 from hvdkeras.common.errors import SetupError
-from hvdkeras.spark.runner import _python_probe, check_cluster, python_mismatch, task_slots
+from hvdkeras.spark.runner import _python_probe, check_cluster, python_mismatch, rank_python, task_slots
 
 
 def context(master="local[2]", parallelism=2, python=sys.executable):
@@ -137,3 +137,11 @@ def test_a_cluster_without_executors_is_one_line_naming_the_workers(clock):
     with pytest.raises(SetupError, match=r"registered within 10 s of the SparkContext's start have 0 .*; check that"
                                          r" the master has workers with free cores and that they reach this driver$"):
         check_cluster(cluster(clock, lambda s: 0), 1)
+
+
+def test_the_ranks_run_the_executors_python():
+    found = dict(DRIVER, python="/opt/image/bin/python3")
+    assert rank_python("python3", found) == "/opt/image/bin/python3"  # the bare name, as an executor resolved it
+    assert rank_python("/opt/image/bin/python3", found) == "/opt/image/bin/python3"
+    # a shipped environment (spark.archives) is unpacked in each task's folder: the relative path works on each
+    assert rank_python("./environment/bin/python", found) == "./environment/bin/python"

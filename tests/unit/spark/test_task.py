@@ -86,3 +86,21 @@ def test_a_two_output_model_trains_on_the_tasks_batches_with_its_losses_and_weig
     history = model.fit(datasets.train(0, 1), steps_per_epoch=datasets.steps_per_epoch, verbose=0)
     assert sorted(history.history) == sorted(["loss", "cls_loss", "target_loss"])
     assert np.isfinite(history.history["loss"][0])
+
+
+def _mlp(units):
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(units, activation="relu"), keras.layers.Dense(2)])
+
+
+def test_a_jobs_description_is_the_same_in_every_process_and_tells_jobs_apart():
+    from hvdkeras.spark.keras.task import architecture, describe, portable
+
+    # Keras numbers layer and optimizer names by how many a process made: the description leaves them out.
+    assert architecture(_mlp(8)) == architecture(_mlp(8))
+    assert architecture(_mlp(8)) != architecture(_mlp(16))
+    assert architecture(_mlp(8)).startswith("2 layers, 58 parameters, architecture ")
+    sgd = describe(portable(keras.optimizers.SGD(0.1), "optimizer"))
+    assert sgd == describe(portable(keras.optimizers.SGD(0.1), "optimizer"))
+    assert sgd.startswith("SGD(") and "learning_rate=0.1," in sgd and "name" not in sgd
+    assert sgd != describe(portable(keras.optimizers.SGD(0.2), "optimizer"))
+    assert describe(portable("mse", "loss")) == '"mse"'
