@@ -18,7 +18,8 @@ TEXTS = {name: open(os.path.join(REPO, name)).read() for name in DOCS}
 # The folders and files a path in the docs may start with (runs/, /tmp/ and <workdir>/ are made at run time).
 TOP = ("hvdkeras/", "tests/", "tools/", "benchmarks/", "lab/", "configs/", "examples/", "stacks/", "docs/")
 ROOT_FILES = ("Makefile", "pyproject.toml", "README.md", "CHANGELOG.md")
-COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:\S*/)?(make|horovodrun|mpirun|python|hvdkeras-[a-z-]+)(?:\s|$)")
+COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:\S*/)?(make|horovodrun|mpirun|python|spark-submit|hvdkeras-[a-z-]+)"
+                     r"(?:\s|$)")
 
 
 def _fenced(text):
@@ -105,6 +106,31 @@ def _check_python(words, command):
     return None
 
 
+SPARK_SUBMIT_FLAGS = {"--master", "--deploy-mode", "--archives", "--conf", "--py-files", "--num-executors",
+                      "--executor-cores", "--executor-memory", "--driver-memory", "--name"}
+
+
+def _check_spark_submit(words, command):
+    """A ``spark-submit`` line: its flags are spark-submit's, each ``--conf`` a ``spark.*`` key, each archive
+    unpacked under an alias (``#environment``), the deploy mode client or cluster, and its script is in the repo
+    (the script's own flags follow it)."""
+    script = next(i for i, w in enumerate(words) if w.endswith(".py"))
+    assert os.path.exists(os.path.join(REPO, words[script])), f"no script {words[script]}: {command}"
+    options = words[1:script]
+    for i, word in enumerate(options):
+        if not word.startswith("--"):
+            continue
+        assert word in SPARK_SUBMIT_FLAGS, f"{word} is not a spark-submit flag: {command}"
+        value = options[i + 1]
+        if word == "--conf":
+            assert value.startswith("spark.") and "=" in value, f"--conf {value} is not spark.KEY=VALUE: {command}"
+        if word == "--archives":
+            assert all("#" in a for a in value.split(",")), f"--archives {value} names no alias (#name): {command}"
+        if word == "--deploy-mode":
+            assert value in ("client", "cluster"), f"--deploy-mode {value}: {command}"
+    _check_python(["python", *words[script:]], command)
+
+
 @pytest.mark.parametrize("doc,command", COMMANDS)
 def test_each_command_in_the_docs_parses(doc, command):
     words = shlex.split(command)
@@ -115,6 +141,9 @@ def test_each_command_in_the_docs_parses(doc, command):
         makefile = open(os.path.join(REPO, "Makefile")).read()
         for target in (w for w in words[1:] if "=" not in w and not w.startswith("-")):
             assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), f"no make target {target}: {command}"
+        return
+    if tool == "spark-submit":
+        _check_spark_submit(words, command)
         return
     if tool == "horovodrun" and any(w.startswith("localhost") for w in words):  # this machine: Gloo, or MPI if built
         assert "--gloo" in words or "--mpi" in words, f"name the controller (--gloo or --mpi): {command}"
