@@ -225,12 +225,17 @@ def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> No
 ROW = "__hvdkeras_row"  # each row's place in the DataFrame, which orders the rows inside each Parquet file
 
 
-def _write(df: Any, path: str, files: int) -> None:
+def _write(df: Any, store: FilesystemStore, path: str, files: int) -> None:
     """Writes ``df`` as ``files`` Parquet files, the rows in each in :data:`ROW` order, then drops it. A round-robin
     repartition puts the same rows in each file every time, but in the order their shuffle blocks arrive from the
     executors, which varies between fits; each rank's epoch shuffle permutes rows by position, so two fits with the
-    same seed trained on other batches (found by the Spark soak: epoch 1's loss differed between two fresh fits)."""
-    df.repartition(files).sortWithinPartitions(ROW).drop(ROW).write.mode("overwrite").parquet(path)
+    same seed trained on other batches (found by the Spark soak: epoch 1's loss differed between two fresh fits).
+    Each executor writes its partitions with pyarrow through the store's filesystem, on every store
+    (:mod:`hvdkeras.spark.common.parquet_writer`): Spark's own writer reaches an object store only with Hadoop's
+    connector jars."""
+    from hvdkeras.spark.common import parquet_writer
+
+    parquet_writer.write(df.repartition(files).sortWithinPartitions(ROW).drop(ROW), store, path)
 
 
 def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
@@ -281,12 +286,12 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
         raise SetupError(f"the DataFrame has {rows} training rows, fewer than the {num_proc} ranks: every rank needs"
                          " at least one; lower num_proc or give it more rows")
     train_path = store.get_train_data_path(dataset_idx)
-    _write(_as_arrays(train, infos), train_path, num_proc * partitions_per_process)
+    _write(_as_arrays(train, infos), store, train_path, num_proc * partitions_per_process)
     val_path, val_rows = None, 0
     if val is not None:
         val = val.select(*columns, ROW)
         val_path = store.get_val_data_path(dataset_idx)
-        _write(_as_arrays(val, infos), val_path, num_proc)
+        _write(_as_arrays(val, infos), store, val_path, num_proc)
         from hvdkeras.spark.common.reader import count_rows
 
         val_rows = count_rows(store, val_path)

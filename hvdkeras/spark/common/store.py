@@ -3,14 +3,19 @@
 The layout under the store's prefix is Horovod's (``horovod.spark.common.store``), so a
 path a Horovod user knows is where they expect it::
 
-    <prefix>/intermediate_train_data.<idx>   the DataFrame's training rows, Parquet, written once by Spark
+    <prefix>/intermediate_train_data.<idx>   the DataFrame's training rows, Parquet, one file per Spark partition
     <prefix>/intermediate_val_data.<idx>     its validation rows
-    <prefix>/runs/<run_id>/checkpoints/      the run's checkpoints (rank 0 writes, every rank resumes)
-    <prefix>/runs/<run_id>/logs/             its metrics and TensorBoard logs
+    <prefix>/runs/<run_id>/checkpoints/      the run's checkpoints (rank 0 publishes them, :mod:`.publish`)
+    <prefix>/runs/<run_id>/metrics.jsonl     its metrics, and config.yaml
 
-``Store.create(path)`` takes a local or shared path (``/mnt/shared/store``) or an fsspec
-URL (``file:///...``, ``s3://...`` with that filesystem's package installed). HDFS and
-DBFS need clients this project does not install: they are refused in one line.
+``Store.create(path)`` takes a local or shared folder (``/mnt/shared/store``, ``file:///...``),
+Databricks' DBFS through its FUSE mount (``dbfs:/x`` is the folder ``/dbfs/x``, as Horovod's
+``DBFSLocalStore`` maps it), or an fsspec URL: ``s3://`` (s3fs), ``gs://`` (gcsfs), ``abfs://``
+(adlfs), ``hdfs://`` (pyarrow's ``HadoopFileSystem``, which needs Hadoop's libhdfs and a JVM).
+A missing client is one line naming the package to install. ``storage_options`` (credentials,
+``endpoint_url``) go to fsspec; without them each filesystem takes its defaults (for S3 the
+``AWS_*`` variables). They travel to the ranks inside the pickled store and are never written
+to the store, a log or a saved model (``repr`` shows the prefix only).
 """
 from __future__ import annotations
 
@@ -19,7 +24,17 @@ from typing import Any, Dict, Optional, Union
 
 from hvdkeras.common.errors import ConfigError
 
-_UNSUPPORTED = {"hdfs": "HDFS", "viewfs": "HDFS", "dbfs": "DBFS"}
+# fsspec's protocols whose filesystem lives in another package: the package to pip install.
+CLIENTS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "abfs": "adlfs", "abfss": "adlfs",
+           "az": "adlfs", "hdfs": "pyarrow", "viewfs": "pyarrow"}
+DBFS_MOUNT = "/dbfs"  # where Databricks mounts DBFS on the driver and every executor
+
+
+def dbfs_local(path: str) -> str:
+    """A DBFS path as the folder of its FUSE mount: ``dbfs:/x`` and ``dbfs:///x`` are ``/dbfs/x``; others unchanged."""
+    if not path.startswith("dbfs:"):
+        return path
+    return DBFS_MOUNT + "/" + path[len("dbfs:"):].lstrip("/")
 
 
 class Store:
@@ -27,16 +42,17 @@ class Store:
 
     @staticmethod
     def create(prefix_path: str, *args: Any, **kwargs: Any) -> "FilesystemStore":
-        """The store for ``prefix_path``: a local or shared folder, or an fsspec URL.
+        """The store for ``prefix_path``: a local or shared folder, a DBFS path, or an fsspec URL.
+
+        Args:
+            prefix_path: the store's root.
+            *args: :class:`FilesystemStore`'s other arguments.
+            **kwargs: :class:`FilesystemStore`'s other arguments (``storage_options=`` for fsspec).
 
         Raises:
-            ConfigError: HDFS or DBFS (no client here), or a protocol fsspec does not know.
+            ConfigError: the filesystem's package is missing, or it cannot be opened here (one line).
         """
-        protocol = prefix_path.split(":", 1)[0] if "://" in prefix_path or prefix_path.startswith("dbfs:") else "file"
-        if protocol in _UNSUPPORTED:
-            raise ConfigError(f"{_UNSUPPORTED[protocol]} stores need a client hvdkeras does not install; put the store"
-                              f" on a shared filesystem or an fsspec URL instead. Received: {prefix_path!r}")
-        return FilesystemStore(prefix_path, *args, **kwargs)
+        return FilesystemStore(dbfs_local(prefix_path), *args, **kwargs)
 
 
 class FilesystemStore(Store):
@@ -59,15 +75,31 @@ class FilesystemStore(Store):
 
         self.storage_options = dict(storage_options or {})
         self.prefix_path = self._full(prefix_path)
+        protocol = self.prefix_path.split("://", 1)[0]
         try:
             self.fs, _ = fsspec.core.url_to_fs(self.prefix_path, **self.storage_options)
-        except (ImportError, ValueError) as exc:
-            raise ConfigError(f"the store {prefix_path!r} is not on a filesystem fsspec can open here: {exc}") from None
+        except ImportError:
+            package = CLIENTS.get(protocol, f"the fsspec filesystem of {protocol}://")
+            raise ConfigError(f"the store {prefix_path!r} needs {package}, which is not installed here: pip install"
+                              f" {package} (on the driver and every executor)") from None
+        except ValueError as exc:
+            raise ConfigError(f"the store {prefix_path!r} is not on a filesystem fsspec can open here: {_first(exc)}"
+                              ) from None
+        except OSError as exc:
+            if protocol in ("hdfs", "viewfs"):
+                raise ConfigError(f"the store {prefix_path!r} is on HDFS, which pyarrow reaches through Hadoop's"
+                                  f" libhdfs and a JVM ({_first(exc)}): set JAVA_HOME, HADOOP_HOME (or"
+                                  " ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob) on the driver and"
+                                  " every executor") from None
+            raise ConfigError(f"the store {prefix_path!r} cannot be opened here: {_first(exc)}") from None
         self._train_path = self._full(train_path) if train_path else self._join("intermediate_train_data")
         self._val_path = self._full(val_path) if val_path else self._join("intermediate_val_data")
         self._test_path = self._full(test_path) if test_path else self._join("intermediate_test_data")
         self._runs_path = self._full(runs_path) if runs_path else self._join("runs")
         self._save_runs = save_runs
+
+    def __repr__(self) -> str:  # the prefix only: storage_options may hold credentials
+        return f"{type(self).__name__}({self.prefix_path!r})"
 
     @staticmethod
     def _full(path: str) -> str:
@@ -147,6 +179,11 @@ class FilesystemStore(Store):
         if not self.fs.isdir(where):
             return False
         return any(str(name).endswith(".parquet") for name in self.fs.ls(where, detail=False))
+
+
+def _first(exc: BaseException) -> str:
+    """An exception's first line, at most 200 characters (its type when it says nothing)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 class LocalStore(FilesystemStore):

@@ -171,11 +171,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
     def _store(self) -> FilesystemStore:
         store = self.getOrDefault("store")
         if store is None:
-            raise SetupError("KerasEstimator needs store=: Store.create('<a folder every executor sees>')")
-        if not store.is_local():
-            raise SetupError(f"the store {store.prefix_path} is not a mounted folder: the ranks write their"
-                             " checkpoints into it; give Store.create a local or shared path (file://)")
-        return store
+            raise SetupError("KerasEstimator needs store=: Store.create('<a folder every executor sees, or s3://...>')")
+        return store  # any fsspec store: the ranks train locally and rank 0 publishes to it (spark/common/publish.py)
 
     def _compile_args(self, model: Any) -> Tuple[Any, Any]:
         """(the optimizer, the loss), refused in one line when neither the estimator nor the model has them."""

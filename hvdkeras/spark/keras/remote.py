@@ -2,10 +2,13 @@
 
 :func:`train` is pickled to the Spark tasks by :func:`hvdkeras.spark.run`. It starts the
 process and assembles the run with :meth:`hvdkeras.training.trainer.Trainer.from_config`,
-like ``python -m hvdkeras.train``. Its workdir is the store's ``runs/<run_id>``, so rank 0's
-atomic checkpoints land there and a second ``fit`` with the same ``run_id`` resumes.
-Rank 0 returns the history and the trained model. A rank whose setup is refused
-returns the one line instead of raising, for the driver to raise.
+like ``python -m hvdkeras.train``. Each rank trains in a local folder of its own (a temporary
+folder on the executor, removed at the end), never in the store, which may be an object store:
+rank 0 first fetches the store's newest trusted checkpoint of ``runs/<run_id>`` into its folder,
+so a second ``fit`` with the same ``run_id`` resumes, and :class:`PublishCheckpoints` publishes
+each checkpoint it saves, with ``metrics.jsonl`` and ``config.yaml``
+(:class:`hvdkeras.spark.common.publish.RunMirror`). Rank 0 returns the history and the trained
+model. A rank whose setup is refused returns the one line instead of raising, for the driver to raise.
 """
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
+from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.publish import RunMirror, local_folder
 from hvdkeras.spark.keras.task import SparkTaskSpec
 
 # metrics.jsonl's own fields, which Keras' History does not have
@@ -35,13 +41,93 @@ def history_from(metrics_path: str) -> Dict[str, List[float]]:
     return history
 
 
+class PublishCheckpoints(keras.callbacks.Callback):
+    """Rank 0's callback: after each epoch (the checkpoint callback, earlier in the list, has saved) and at the
+    end of a ``fit``, the checkpoints the store does not hold yet go there (:meth:`RunMirror.publish`).
+
+    A publish that fails is one warning line: the checkpoint stays in the local folder and the next
+    publish tries again (:func:`train` publishes once more when training ends, however it ends).
+    """
+
+    def __init__(self, mirror: RunMirror):
+        super().__init__()
+        self.mirror = mirror
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Dict[str, Any]] = None) -> None:
+        """Publishes what the epoch saved."""
+        _publish(self.mirror, "the next epoch tries again")
+
+    def on_train_end(self, logs: Optional[Dict[str, Any]] = None) -> None:
+        """Publishes what the end of the ``fit`` saved."""
+        _publish(self.mirror, "the end of training tries again")
+
+
+def _publish(mirror: RunMirror, then: str) -> Optional[str]:
+    """``mirror.publish()``; on failure one warning line, returned."""
+    try:
+        mirror.publish()
+    except Exception as exc:  # noqa: BLE001  each filesystem raises its own kinds
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        line = f"cannot publish the run's checkpoints to {mirror.shown} ({first}); they are kept in {mirror.local}"
+        log.warning(f"{line}; {then}")
+        return line
+    return None
+
+
 def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> Optional[Dict[str, Any]]:
+    """One rank's training in a local folder, rank 0 mirroring it to the store; what :func:`_train` returns.
+
+    Rank 0 fetches the run's newest trusted checkpoint (with ``metrics.jsonl`` and ``config.yaml``) from the
+    store first, publishes after each epoch, and once more when training ends, however it ends. The local
+    folder is removed at the end (or, when the rank was killed, by the next fit on the host:
+    :func:`hvdkeras.spark.common.publish.local_folder`).
+
+    Args:
+        config_tree: the job's config as a dict (:func:`hvdkeras.config.from_dict`).
+        spec: the data, model and compile arguments.
+        workdir: the run's folder in the store, as its filesystem names it (the store's ``runs/<run_id>``).
+
+    Returns:
+        :func:`_train`'s; ``{"error": line}`` also when the store cannot be read or the last publish failed.
+    """
+    import dataclasses
+    import shutil
+
+    from hvdkeras.common import horovod_env
+
+    local = local_folder()
+    try:
+        if horovod_env.launcher_rank() not in (0, None):
+            return _train(config_tree, spec, local)
+        store = spec.store
+        keep = int(dict(config_tree.get("checkpoint") or {}).get("keep", 3))
+        mirror = RunMirror(store.fs, workdir, local, keep=keep,
+                           shown=workdir if store.is_local() else store.fs.unstrip_protocol(workdir))
+        try:
+            mirror.fetch()
+        except Exception as exc:  # noqa: BLE001  each filesystem raises its own kinds
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            return {"error": f"cannot read the run {mirror.shown} from the store ({first})"}
+        spec = dataclasses.replace(spec, callbacks=(*spec.callbacks, PublishCheckpoints(mirror)))
+        outcome: Optional[Dict[str, Any]] = None
+        try:
+            outcome = _train(config_tree, spec, local)
+        finally:
+            failed = _publish(mirror, "fit again with the same run_id to resume from the store's last checkpoint")
+        if failed is not None and not (isinstance(outcome, dict) and "error" in outcome):
+            return {"error": failed}
+        return outcome
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> Optional[Dict[str, Any]]:
     """One rank's training; rank 0's ``{"history", "model", "size", "final"}``, other ranks' ``None``.
 
     Args:
         config_tree: the job's config as a dict (:func:`hvdkeras.config.from_dict`).
         spec: the data, model and compile arguments.
-        workdir: the run's folder (the store's ``runs/<run_id>``).
+        workdir: this rank's local folder for the run (:func:`train` makes it).
 
     Returns:
         Rank 0's results (the model as ``.keras`` bytes); ``{"error": line}`` when setup was refused.

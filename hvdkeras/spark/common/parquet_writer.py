@@ -1,0 +1,82 @@
+"""A DataFrame's partitions written to Parquet from Python, each by its executor, with pyarrow through fsspec.
+
+Spark's own writer (``df.write.parquet``) goes through Hadoop's filesystems, which reach an
+object store only with connector jars on the classpath. :func:`write` needs only the store's
+fsspec filesystem: each Spark task writes its partition as one file,
+``<path>/part-<partition, five digits>.parquet``, so the files' sorted order is the
+partitions' order and the rows of each file are in the partition's order. Every partition
+writes a file, an empty one too (it holds the schema and no rows), so a folder holds exactly
+as many files as the DataFrame has partitions. Files of an earlier write are removed first.
+No TensorFlow here.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, List, Tuple
+
+from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common.store import FilesystemStore
+
+CHUNK = 8192  # rows per row group: what a task holds as Python values at once
+
+
+def file_name(folder: str, partition: int) -> str:
+    """The file partition ``partition`` is written to in ``folder`` (its sorted place is the partition's)."""
+    return f"{folder}/part-{partition:05d}.parquet"
+
+
+def _write_partition(fs: Any, folder: str, schema: Any, part: int, rows: Iterable[Any]) -> Iterator[Tuple[int, int]]:
+    """Writes one partition's rows (Spark ``Row``s, in ``schema``'s column order) to its file in ``folder``, in
+    row groups of :data:`CHUNK` rows; yields ``(part, rows written)``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def table(chunk: List[Any]) -> Any:
+        columns = list(zip(*chunk)) if chunk else [()] * len(schema)
+        return pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, schema)], schema=schema)
+
+    written = 0
+    with fs.open(file_name(folder, part), "wb") as f, pq.ParquetWriter(f, schema) as writer:
+        chunk: List[Any] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) == CHUNK:
+                writer.write_table(table(chunk))
+                written, chunk = written + len(chunk), []
+        if chunk or not written:  # an empty partition: the schema, no rows
+            writer.write_table(table(chunk))
+            written += len(chunk)
+    yield part, written
+
+
+def write(df: Any, store: FilesystemStore, path: str) -> Tuple[int, int]:
+    """Writes ``df`` to the Parquet folder ``path`` of ``store``, one file per partition, replacing what was there.
+
+    Args:
+        df: the DataFrame, in the partitions and row order the files must have; numbers and arrays of numbers.
+        store: the store (its filesystem travels to the executors with its options).
+        path: the folder, a store URL.
+
+    Returns:
+        (files written, rows written).
+
+    Raises:
+        SetupError: the tasks did not report each partition once.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    fs, folder = store.fs, store.get_localized_path(path).rstrip("/")
+    if fs.exists(folder):
+        fs.rm(folder, recursive=True)
+    fs.makedirs(folder, exist_ok=True)
+    schema = to_arrow_schema(df.schema)
+
+    def write_partition(part: int, rows: Iterable[Any]) -> Iterator[Tuple[int, int]]:
+        return _write_partition(fs, folder, schema, part, rows)
+
+    written = df.rdd.mapPartitionsWithIndex(write_partition).collect()
+    fs.invalidate_cache(folder)
+    parts = sorted(part for part, _ in written)
+    if parts != list(range(len(parts))):  # one file per partition, each once
+        raise SetupError(f"writing {path} reported partitions {parts}, not each of 0 to {len(parts) - 1} once;"
+                         " fit again")
+    return len(parts), sum(rows for _, rows in written)

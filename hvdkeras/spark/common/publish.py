@@ -1,0 +1,315 @@
+"""A run's files between rank 0's local folder and the store: fetched before training, published after each save.
+
+The ranks of a Spark estimator's ``fit`` train in a local folder each (a temporary folder on
+the executor), never in the store: checkpoints there are written as on any disk, atomically
+(:mod:`hvdkeras.runtime.checkpointing`), and the store may be an object store, which has no
+atomic rename. Rank 0 mirrors its run to the store's run folder with a :class:`RunMirror`:
+
+* :meth:`RunMirror.fetch`, before training: the store's newest *trusted* checkpoint, its
+  ``metrics.jsonl`` and ``config.yaml`` are downloaded into the local folder, where the
+  trainer's own resume finds them;
+* :meth:`RunMirror.publish`, after each checkpoint lands locally: each new ``epoch-NNNN/``
+  folder is uploaded to ``<run>/checkpoints/epoch-NNNN/``, its ``manifest.json`` last, then
+  ``metrics.jsonl`` and ``config.yaml``; then the store's checkpoints beyond ``keep`` are
+  removed, oldest first, manifest first.
+
+A checkpoint in the store is trusted only when its ``manifest.json`` is there and every object
+it lists has the size and SHA-256 the manifest gives (a killed upload leaves no manifest, so
+nothing half-written is trusted). An untrusted one, newer than the checkpoint resumed, is named
+in one warning line and moved aside as ``damaged-<name>-<n>`` in the store, never deleted: the
+same rule as for a local workdir. One code path for every store, ``file://`` included.
+No TensorFlow here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from hvdkeras.common import log
+from hvdkeras.common.workdir import CHECKPOINT_DIR, CONFIG_FILE, METRICS_FILE
+
+MANIFEST = "manifest.json"  # hvdkeras.runtime.checkpointing.MANIFEST: every other file's size and SHA-256
+DAMAGED = "damaged-"
+NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")  # hvdkeras.runtime.checkpointing's checkpoint folders
+RUN_FILES = (METRICS_FILE, CONFIG_FILE)  # beside the checkpoints, published after them
+
+
+def position(name: str) -> Tuple[int, int]:
+    """``(epoch, batch)`` of a checkpoint folder's name (``epoch-0003`` is (3, 0))."""
+    match = NAME.match(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a checkpoint folder's name (epoch-NNNN or epoch-NNNN-batch-NNNN)")
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+def _digest(fs: Any, path: str) -> Tuple[int, str]:
+    """(size, SHA-256) of the file at ``path`` on ``fs``, read once."""
+    sha, size = hashlib.sha256(), 0
+    with fs.open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+            size += len(block)
+    return size, sha.hexdigest()
+
+
+def _manifest(fs: Any, folder: str) -> Tuple[Optional[Dict[str, Dict[str, Any]]], Optional[str]]:
+    """(the manifest's ``{file: {"size", "sha256"}}``, None) or (None, what is wrong with it)."""
+    try:
+        with fs.open(f"{folder}/{MANIFEST}", "rb") as f:
+            entries = json.loads(f.read().decode())["files"]
+    except FileNotFoundError:
+        return None, f"{MANIFEST} is missing"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"{MANIFEST} is unreadable ({type(exc).__name__})"
+    if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
+        return None, f"{MANIFEST} is unreadable (not a table of files)"
+    return entries, None
+
+
+def problem(fs: Any, folder: str) -> Optional[str]:
+    """What keeps the checkpoint in ``folder`` on ``fs`` from being trusted; ``None``: its manifest is there and
+    every object it lists has the manifest's size and SHA-256 (objects it does not list are ignored)."""
+    entries, wrong = _manifest(fs, folder)
+    if entries is None:
+        return wrong
+    for rel, want in sorted(entries.items()):
+        try:
+            size, sha = _digest(fs, f"{folder}/{rel}")
+        except FileNotFoundError:
+            return f"{rel} is missing"
+        if size != want.get("size"):
+            return f"{rel} has {size} bytes, the manifest says {want.get('size')}"
+        if sha != want.get("sha256"):
+            return f"{rel} does not match its SHA-256 in the manifest"
+    return None
+
+
+def _local_files(folder: str) -> List[str]:
+    """Every file under the local ``folder`` but the manifest, relative to it, sorted."""
+    found = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            rel = os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/")
+            if rel != MANIFEST:
+                found.append(rel)
+    return sorted(found)
+
+
+LOCAL_PREFIX = "hvdkeras-run-"  # a rank's local folder: <tmp>/hvdkeras-run-<pid>-<random>
+
+
+def local_folder(parent: Optional[str] = None) -> str:
+    """A new local folder for this process's run (in ``parent``, default the temporary folder); the folders of
+    processes that are gone (a rank killed before it could remove its own) are removed first."""
+    import psutil
+
+    parent = parent or tempfile.gettempdir()
+    for name in os.listdir(parent):
+        owner = name[len(LOCAL_PREFIX):].split("-", 1)[0]
+        if name.startswith(LOCAL_PREFIX) and owner.isdigit() and not psutil.pid_exists(int(owner)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{LOCAL_PREFIX}{os.getpid()}-", dir=parent)
+
+
+class RunMirror:
+    """Rank 0's run folder mirrored between a local folder and the store (call on rank 0 only).
+
+    Args:
+        fs: the store's fsspec filesystem (``store.fs``).
+        remote: the run's folder in the store, as ``fs`` names it
+            (``store.get_localized_path(store.get_run_path(run_id))``).
+        local: the local folder the trainer uses as its workdir.
+        keep: the checkpoints kept in the store (0: all); older ones go after a new one is published.
+        shown: the run's folder as a user knows it, for messages (default: ``remote``).
+    """
+
+    def __init__(self, fs: Any, remote: str, local: str, keep: int, shown: Optional[str] = None):
+        self.fs = fs
+        self.remote = remote.rstrip("/")
+        self.local = local
+        self.keep = keep
+        self.shown = (shown or remote).rstrip("/")
+        self.published: Set[str] = set()  # checkpoint folders the store holds whole (fetched or published here)
+
+    def __repr__(self) -> str:  # the filesystem's repr may carry its options: never in a message
+        return f"RunMirror({self.shown!r} <-> {self.local!r})"
+
+    # ------------------------------------------------------------------ names
+
+    @property
+    def remote_checkpoints(self) -> str:
+        """The store's checkpoint folder of the run."""
+        return f"{self.remote}/{CHECKPOINT_DIR}"
+
+    @property
+    def local_checkpoints(self) -> str:
+        """The local checkpoint folder of the run."""
+        return os.path.join(self.local, CHECKPOINT_DIR)
+
+    def _shown(self, name: str) -> str:
+        return f"{self.shown}/{CHECKPOINT_DIR}/{name}"
+
+    def stored(self) -> List[str]:
+        """The store's checkpoint folders (trusted or not), oldest first."""
+        try:
+            self.fs.invalidate_cache(self.remote_checkpoints)
+            names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.remote_checkpoints, detail=False)]
+        except FileNotFoundError:
+            return []
+        return sorted((n for n in set(names) if NAME.match(n)), key=position)
+
+    def local_saved(self) -> List[str]:
+        """The local checkpoint folders that are complete (their manifest is written last), oldest first."""
+        if not os.path.isdir(self.local_checkpoints):
+            return []
+        return sorted((n for n in os.listdir(self.local_checkpoints)
+                       if NAME.match(n) and os.path.isfile(os.path.join(self.local_checkpoints, n, MANIFEST))),
+                      key=position)
+
+    # ------------------------------------------------------------------ before training
+
+    def fetch(self, warn: Callable[[str], None] = log.warning) -> Optional[str]:
+        """Downloads the store's newest trusted checkpoint, ``metrics.jsonl`` and ``config.yaml`` into the local
+        folder; the checkpoint's name, or ``None`` when the store holds none.
+
+        Each newer untrusted checkpoint is named by ``warn`` in one line and moved aside in the store as
+        ``damaged-<name>-<n>`` (kept, out of the way of the saves to come).
+        """
+        os.makedirs(self.local_checkpoints, exist_ok=True)
+        found = None
+        for name in reversed(self.stored()):
+            staging = tempfile.mkdtemp(prefix=".fetching-", dir=self.local_checkpoints)
+            try:
+                wrong = self._download(name, staging)
+                if wrong is None:
+                    os.rename(staging, os.path.join(self.local_checkpoints, name))
+                    found = name
+                    break
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            aside = self._set_aside(name)
+            warn(f"checkpoint {self._shown(name)} is damaged ({wrong}); kept as {aside}, trying the one before it")
+        if found is not None:
+            self.published.add(found)
+        for run_file in RUN_FILES:
+            try:
+                self.fs.get_file(f"{self.remote}/{run_file}", os.path.join(self.local, run_file))
+            except FileNotFoundError:
+                pass
+        return found
+
+    def _download(self, name: str, staging: str) -> Optional[str]:
+        """Downloads checkpoint ``name``'s manifest and the objects it lists into ``staging``; what is wrong, or
+        ``None`` when every downloaded file has the manifest's size and SHA-256."""
+        folder = f"{self.remote_checkpoints}/{name}"
+        entries, wrong = _manifest(self.fs, folder)
+        if entries is None:
+            return wrong
+        for rel in sorted(entries):
+            target = os.path.join(staging, *rel.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                self.fs.get_file(f"{folder}/{rel}", target)
+            except FileNotFoundError:
+                return f"{rel} is missing"
+        self.fs.get_file(f"{folder}/{MANIFEST}", os.path.join(staging, MANIFEST))
+        from fsspec.implementations.local import LocalFileSystem
+
+        return problem(LocalFileSystem(), staging)
+
+    def _set_aside(self, name: str) -> str:
+        """Moves the store's checkpoint ``name`` to ``damaged-<name>-<n>``; where it went, as a user knows it."""
+        taken = set()
+        try:
+            taken = {str(p).rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.remote_checkpoints, detail=False)}
+        except FileNotFoundError:
+            pass
+        n = 1
+        while f"{DAMAGED}{name}-{n}" in taken:
+            n += 1
+        aside = f"{DAMAGED}{name}-{n}"
+        try:
+            self._move(f"{self.remote_checkpoints}/{name}", f"{self.remote_checkpoints}/{aside}")
+        except (OSError, ValueError) as exc:
+            return f"{self._shown(name)} (could not be moved aside: {type(exc).__name__})"
+        finally:
+            self.fs.invalidate_cache(self.remote_checkpoints)
+        return self._shown(aside)
+
+    def _move(self, source: str, target: str) -> None:
+        """Moves a folder in the store object by object: every copy first, then the originals, manifest first
+        (an object store renames nothing; fsspec's recursive ``mv`` trips over S3's folder keys)."""
+        self.fs.invalidate_cache(source)
+        files = sorted(str(p) for p in self.fs.find(source))
+        root = self.fs._strip_protocol(source).rstrip("/")
+        for path in files:
+            rel = path[len(root):].lstrip("/")
+            if "/" in rel:
+                self.fs.makedirs(f"{target}/{rel.rsplit('/', 1)[0]}", exist_ok=True)
+            else:
+                self.fs.makedirs(target, exist_ok=True)
+            self.fs.copy(path, f"{target}/{rel}")
+        for path in sorted(files, key=lambda p: not p.endswith("/" + MANIFEST)):
+            self.fs.rm(path)
+        if self.fs.exists(source):  # a local folder, now empty
+            self.fs.rm(source, recursive=True)
+
+    # ------------------------------------------------------------------ after each save
+
+    def publish(self) -> List[str]:
+        """Uploads each local checkpoint the store does not hold yet (its manifest last), then ``metrics.jsonl``
+        and ``config.yaml``, then removes the store's checkpoints beyond ``keep``; the checkpoints uploaded."""
+        uploaded = []
+        for name in self.local_saved():
+            if name not in self.published:
+                self._upload(name)
+                self.published.add(name)
+                uploaded.append(name)
+        for run_file in RUN_FILES:
+            path = os.path.join(self.local, run_file)
+            if os.path.isfile(path):
+                self._put_whole(path, f"{self.remote}/{run_file}")
+        if uploaded:
+            self.prune()
+        return uploaded
+
+    def _upload(self, name: str) -> None:
+        source, target = os.path.join(self.local_checkpoints, name), f"{self.remote_checkpoints}/{name}"
+        if self.fs.exists(target):  # an untrusted leftover of the same name: kept, out of the way
+            self._set_aside(name)
+        self.fs.makedirs(target, exist_ok=True)
+        for rel in _local_files(source):
+            if "/" in rel:
+                self.fs.makedirs(f"{target}/{rel.rsplit('/', 1)[0]}", exist_ok=True)
+            self.fs.put_file(os.path.join(source, *rel.split("/")), f"{target}/{rel}")
+        self.fs.put_file(os.path.join(source, MANIFEST), f"{target}/{MANIFEST}")  # last: now it is trusted
+        self.fs.invalidate_cache(self.remote_checkpoints)
+
+    def _put_whole(self, source: str, target: str) -> None:
+        """Uploads a file under a temporary name, then moves it into place: a reader sees the old or the new."""
+        parent = target.rsplit("/", 1)[0]
+        self.fs.makedirs(parent, exist_ok=True)
+        tmp = f"{target}.tmp-{os.getpid()}"
+        self.fs.put_file(source, tmp)
+        self.fs.mv(tmp, target)
+        self.fs.invalidate_cache(parent)
+
+    def prune(self) -> List[str]:
+        """Removes the store's oldest checkpoints beyond ``keep`` (each manifest first, so a removal cut short
+        leaves nothing trusted); the ``damaged-`` ones are never touched. The checkpoints removed."""
+        if self.keep <= 0:
+            return []
+        doomed = [n for n in self.stored() if self.fs.exists(f"{self.remote_checkpoints}/{n}/{MANIFEST}")]
+        doomed = doomed[:-self.keep]
+        for name in doomed:
+            folder = f"{self.remote_checkpoints}/{name}"
+            self.fs.rm(f"{folder}/{MANIFEST}")
+            self.fs.rm(folder, recursive=True)
+            self.published.discard(name)
+        self.fs.invalidate_cache(self.remote_checkpoints)
+        return doomed

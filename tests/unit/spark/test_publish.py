@@ -1,0 +1,190 @@
+"""hvdkeras.spark.common.publish: rank 0's run mirrored to the store, on fsspec's memory filesystem (no server).
+
+A checkpoint is published manifest last and trusted only whole; fetch takes the newest trusted one and
+moves an untrusted one aside in the store, never deleting it; the store keeps ``keep`` checkpoints after
+a publish; the store's options (credentials) reach no file.
+"""
+import json
+import os
+import uuid
+
+import pytest
+
+from hvdkeras.spark.common import publish
+from hvdkeras.spark.common.publish import RunMirror
+from hvdkeras.spark.common.store import Store
+
+SECRET = "S3CR3T-never-written"
+
+
+@pytest.fixture
+def store():
+    root = f"memory://hvdkeras-publish-{uuid.uuid4().hex}"
+    made = Store.create(root, storage_options={"secret_token": SECRET})  # the memory filesystem takes any option
+    yield made
+    if made.fs.exists(made.get_localized_path(root)):
+        made.fs.rm(made.get_localized_path(root), recursive=True)
+
+
+def remote_of(store, run_id="run1"):
+    return store.get_localized_path(store.get_run_path(run_id))
+
+
+def save_checkpoint(local, name, payload):
+    """A checkpoint folder as hvdkeras.runtime.checkpointing writes it: files, meta.json, then the manifest."""
+    from hvdkeras.runtime.checkpointing import write_manifest
+
+    folder = os.path.join(local, "checkpoints", name)
+    os.makedirs(folder)
+    with open(os.path.join(folder, "ckpt.index"), "wb") as f:
+        f.write(payload[:3])
+    with open(os.path.join(folder, "ckpt.data-00000-of-00001"), "wb") as f:
+        f.write(payload)
+    with open(os.path.join(folder, "meta.json"), "w") as f:
+        json.dump({"epoch": publish.position(name)[0]}, f)
+    write_manifest(folder)
+    return folder
+
+
+def mirror_of(store, local, keep=2):
+    return RunMirror(store.fs, remote_of(store), str(local), keep=keep)
+
+
+def stored_files(store, folder):
+    return sorted(p.rsplit("/", 1)[-1] for p in store.fs.find(folder))
+
+
+def test_a_checkpoint_is_published_manifest_last_with_the_runs_files(store, tmp_path, monkeypatch):
+    local = tmp_path / "local"
+    save_checkpoint(local, "epoch-0001", b"weights-1")
+    (local / "metrics.jsonl").write_text('{"epoch": 1, "loss": 0.5}\n')
+    (local / "config.yaml").write_text("trainer:\n  epochs: 3\n")
+    mirror = mirror_of(store, local)
+    order = []
+    put = store.fs.put_file
+    monkeypatch.setattr(store.fs, "put_file", lambda src, dst, **kw: (order.append(dst.rsplit("/", 1)[-1]),
+                                                                      put(src, dst, **kw))[1])
+    assert mirror.publish() == ["epoch-0001"]
+    assert order[:4] == ["ckpt.data-00000-of-00001", "ckpt.index", "meta.json", "manifest.json"]
+    folder = f"{mirror.remote_checkpoints}/epoch-0001"
+    assert publish.problem(store.fs, folder) is None
+    assert store.fs.cat(f"{mirror.remote}/metrics.jsonl") == b'{"epoch": 1, "loss": 0.5}\n'
+    assert store.fs.cat(f"{mirror.remote}/config.yaml") == b"trainer:\n  epochs: 3\n"
+    assert mirror.publish() == []  # nothing new: nothing uploaded again
+    assert mirror.stored() == ["epoch-0001"]
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("no manifest", "manifest.json is missing"),
+    ("missing", "ckpt.data-00000-of-00001 is missing"),
+    ("changed", "ckpt.data-00000-of-00001 does not match its SHA-256 in the manifest"),
+    ("shorter", "ckpt.data-00000-of-00001 has 3 bytes, the manifest says 9"),
+    ("unreadable manifest", "manifest.json is unreadable (JSONDecodeError)"),
+])
+def test_a_published_checkpoint_is_trusted_only_whole(store, tmp_path, damage, problem):
+    mirror = mirror_of(store, tmp_path / "local")
+    save_checkpoint(tmp_path / "local", "epoch-0001", b"weights-1")
+    mirror.publish()
+    folder = f"{mirror.remote_checkpoints}/epoch-0001"
+    data = f"{folder}/ckpt.data-00000-of-00001"
+    if damage == "no manifest":
+        store.fs.rm(f"{folder}/manifest.json")
+    elif damage == "missing":
+        store.fs.rm(data)
+    elif damage == "changed":
+        store.fs.pipe(data, b"weights-2")  # same size, other bytes
+    elif damage == "shorter":
+        store.fs.pipe(data, b"wei")
+    else:
+        store.fs.pipe(f"{folder}/manifest.json", b'{"files": ')
+    assert publish.problem(store.fs, folder) == problem
+
+
+def test_fetch_takes_the_newest_trusted_checkpoint_and_sets_an_untrusted_one_aside_never_deleting_it(store, tmp_path):
+    from hvdkeras.runtime.checkpointing import verify
+
+    first = mirror_of(store, tmp_path / "first", keep=0)
+    for epoch in (1, 2, 3):
+        save_checkpoint(tmp_path / "first", f"epoch-{epoch:04d}", f"weights-{epoch}".encode())
+    (tmp_path / "first" / "metrics.jsonl").write_text("".join(f'{{"epoch": {e}}}\n' for e in (1, 2, 3)))
+    first.publish()
+    newest = f"{first.remote_checkpoints}/epoch-0003"
+    store.fs.pipe(f"{newest}/ckpt.data-00000-of-00001", b"weights-X")  # damaged in the store
+    lines = []
+    again = mirror_of(store, tmp_path / "again", keep=0)
+    assert again.fetch(warn=lines.append) == "epoch-0002"
+    aside = f"{first.remote_checkpoints}/damaged-epoch-0003-1"
+    assert lines == [f"checkpoint {newest} is damaged (ckpt.data-00000-of-00001 does not match its SHA-256 in the"
+                     f" manifest); kept as {aside}, trying the one before it"]
+    assert store.fs.cat(f"{aside}/ckpt.data-00000-of-00001") == b"weights-X"  # kept, out of the way
+    assert again.stored() == ["epoch-0001", "epoch-0002"]
+    fetched = tmp_path / "again" / "checkpoints"
+    assert sorted(os.listdir(fetched)) == ["epoch-0002"]  # no staging folder left behind
+    assert verify(str(fetched / "epoch-0002")) is None  # what the trainer's resume checks
+    assert (tmp_path / "again" / "metrics.jsonl").read_text().count("\n") == 3
+    # the resumed run saves epoch 3 again: published beside the damaged one, which stays
+    save_checkpoint(tmp_path / "again", "epoch-0003", b"weights-3")
+    assert again.publish() == ["epoch-0003"]
+    assert publish.problem(store.fs, newest) is None and store.fs.exists(aside)
+
+
+def test_an_empty_store_fetches_nothing(store, tmp_path):
+    mirror = mirror_of(store, tmp_path / "local")
+    assert mirror.fetch(warn=pytest.fail) is None and mirror.stored() == []
+    assert os.listdir(tmp_path / "local" / "checkpoints") == []
+
+
+def test_an_untrusted_leftover_of_the_same_name_is_set_aside_before_a_publish(store, tmp_path):
+    mirror = mirror_of(store, tmp_path / "local")
+    store.fs.pipe(f"{mirror.remote_checkpoints}/epoch-0001/ckpt.index", b"half")  # a killed upload: no manifest
+    save_checkpoint(tmp_path / "local", "epoch-0001", b"weights-1")
+    mirror.publish()
+    assert publish.problem(store.fs, f"{mirror.remote_checkpoints}/epoch-0001") is None
+    assert store.fs.cat(f"{mirror.remote_checkpoints}/damaged-epoch-0001-1/ckpt.index") == b"half"
+
+
+def test_the_store_keeps_keep_checkpoints_pruned_only_after_a_publish(store, tmp_path):
+    local = tmp_path / "local"
+    mirror = mirror_of(store, local, keep=2)
+    store.fs.pipe(f"{mirror.remote_checkpoints}/damaged-epoch-0000-1/ckpt.index", b"old")
+    for epoch in (1, 2):
+        save_checkpoint(local, f"epoch-{epoch:04d}", f"weights-{epoch}".encode())
+        mirror.publish()
+    assert mirror.stored() == ["epoch-0001", "epoch-0002"]
+    save_checkpoint(local, "epoch-0003", b"weights-3")
+    save_checkpoint(local, "epoch-0003-batch-0004", b"weights-3b")  # preempted mid-epoch 4
+    assert mirror.publish() == ["epoch-0003", "epoch-0003-batch-0004"]
+    assert mirror.stored() == ["epoch-0003", "epoch-0003-batch-0004"]
+    assert store.fs.exists(f"{mirror.remote_checkpoints}/damaged-epoch-0000-1/ckpt.index")  # never pruned
+    assert RunMirror(store.fs, mirror.remote, str(tmp_path / "all"), keep=0).prune() == []
+
+
+def test_no_secret_reaches_a_file_in_the_store_or_a_message(store, tmp_path):
+    local = tmp_path / "local"
+    save_checkpoint(local, "epoch-0001", b"weights-1")
+    (local / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (local / "config.yaml").write_text("trainer: {}\n")
+    mirror = mirror_of(store, local)
+    mirror.publish()
+    assert store.fs.storage_options["secret_token"] == SECRET  # the store has it, for the filesystem
+    root = store.get_localized_path(store.prefix_path)
+    written = store.fs.find(root)
+    assert len(written) == 6
+    for path in written:
+        assert SECRET.encode() not in store.fs.cat(path), path
+    assert SECRET not in repr(mirror) and SECRET not in repr(store)
+
+
+def test_a_ranks_local_folder_is_new_and_the_folders_of_gone_processes_go(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"hvdkeras-run-{int(gone.stdout)}-abc"
+    alive = tmp_path / f"hvdkeras-run-{os.getpid()}-def"
+    other = tmp_path / "hvdkeras-run-notapid"
+    for folder in (dead, alive, other):
+        (folder / "checkpoints").mkdir(parents=True)
+    made = publish.local_folder(str(tmp_path))
+    assert os.path.basename(made).startswith(f"hvdkeras-run-{os.getpid()}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name, os.path.basename(made)])
