@@ -90,17 +90,17 @@ def test_a_rank_killed_in_the_middle_of_fit_ends_it_in_one_line_and_the_next_fit
     assert killed["error"].endswith("fit again with run_id='killed' to resume there") and "\n" not in killed["error"]
     assert killed["checkpoints"] == ["epoch-0001"]  # written before the kill and kept
     print(f"\nthe killed fit ended {killed['seconds']:.1f}s after it began")
-    # the second fit restores epoch 1 and trains epochs 2 and 3; its model predicts
-    assert report["resumed"] == {"epochs": 3, "checkpoints": ["epoch-0002", "epoch-0003"]}
+    # the second fit restores epoch 1 and trains epochs 2 and 3 (retrying epoch 3 after its own kill); it predicts
+    assert report["resumed"]["epochs"] == 3 and report["resumed"]["checkpoints"] == ["epoch-0002", "epoch-0003"]
     assert report["transformed"] == 10
 
 
-def test_a_rank_killed_in_a_fit_that_may_retry_is_retried_and_fit_ends_on_an_undisturbed_fits_weights(check):
-    retried = check["retried"]
-    assert retried["killed"] and retried["epochs"] == 3, retried  # rank 1 was killed; every epoch once in the history
-    assert retried["max_diff_from_quiet"] == 0.0, retried  # bit for bit the fit that nobody disturbed
-    assert check["resumed"]["max_diff_from_quiet"] == 0.0, check["resumed"]  # and so is the one fitted again by hand
-    print(f"\nthe fit retried after its rank was killed took {retried['seconds']:.1f}s")
+def test_a_fit_that_may_retry_returns_after_a_rank_or_an_executor_is_killed_on_an_undisturbed_fits_weights(check):
+    for name in ("resumed", "executor"):  # rank 1's process; the executor JVM it ran under
+        lost = check[name]
+        assert lost["killed"] and lost["epochs"] == 3, lost  # killed once; every epoch once in the history
+        assert lost["max_diff_from_quiet"] == 0.0, lost  # bit for bit the fit that nobody disturbed
+        print(f"\nthe fit retried after its {name} kill took {lost['seconds']:.1f}s")
 
 
 def test_each_rank_uses_the_gpu_spark_assigned_its_task_and_use_gpu_false_uses_none(check):
@@ -127,7 +127,3 @@ def test_the_estimators_model_saves_and_loads_on_the_shared_filesystem(check):
 def test_bad_input_to_the_estimator_is_one_line_on_the_cluster(check):
     spark_checks.assert_errors(check["estimator"]["errors"])
     spark_checks.assert_checked_early(check["estimator"])
-
-
-def test_a_best_model_checkpoint_callback_makes_fit_return_the_best_epochs_model_on_the_cluster(check):
-    spark_checks.assert_best(check["estimator"]["best"])

@@ -20,6 +20,9 @@ class Backend:
     def check(self) -> None:
         """Refuses, in one line, ranks that could never start here; a fit calls it before it writes anything."""
 
+    def recover(self) -> None:
+        """Waits for what a lost rank took with it (an executor Spark replaces) before a fit starts its ranks again."""
+
 
 class SparkBackend(Backend):
     """Runs the training function through :func:`hvdkeras.spark.run` on the active SparkSession.
@@ -80,3 +83,10 @@ class SparkBackend(Backend):
         sc = _spark_context()
         check_cluster(sc, self._num_proc)
         check_executors(sc)
+
+    def recover(self) -> None:
+        """Waits, at most ``start_timeout``, until the registered executors have a slot for every rank again: an
+        executor lost with a rank is replaced by Spark within seconds (:func:`hvdkeras.spark.runner.wait_for_slots`)."""
+        from hvdkeras.spark.runner import DEFAULT_START_TIMEOUT_S, _spark_context, wait_for_slots
+
+        wait_for_slots(_spark_context(), self._num_proc, self._kwargs["start_timeout"] or DEFAULT_START_TIMEOUT_S)

@@ -376,6 +376,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 if attempt < retries:  # the whole gang again, resuming from the run's last checkpoint in the store
                     log.warning(f"fit: a rank failed ({reason}); starting the ranks again, retry {attempt + 1} of"
                                 f" {retries}, from run_id {run_id!r}'s last checkpoint")
+                    getattr(backend, "recover", lambda: None)()  # a duck-typed backend of Horovod's has none
                     continue
                 retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
                 raise PeerLostError(f"fit stopped: a rank failed ({reason}){retried}; rank 0's checkpoints are in"

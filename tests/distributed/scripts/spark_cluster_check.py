@@ -54,21 +54,27 @@ def where_and_allreduce(driver_addr):
 
 
 class KillRankOnce(keras.callbacks.Callback):
-    """SIGKILLs rank 1's process at the third batch of the second epoch, once."""
+    """SIGKILLs rank 1's process (or, with ``executor``, the executor JVM it runs under) at the third batch of epoch
+    ``epoch`` (0-based), once: a marker file remembers."""
 
-    def __init__(self, marker):
+    def __init__(self, marker, epoch=1, executor=False):
         super().__init__()
-        self.marker, self.epoch = marker, 0
+        self.marker, self.at_epoch, self.executor, self.epoch = marker, epoch, executor, 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
         import horovod.tensorflow as hvd_tf
+        import psutil
 
-        if self.epoch == 1 and batch == 2 and hvd_tf.rank() == 1 and not os.path.exists(self.marker):
+        if self.epoch == self.at_epoch and batch == 2 and hvd_tf.rank() == 1 and not os.path.exists(self.marker):
             open(self.marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
+            victim = os.getpid()
+            if self.executor:
+                (victim,) = [p.pid for p in psutil.Process().parents()
+                             if "CoarseGrainedExecutorBackend" in " ".join(p.cmdline())]
+            os.kill(victim, signal.SIGKILL)
 
 
 class RecordDevices(keras.callbacks.Callback):
@@ -110,37 +116,42 @@ def killed_and_resumed(session, store_path):
     df = session.createDataFrame([(Vectors.dense(features[i].tolist()), int(labels[i])) for i in range(192)],
                                  ["features", "label"])
     store = Store.create(store_path)
-    marker = os.path.join(store_path, "killed-once")
 
-    def fit(tag, use_gpu=True, run_id="killed", max_retries=0, kill=marker):
-        callbacks = [RecordDevices(store_path, tag)] + ([KillRankOnce(kill)] if kill else [])
+    def fit(tag, run_id="killed", use_gpu=True, max_retries=0, kills=()):
         return hvd_keras.KerasEstimator(
             num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
             loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
             label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
-            use_gpu=use_gpu, max_retries=max_retries, callbacks=callbacks).fit(df)
+            use_gpu=use_gpu, max_retries=max_retries, callbacks=[RecordDevices(store_path, tag), *kills]).fit(df)
+
+    def marker(name):
+        return os.path.join(store_path, name)
 
     began = time.time()
     try:
-        fit("killed")
+        fit("killed", kills=[KillRankOnce(marker("killed-once"))])  # max_retries=0: one line
         error = None
     except HvdkerasError as exc:
         error = str(exc)
     checkpoints = os.path.join(store_path, "runs", "killed", "checkpoints")
     report = {"killed": {"error": error, "seconds": time.time() - began,
                          "checkpoints": sorted(os.listdir(checkpoints))}}
-    model = fit("resumed", use_gpu=False)
-    report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": sorted(os.listdir(checkpoints))}
+    # Fit again with the same run_id: it resumes after epoch 1; its own rank 1 is killed in epoch 3, and the fit
+    # (max_retries=2) starts the ranks again from epoch 2's checkpoint and returns.
+    began = time.time()
+    model = fit("resumed", use_gpu=False, max_retries=2, kills=[KillRankOnce(marker("retried-once"), epoch=2)])
+    report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": sorted(os.listdir(checkpoints)),
+                         "killed": os.path.exists(marker("retried-once")), "seconds": time.time() - began}
     report["devices"] = {"use_gpu": devices(store_path, "killed"), "no_gpu": devices(store_path, "resumed")}
     report["transformed"] = model.transform(df.limit(10)).count()
-    # The same kill inside one fit that may retry (max_retries' default): fit returns, every epoch once in its
-    # history, and ends on the weights of a fit nobody disturbed.
+    # An executor's JVM SIGKILLed under rank 1 in epoch 2: Spark replaces the executor, the fit retries and returns.
     began = time.time()
-    retried = fit("retried", run_id="retried", max_retries=2, kill=os.path.join(store_path, "retried-once"))
-    report["retried"] = {"seconds": time.time() - began, "epochs": len(retried.getHistory()["loss"]),
-                         "killed": os.path.exists(os.path.join(store_path, "retried-once"))}
-    quiet = fit("quiet", run_id="quiet", kill=None).getModel().get_weights()
-    for name, got in (("retried", retried), ("resumed", model)):
+    lost = fit("executor", run_id="executor", max_retries=2,
+               kills=[KillRankOnce(marker("executor-once"), epoch=1, executor=True)])
+    report["executor"] = {"epochs": len(lost.getHistory()["loss"]), "killed": os.path.exists(marker("executor-once")),
+                          "seconds": time.time() - began}
+    quiet = fit("quiet", run_id="quiet").getModel().get_weights()
+    for name, got in (("resumed", model), ("executor", lost)):
         report[name]["max_diff_from_quiet"] = float(max(np.abs(a - b).max() for a, b in
                                                         zip(got.getModel().get_weights(), quiet)))
     return report
@@ -170,7 +181,8 @@ try:
     report["driver_netns"] = os.readlink("/proc/self/ns/net")
     if len(sys.argv) > 1:
         report.update(killed_and_resumed(session, sys.argv[1]))
-        report["estimator"] = run_checks(session, os.path.join(sys.argv[1], "estimator"), too_many=False)
+        report["estimator"] = run_checks(session, os.path.join(sys.argv[1], "estimator"), too_many=False,
+                                         best=False)
     print("RESULT " + json.dumps(report), flush=True)
 finally:
     session.stop()
