@@ -93,6 +93,7 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
     import dataclasses
     import shutil
 
+    from hvdkeras import config as config_lib
     from hvdkeras.common import horovod_env
 
     local = local_folder()
@@ -100,7 +101,7 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
         if horovod_env.launcher_rank() not in (0, None):
             return _train(config_tree, spec, local)
         store = spec.store
-        keep = int(dict(config_tree.get("checkpoint") or {}).get("keep", 3))
+        keep = int(dict(config_tree.get("checkpoint") or {}).get("keep", config_lib.CheckpointConfig().keep))
         mirror = RunMirror(store.fs, workdir, local, keep=keep,
                            shown=workdir if store.is_local() else store.fs.unstrip_protocol(workdir))
         try:
