@@ -1,7 +1,8 @@
-"""Horovod on Spark for Keras 2 and 3 (``hvdkeras.spark``, mirroring ``horovod.spark``): work in progress, issue 50.
+"""Horovod on Spark for Keras 2 and 3 (``hvdkeras.spark``, mirroring ``horovod.spark``).
 
-So far: :func:`run` (:mod:`hvdkeras.spark.runner`), :mod:`hvdkeras.spark.common.store` and
-:mod:`hvdkeras.spark.common.backend`. Importing this package needs no pyspark; calling ``run`` does.
+:func:`run` (:mod:`hvdkeras.spark.runner`), the store (:mod:`hvdkeras.spark.common.store`), the backend
+(:mod:`hvdkeras.spark.common.backend`) and the Keras estimator (:mod:`hvdkeras.spark.keras`). Importing this
+package needs no pyspark; calling ``run`` does.
 """
 from hvdkeras.spark.runner import run
 

@@ -360,6 +360,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"),
             checkpoint_callback=self.getOrDefault("checkpoint_callback"), use_gpu=use_gpu)
         workdir = store.get_localized_path(store.get_run_path(run_id))
+        checkpoints = store.get_checkpoint_path(run_id) or f"{store.get_run_path(run_id)}/checkpoints"
+        shown = store.get_localized_path(checkpoints) if store.is_local() else checkpoints
         env = dict(self.getOrDefault("backend_env") or {})
         if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
@@ -380,8 +382,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                     continue
                 retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
                 raise PeerLostError(f"fit stopped: a rank failed ({reason}){retried}; rank 0's checkpoints are in"
-                                    f" {workdir}/checkpoints: fit again with run_id={run_id!r} to resume"
-                                    " there") from None
+                                    f" {shown}: fit again with run_id={run_id!r} to resume there") from None
         errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
         if errors:
             raise SetupError(errors[0])
@@ -544,6 +545,18 @@ class _KerasModelWriter(MLWriter):
         super().__init__()
         self.instance = instance
         self.skip = tuple(skip)
+
+    def _handleOverwrite(self, path: str) -> None:
+        """Removes the saved model at ``path`` through fsspec (Spark's own way needs Hadoop's connector for an object
+        store); a ``path`` that holds something other than a saved model is refused, not removed."""
+        store = Store.create(path)
+        where = store.get_localized_path(path)
+        if not store.fs.exists(where):
+            return
+        if not store.exists(path + "/metadata"):
+            raise SetupError(f"{path} exists and holds no saved model (no {path}/metadata): overwrite removes only a"
+                             " saved model; save to another path")
+        store.fs.rm(where, recursive=True)
 
     def saveImpl(self, path: str) -> None:
         """Writes the model's metadata and Keras file under ``path``."""
