@@ -68,6 +68,9 @@ def _manifest(fs: Any, folder: str) -> Tuple[Optional[Dict[str, Dict[str, Any]]]
         return None, f"{MANIFEST} is unreadable ({type(exc).__name__})"
     if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
         return None, f"{MANIFEST} is unreadable (not a table of files)"
+    for rel in entries:  # the store is outside this process: a listed path never leaves its checkpoint's folder
+        if not isinstance(rel, str) or any(part in ("", ".", "..") for part in rel.split("/")) or "\\" in rel:
+            return None, f"{MANIFEST} lists {str(rel)[:80]!r}, a path outside its checkpoint"
     return entries, None
 
 

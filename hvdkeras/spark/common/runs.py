@@ -69,6 +69,20 @@ def _read_json(store: FilesystemStore, path: str) -> Optional[Dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
+def _holder(held: Mapping[str, Any]) -> str:
+    """Who a lock in the store names, as one short line (the store is outside this process: anything may be there)."""
+    text = " ".join(str(held.get("holder", "unknown")).split())
+    return text[:200] or "unknown"
+
+
+def _heartbeat(held: Mapping[str, Any]) -> float:
+    """When a lock in the store was last refreshed (0: never, or not a number)."""
+    try:
+        return float(held.get("heartbeat", 0.0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
 class RunLock:
     """One fit's hold on run ``run_id`` in ``store``: :meth:`acquire` it, :meth:`release` it (or use ``with``).
 
@@ -91,8 +105,8 @@ class RunLock:
         self._thread: Optional[threading.Thread] = None
 
     def _refuse(self, held: Mapping[str, Any]) -> SetupError:
-        age = max(0.0, self.clock() - float(held.get("heartbeat", 0.0)))
-        return SetupError(f"run_id {self.run_id!r} is being fitted by another fit ({held.get('holder', 'unknown')};"
+        age = max(0.0, self.clock() - _heartbeat(held))
+        return SetupError(f"run_id {self.run_id!r} is being fitted by another fit ({_holder(held)};"
                           f" last seen {age:.0f} s ago): wait for it to end, or pass another run_id")
 
     def _write(self) -> None:
@@ -107,10 +121,10 @@ class RunLock:
         """
         held = _read_json(self.store, self.path)
         if held is not None and held.get("token") != self.token:
-            if self.clock() - float(held.get("heartbeat", 0.0)) < self.stale_s:
+            if self.clock() - _heartbeat(held) < self.stale_s:
                 raise self._refuse(held)
             log.warning(f"run_id {self.run_id!r}: taking over a lock last seen more than {self.stale_s:g} s ago"
-                        f" ({held.get('holder', 'unknown')}), whose fit has ended without releasing it")
+                        f" ({_holder(held)}), whose fit has ended without releasing it")
         self._write()
         back = _read_json(self.store, self.path)
         if back is None or back.get("token") != self.token:
@@ -124,7 +138,7 @@ class RunLock:
         while not self._stop.wait(self.heartbeat_s):
             held = _read_json(self.store, self.path)
             if held is not None and held.get("token") != self.token:
-                log.warning(f"run_id {self.run_id!r}: another fit took this run's lock ({held.get('holder')})")
+                log.warning(f"run_id {self.run_id!r}: another fit took this run's lock ({_holder(held)})")
                 return
             try:
                 self._write()

@@ -188,3 +188,20 @@ def test_a_ranks_local_folder_is_new_and_the_folders_of_gone_processes_go(tmp_pa
     made = publish.local_folder(str(tmp_path))
     assert os.path.basename(made).startswith(f"hvdkeras-run-{os.getpid()}-")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name, os.path.basename(made)])
+
+
+@pytest.mark.parametrize("listed", ["../../outside", "/abs/path", "a/../../b", "./ckpt.index", "a//b"])
+def test_a_manifest_listing_a_path_outside_its_checkpoint_is_not_trusted_nor_followed(store, tmp_path, listed):
+    mirror = mirror_of(store, tmp_path / "local")
+    save_checkpoint(tmp_path / "local", "epoch-0001", b"weights-1")
+    mirror.publish()
+    folder = f"{mirror.remote_checkpoints}/epoch-0001"
+    manifest = json.loads(store.fs.cat(f"{folder}/manifest.json"))
+    manifest["files"][listed] = {"size": 9, "sha256": "0" * 64}
+    store.fs.pipe(f"{folder}/manifest.json", json.dumps(manifest).encode())
+    assert publish.problem(store.fs, folder) == f"manifest.json lists {listed!r}, a path outside its checkpoint"
+    fetched = RunMirror(store.fs, remote_of(store), str(tmp_path / "again"), keep=2)
+    warned = []
+    assert fetched.fetch(warn=warned.append) is None
+    assert "a path outside its checkpoint" in warned[0]
+    assert not (tmp_path / "outside").exists() and not os.path.exists("/abs/path")

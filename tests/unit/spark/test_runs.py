@@ -120,3 +120,14 @@ def test_a_run_with_checkpoints_resumes_only_the_job_that_trained_them(store):
 def test_a_run_from_before_job_records_resumes(store):
     _checkpoint(store, "old")
     assert runs.check_same_job(store, "old", JOB) == []
+
+
+def test_a_hostile_lock_in_the_store_is_still_one_line(store):
+    lock_path = f"{store.get_run_path('run1')}/{runs.LOCK_FILE}"
+    store.write_text(lock_path, json.dumps({"token": "x", "holder": "evil\nline two" + "y" * 500,
+                                            "heartbeat": 10 ** 12}))
+    with pytest.raises(SetupError) as error:
+        runs.RunLock(store, "run1", clock=Clock(10 ** 12 + 5)).acquire()
+    assert "\n" not in str(error.value) and "(evil line two" in str(error.value) and len(str(error.value)) < 400
+    store.write_text(lock_path, json.dumps({"token": "x", "holder": "h", "heartbeat": "soon"}))  # not a number
+    runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock()).acquire().release()  # stale: taken over
