@@ -51,10 +51,6 @@ def test_bad_input_is_refused_before_anything_is_written(checked):
     spark_checks.assert_checked_early(checked)
 
 
-def test_a_best_model_checkpoint_callback_makes_fit_return_the_best_epochs_model(checked):
-    spark_checks.assert_best(checked["best"])
-
-
 def test_more_ranks_than_task_slots_is_one_line_at_once(checked):
     # hvdkeras.spark.run's ranks in rank order: test_spark_cluster.py, on two hosts
     assert checked["too_many"] == ("num_proc=3 ranks need 3 Spark task slots at once, but this Spark has 2 (master"

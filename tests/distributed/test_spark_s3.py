@@ -15,10 +15,14 @@ import pytest
 
 from hvdkeras.common.processes import kill_tree
 from tests.harness.ranks import SCRIPTS, launch, results
+from tests.harness.stacks import once_per_make_test
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
 pytest.importorskip("s3fs", reason="s3fs is not installed (make install pins it)")
 pytest.importorskip("moto.server", reason="moto[server] is not installed (make install pins it)")
+# The store's code (fsspec, the Parquet writer, the checkpoint mirror) is the same Python on both stacks, and the
+# model's bytes are what the local store holds too: keras3 passes it by hand (HVDKERAS_ONCE_TESTS=all).
+pytestmark = once_per_make_test("the estimator's store on S3 (moto's server on loopback)", 2.5, stack="keras2")
 CHECK = os.path.join(SCRIPTS, "spark_s3_check.py")
 
 
@@ -66,15 +70,13 @@ def test_a_fit_whose_rank_is_killed_ends_in_one_line_with_its_checkpoint_in_the_
     assert killed["checkpoints"] == ["epoch-0001"], killed  # published by rank 0 before rank 1 died
 
 
-def test_the_next_fit_resumes_from_the_bucket_and_ends_on_the_quiet_fits_weights(checked):
+def test_the_next_fit_resumes_from_the_bucket(checked):
     resumed = checked["resumed"]
     trained = [tuple(line) for line in checked["epochs_trained"]]
     assert [e for tag, e in trained if tag == "second"] == ["1", "2"], trained  # epochs 2 and 3 only
-    assert [e for tag, e in trained if tag == "quiet"] == ["0", "1", "2"], trained
     assert resumed["history_epochs"] == 3  # metrics.jsonl came back from the bucket and went on
     assert resumed["checkpoints"] == ["epoch-0002", "epoch-0003"], resumed  # keep=2, pruned after the publish
     assert sorted(resumed["run_files"]) == ["config.yaml", "job.json", "metrics.jsonl"], resumed
-    assert resumed["max_weight_diff_to_quiet"] < 1e-6, resumed
 
 
 def test_transform_and_an_s3_saved_model_predict_the_same(checked):

@@ -17,13 +17,6 @@ def assert_fit(fit):
                                                                              "intermediate_val_data.run1"], fit
 
 
-def assert_best(best):
-    """Horovod's ``checkpoint_callback=BestModelCheckpoint(...)``: fit returned the best epoch's model, not the last,
-    and removed its Parquet."""
-    assert best["epochs"] == 2 and best["equals_best"] and not best["equals_other"], best
-    assert best["left"] == [], best
-
-
 def assert_transform(transform):
     """``transform`` added the output column to every row, and it predicts."""
     assert transform["columns"] == ["features", "extra", "label", "id", "label_prob"]

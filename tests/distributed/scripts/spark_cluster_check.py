@@ -5,18 +5,17 @@
 * ``hvdkeras.spark.run(fn, num_proc=2)``: one rank per executor, each allreducing its rank and saying
   where it ran (hostname, its address on the lab's link, its network namespace);
 * ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
-* with ``STORE`` (``spark_cluster_check.py STORE``, on the filesystem both hosts share): a KerasEstimator
-  fit of two ranks, one per host, on a small model; a callback SIGKILLs rank 1's process at the third
-  batch of epoch 2, once (a marker file in the store remembers). The first fit must end in one line; a
-  second fit with the same run_id resumes from the store's checkpoint and trains to the end; its model
-  predicts;
-* the KerasEstimator checks test_spark.py runs on local[2] (``spark_estimator_check.run_checks``: fit
-  against one process, transform, persistence, the one-line errors), here on the cluster, the store on
-  the shared filesystem (keras3 runs them here and keras2 on local[2]).
+* with ``STORE`` (``spark_cluster_check.py STORE``, on the filesystem both hosts share): KerasEstimator fits of
+  two ranks, one per host, on a small model. The first (``max_retries=0``) has rank 1 SIGKILLed in epoch 2 and
+  must end in one line; the second, with the same run_id, resumes from the store's checkpoint, has the executor
+  JVM under rank 1 SIGKILLed in epoch 2 and rank 1 itself in epoch 3, retries both and returns; a quiet fit
+  that nobody disturbed is the reference for its weights, and its kept Parquet for a second ``prepare``'s rows.
+  Each rank records the GPU Spark assigned its task (the lab's stand-ins) and what it made visible.
 
 One driver (one SparkSession, one set of executors) for every check: each costs 10-20 s to start.
 Prints ``RESULT {"ranks": [...], "too_many": {...}, "slots": {...}, "killed": {...}, "resumed": {...},
-"transformed": N, "estimator": {...}}``.
+"devices": {...}, "transformed": N, "same_files": bool}``. The estimator's other checks run on local[2]
+(test_spark.py), and Horovod's own scenarios on both stacks (test_horovod_spark_keras.py).
 """
 import json
 import os
@@ -27,7 +26,6 @@ import time
 import numpy as np
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
-from spark_estimator_check import run_checks  # this script's folder is first on sys.path
 
 import hvdkeras.spark.keras as hvd_keras
 from hvdkeras import spark as hvd_spark
@@ -117,12 +115,12 @@ def killed_and_resumed(session, store_path):
                                  ["features", "label"])
     store = Store.create(store_path)
 
-    def fit(tag, run_id="killed", use_gpu=True, max_retries=0, kills=()):
+    def fit(tag, run_id="killed", use_gpu=True, max_retries=0, kills=(), **kw):
         return hvd_keras.KerasEstimator(
             num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
             loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
             label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
-            use_gpu=use_gpu, max_retries=max_retries, callbacks=[RecordDevices(store_path, tag), *kills]).fit(df)
+            use_gpu=use_gpu, max_retries=max_retries, callbacks=[RecordDevices(store_path, tag), *kills], **kw).fit(df)
 
     def marker(name):
         return os.path.join(store_path, name)
@@ -136,25 +134,47 @@ def killed_and_resumed(session, store_path):
     checkpoints = os.path.join(store_path, "runs", "killed", "checkpoints")
     report = {"killed": {"error": error, "seconds": time.time() - began,
                          "checkpoints": sorted(os.listdir(checkpoints))}}
-    # Fit again with the same run_id: it resumes after epoch 1; its own rank 1 is killed in epoch 3, and the fit
-    # (max_retries=2) starts the ranks again from epoch 2's checkpoint and returns.
+    # Fit again with the same run_id: it resumes after epoch 1. In epoch 2 the executor JVM under rank 1 is
+    # SIGKILLed (Spark replaces it, the fit waits and starts the ranks again from epoch 1's checkpoint), in epoch 3
+    # rank 1 itself (again, from epoch 2's): max_retries=2 covers both, and the fit returns.
     began = time.time()
-    model = fit("resumed", use_gpu=False, max_retries=2, kills=[KillRankOnce(marker("retried-once"), epoch=2)])
+    model = fit("resumed", use_gpu=False, max_retries=2,
+                kills=[KillRankOnce(marker("executor-once"), epoch=1, executor=True),
+                       KillRankOnce(marker("retried-once"), epoch=2)])
     report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": sorted(os.listdir(checkpoints)),
-                         "killed": os.path.exists(marker("retried-once")), "seconds": time.time() - began}
+                         "killed": [os.path.exists(marker(m)) for m in ("executor-once", "retried-once")],
+                         "seconds": time.time() - began}
     report["devices"] = {"use_gpu": devices(store_path, "killed"), "no_gpu": devices(store_path, "resumed")}
     report["transformed"] = model.transform(df.limit(10)).count()
-    # An executor's JVM SIGKILLed under rank 1 in epoch 2: Spark replaces the executor, the fit retries and returns.
-    began = time.time()
-    lost = fit("executor", run_id="executor", max_retries=2,
-               kills=[KillRankOnce(marker("executor-once"), epoch=1, executor=True)])
-    report["executor"] = {"epochs": len(lost.getHistory()["loss"]), "killed": os.path.exists(marker("executor-once")),
-                          "seconds": time.time() - began}
-    quiet = fit("quiet", run_id="quiet").getModel().get_weights()
-    for name, got in (("resumed", model), ("executor", lost)):
-        report[name]["max_diff_from_quiet"] = float(max(np.abs(a - b).max() for a, b in
-                                                        zip(got.getModel().get_weights(), quiet)))
+    report["left"] = sorted(n for n in os.listdir(store_path) if n.startswith("intermediate_"))  # fits remove theirs
+    quiet = fit("quiet", run_id="quiet", keep_intermediate_data=True)
+    report["resumed"]["max_diff_from_quiet"] = float(max(np.abs(a - b).max() for a, b in
+                                                         zip(model.getModel().get_weights(),
+                                                             quiet.getModel().get_weights())))
+    report["same_files"] = prepared_again_alike(df, store, store_path)
     return report
+
+
+def prepared_again_alike(df, store, store_path):
+    """Whether the quiet fit's kept training Parquet and a second ``prepare`` of the same DataFrame hold the same rows
+    in the same order in each file: on the cluster the rows of a file come from two executors' shuffle blocks, in
+    the order they arrive, and a rank's epoch shuffle permutes its rows by position."""
+    import pyarrow.parquet as pq
+
+    from hvdkeras.spark.common.data import prepare
+    from hvdkeras.spark.common.reader import parquet_files
+
+    (kept,) = [n for n in os.listdir(store_path) if n.startswith("intermediate_train_data.quiet.")]
+    again = prepare(df, store, 2, ["features"], ["label"], seed=1, dataset_idx="again")
+
+    def contents(path):
+        found = []
+        for name, _ in parquet_files(store, path):
+            with store.fs.open(name, "rb") as f:
+                found.append(pq.read_table(f).to_pydict())
+        return found
+
+    return contents(f"{store.prefix_path}/{kept}") == contents(again.train_path)
 
 
 def slots(sc):
@@ -181,8 +201,6 @@ try:
     report["driver_netns"] = os.readlink("/proc/self/ns/net")
     if len(sys.argv) > 1:
         report.update(killed_and_resumed(session, sys.argv[1]))
-        report["estimator"] = run_checks(session, os.path.join(sys.argv[1], "estimator"), too_many=False,
-                                         best=False)
     print("RESULT " + json.dumps(report), flush=True)
 finally:
     session.stop()

@@ -139,33 +139,6 @@ def error_of(fn):
     return None
 
 
-def checkpoint_weights(store_path, run_id, name):
-    """The model's weights in the run's checkpoint ``name`` (``epoch-0001``), restored into a fresh model."""
-    import tensorflow as tf
-
-    model = make_model()
-    prefix = os.path.join(store_path, "runs", run_id, "checkpoints", name, "ckpt")
-    tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
-    return model.get_weights()
-
-
-def best_model_returned(estimator, df, store_path):
-    """A fit with Horovod's ``checkpoint_callback=BestModelCheckpoint(...)`` returns the model of its best epoch (here
-    the highest val_loss, so not the last), equal to that epoch's checkpoint; its Parquet is removed after it."""
-    from hvdkeras.keras.callbacks import BestModelCheckpoint
-
-    fitted = estimator(run_id="best", checkpoint_callback=BestModelCheckpoint(monitor="val_loss", mode="max"),
-                       epochs=2).fit(df)
-    val_loss = fitted.getHistory()["val_loss"]
-    best = int(np.argmax(val_loss))
-    returned = fitted.getModel().get_weights()
-    return {"epochs": len(val_loss),
-            "equals_best": all(np.array_equal(a, b) for a, b in
-                               zip(returned, checkpoint_weights(store_path, "best", f"epoch-{best + 1:04d}"))),
-            "equals_other": all(np.array_equal(a, b) for a, b in
-                                zip(returned, checkpoint_weights(store_path, "best", f"epoch-{2 - best:04d}")))}
-
-
 def bad_rows(spark, df):
     """``df`` with one row's value made null, NaN or infinite in a column (the feature vector, the array, the label)."""
     from pyspark.sql import functions as F
@@ -180,9 +153,8 @@ def bad_rows(spark, df):
             "inf_extra": at_row_7("extra", F.array(*[F.lit(float("inf"))] * 3).cast("array<double>"))}
 
 
-def run_checks(spark, store_path, too_many=True, best=True):
-    """Every check on ``spark``'s cluster, the store at ``store_path``: the result this script prints (``best``: the
-    fit with a ``BestModelCheckpoint``, which the cluster's driver leaves to keras3's Horovod scenarios)."""
+def run_checks(spark, store_path, too_many=True):
+    """Every check on ``spark``'s cluster, the store at ``store_path``: the result this script prints."""
     out = {"seconds": {}}
     clock = [time.monotonic()]
 
@@ -217,10 +189,6 @@ def run_checks(spark, store_path, too_many=True, best=True):
     lap("fit")
     for name in intermediate_data(store_path):
         store.fs.rm(os.path.join(store_path, name), recursive=True)
-    if best:
-        out["best"] = best_model_returned(estimator, df, store_path)
-        out["best"]["left"] = intermediate_data(store_path)
-        lap("best")
     predicted = keras_model.transform(df.drop("label_vec"))
     collected = predicted.select("label", "label_prob").collect()
     out["transform"] = {"columns": predicted.columns, "rows": len(collected),
