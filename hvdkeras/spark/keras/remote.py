@@ -173,6 +173,4 @@ def _load_saved(model: Any, path: str, callback: Any) -> None:
     if getattr(callback, "save_weights_only", False):
         model.load_weights(path)
         return
-    from hvdkeras.runtime.compat import keras
-
     model.set_weights(keras.models.load_model(path, compile=False).get_weights())

@@ -26,6 +26,7 @@ import time
 import numpy as np
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
+from spark_estimator_check import prepared_twice_alike  # this script's folder is first on sys.path
 
 import hvdkeras.spark.keras as hvd_keras
 from hvdkeras import spark as hvd_spark
@@ -151,30 +152,10 @@ def killed_and_resumed(session, store_path):
     report["resumed"]["max_diff_from_quiet"] = float(max(np.abs(a - b).max() for a, b in
                                                          zip(model.getModel().get_weights(),
                                                              quiet.getModel().get_weights())))
-    report["same_files"] = prepared_again_alike(df, store, store_path)
-    return report
-
-
-def prepared_again_alike(df, store, store_path):
-    """Whether the quiet fit's kept training Parquet and a second ``prepare`` of the same DataFrame hold the same rows
-    in the same order in each file: on the cluster the rows of a file come from two executors' shuffle blocks, in
-    the order they arrive, and a rank's epoch shuffle permutes its rows by position."""
-    import pyarrow.parquet as pq
-
-    from hvdkeras.spark.common.data import prepare
-    from hvdkeras.spark.common.reader import parquet_files
-
     (kept,) = [n for n in os.listdir(store_path) if n.startswith("intermediate_train_data.quiet.")]
-    again = prepare(df, store, 2, ["features"], ["label"], seed=1, dataset_idx="again")
-
-    def contents(path):
-        found = []
-        for name, _ in parquet_files(store, path):
-            with store.fs.open(name, "rb") as f:
-                found.append(pq.read_table(f).to_pydict())
-        return found
-
-    return contents(f"{store.prefix_path}/{kept}") == contents(again.train_path)
+    report["same_files"] = prepared_twice_alike(df, store, f"{store.prefix_path}/{kept}", ["features"], ["label"],
+                                                seed=1)
+    return report
 
 
 def slots(sc):

@@ -109,21 +109,21 @@ def intermediate_data(store_path):
     return sorted(n for n in os.listdir(store_path) if n.startswith("intermediate_"))
 
 
-def prepared_twice_alike(df, store, path):
-    """Whether the fit's training Parquet (``path``, kept) and a second ``prepare`` of the same DataFrame (the store's
-    dataset 1) hold the same rows in the same order in each file: a rank's epoch shuffle permutes its rows by
-    position, so a second fit with the same seed trains on the same batches only then (on the cluster the rows of a
-    file come from two executors' shuffle blocks, in the order they arrive)."""
+def prepared_twice_alike(df, store, path, feature_cols, label_cols, **kwargs):
+    """Whether the fit's training Parquet (``path``, kept) and a second ``prepare`` of the same DataFrame (with
+    ``kwargs``, into the store's dataset ``again``) hold the same rows in the same order in each file: a rank's epoch
+    shuffle permutes its rows by position, so a second fit with the same seed trains on the same batches only then
+    (on the cluster the rows of a file come from two executors' shuffle blocks, in the order they arrive)."""
     import pyarrow.parquet as pq
 
     from hvdkeras.spark.common.data import prepare
     from hvdkeras.spark.common.reader import parquet_files
 
-    again = prepare(df, store, 2, ["features", "extra"], ["label_vec"], validation=0.25, seed=1, dataset_idx=1)
+    again = prepare(df, store, 2, feature_cols, label_cols, dataset_idx="again", **kwargs)
 
-    def contents(path):
+    def contents(where):
         found = []
-        for name, _ in parquet_files(store, path):
+        for name, _ in parquet_files(store, where):
             with store.fs.open(name, "rb") as f:
                 found.append(pq.read_table(f).to_pydict())
         return found
@@ -185,7 +185,8 @@ def run_checks(spark, store_path, too_many=True):
     (train_data,) = [n for n in out["fit"]["kept"] if n.startswith("intermediate_train_data.")]
     train_path = f"{store.prefix_path}/{train_data}"
     out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store, train_path)
-    out["fit"]["same_files"] = prepared_twice_alike(df, store, train_path)
+    out["fit"]["same_files"] = prepared_twice_alike(df, store, train_path, ["features", "extra"], ["label_vec"],
+                                                    validation=0.25, seed=1)
     lap("fit")
     for name in intermediate_data(store_path):
         store.fs.rm(os.path.join(store_path, name), recursive=True)
