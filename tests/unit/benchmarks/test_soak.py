@@ -385,7 +385,10 @@ def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_prom
               str(workdir))
     plan = [schedule.PlannedFault(0, schedule.KILL_RANK, schedule.PREVIOUS, 0.15, rank=1),
             schedule.PlannedFault(1, schedule.PREEMPT, schedule.RESTART, 0.12)]
-    loop = Loop(job, plan, (0.1, 0.2), deadline_s=5, logs=str(tmp_path), max_attempts=4, say=lambda line: None,
+    # The preemption is due 0.12 s into the restart; only a restart that is not coming would make it due 4 s after
+    # the kill instead (the interval's longest). With 0.2 s there, a busy machine's job that took longer than that
+    # to see its dead rank got the preemption too, in the first attempt ([-15, 0]).
+    loop = Loop(job, plan, (0.1, 4.0), deadline_s=5, logs=str(tmp_path), max_attempts=4, say=lambda line: None,
                 tick_s=0.02)
     assert loop.run()
     statuses = [a.status for a in loop.attempts]
