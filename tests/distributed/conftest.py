@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.harness import lab_lock
+from tests.harness import lab_lock, spark_driver
 from tests.harness.ranks import MPI_ENV, REPO, SCRIPTS, horovodrun, train_args
 from tests.harness.reports import EXACT
 from tests.harness.shared_job import run_scripts
@@ -100,3 +100,21 @@ def api_and_gradients(tmp_path_factory):
             "gradient_check": [os.path.join(SCRIPTS, "gradient_check.py"), str(base / "fp16")],
             "horovod_keras_api": [os.path.join(SCRIPTS, "horovod_keras_api.py"), str(base / "api")]}
     return run_scripts(jobs, timeout=600), base
+
+
+@pytest.fixture(scope="session")
+def spark_local(request, tmp_path_factory):
+    """The shared local[2] Spark driver's result (tests/harness/spark_driver.py), run once per session.
+
+    Each Spark test module says which part of it it needs in ``SPARK_LOCAL`` (``estimator``, ``s3``, ``scenarios``;
+    empty where its tests skip on this stack); the driver runs the parts of the modules this session collected.
+    """
+    parts = {"estimator": False, "s3": False, "scenarios": []}
+    for module in sorted({item.module for item in request.session.items}, key=lambda m: m.__name__):
+        for key, value in getattr(module, "SPARK_LOCAL", {}).items():
+            parts[key] = parts[key] + list(value) if key == "scenarios" else parts[key] or value
+    work = str(tmp_path_factory.mktemp("spark_local"))
+    result = spark_driver.run(work, parts["estimator"], parts["s3"], parts["scenarios"])
+    laps = {part: result[part]["seconds"] for part in ("estimator", "s3", "horovod") if part in result}
+    print(f"\nthe shared Spark driver ran {sorted(result)}; its laps (s): {laps}")
+    return result

@@ -1,23 +1,19 @@
 """Horovod's own Spark Keras tests, as a user switches them by their import lines, on local[2].
 
-The driver (``scripts/horovod_spark_keras_check.py``) runs, in one SparkSession, each scenario of Horovod's
+The local[2] driver this stack's Spark tests share (the ``spark_local`` fixture) runs, with
+``scripts/horovod_spark_keras_check.py``, each scenario of Horovod's
 ``test/integration/test_spark_keras.py`` that uses only Horovod's public API, with ``import hvdkeras.spark.keras as
 hvd`` and Keras 3's own migration; what the originals read of Horovod's internals is replaced by what a user sees.
 Every scenario passes on both stacks (``HVDKERAS_ONCE_TESTS=all`` runs them all on each); to keep each stack's Spark
 tests short, keras2 runs those whose ranks Spark starts (a Horovod start each) and keras3 those whose user backend
 trains in the driver, where Keras 3's differences (losses, metrics, saving) show.
 """
-import os
-import sys
-
 import pytest
 
-from tests.harness.ranks import SCRIPTS, launch, results
 from tests.harness.stacks import ONCE_ENV, once_here
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
 
-CHECK = os.path.join(SCRIPTS, "horovod_spark_keras_check.py")
 BY_STACK = {
     "keras2": ["test_fit_model", "test_fit_model_with_tensorflow_dataset_prefetch_buffer_size",
                "test_fit_model_multiclass"],
@@ -25,13 +21,12 @@ BY_STACK = {
                "test_keras_model_checkpoint_callback", "test_model_serialization"],
 }
 HERE = [scenario for stack, scenarios in BY_STACK.items() if once_here(stack) for scenario in scenarios]
+SPARK_LOCAL = {"scenarios": HERE}  # the part of the shared driver these tests need
 
 
 @pytest.fixture(scope="module")
-def outcome(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("horovod_spark"))
-    (result,) = results(launch([sys.executable, CHECK, root, ",".join(HERE)], timeout=600))
-    return result
+def outcome(spark_local):
+    return spark_local.get("horovod", {})
 
 
 @pytest.mark.parametrize("scenario", [s for scenarios in BY_STACK.values() for s in scenarios])

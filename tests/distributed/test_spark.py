@@ -1,17 +1,13 @@
 """hvdkeras.spark on a real Spark (local[2]): Horovod's KerasEstimator API trained through hvdkeras's core.
 
-One driver (tests/distributed/scripts/spark_estimator_check.py) runs every check on one SparkSession,
-and the tests below assert on its result (tests/harness/spark_checks.py). keras2 runs them here;
-keras3 runs the same checks on the standalone cluster of the two emulated hosts
-(test_spark_cluster.py, once per ``make test``), where a rank is also killed in the middle of ``fit``.
+The checks (tests/distributed/scripts/spark_estimator_check.py) run in the local[2] driver this stack's Spark
+tests share (the ``spark_local`` fixture, tests/harness/spark_driver.py), and the tests below assert on its result
+(tests/harness/spark_checks.py). keras2 runs them; keras3 runs its Spark fits on the standalone cluster of the two
+emulated hosts (test_spark_cluster.py, once per ``make test``), where an executor and a rank are killed mid-``fit``.
 """
-import os
-import sys
-
 import pytest
 
 from tests.harness import spark_checks
-from tests.harness.ranks import SCRIPTS, launch, results
 from tests.harness.stacks import ONCE_ENV, once_here
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
@@ -20,15 +16,12 @@ pytestmark = pytest.mark.skipif(
     reason="the KerasEstimator on local[2]: on the keras2 stack; keras3 runs the same checks on the standalone cluster"
            f" (test_spark_cluster.py), which keeps each stack's Spark tests within 3 minutes ({ONCE_ENV}=all runs"
            " them here too)")
-CHECK = os.path.join(SCRIPTS, "spark_estimator_check.py")
+SPARK_LOCAL = {"estimator": once_here("keras2")}  # the part of the shared driver these tests need
 
 
 @pytest.fixture(scope="module")
-def checked(tmp_path_factory):
-    store = tmp_path_factory.mktemp("spark_store")
-    (result,) = results(launch([sys.executable, CHECK, str(store)], timeout=600))
-    print(f"\nthe driver's checks took {result['seconds']} s")
-    return result
+def checked(spark_local):
+    return spark_local["estimator"]
 
 
 def test_fit_trains_on_two_ranks_like_one_process_on_the_global_batch(checked):

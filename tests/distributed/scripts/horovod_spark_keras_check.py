@@ -1,18 +1,20 @@
 """What Horovod's own Spark Keras tests (``test/integration/test_spark_keras.py``) do through its public API, switched
 to hvdkeras by the import lines, on local[2].
 
-``horovod_spark_keras_check.py STORE_ROOT`` runs each scenario of those tests that uses only Horovod's public names
+``horovod_spark_keras_check.py STORE_ROOT [NAME,...]`` (or :func:`run_scenarios` in ``spark_local_check.py``, the
+driver test_horovod_spark_keras.py runs) runs each scenario of those tests that uses only Horovod's public names
 (``horovod.spark.keras``, ``horovod.spark.common.store``, ``horovod.tensorflow.keras.callbacks``), each with the
 imports below instead of Horovod's and Keras 3's own migration (``learning_rate=``, ``input_shape=``). What the
 originals read of Horovod's internals (a mocked ``fit_fn``, ``util.prepare_data``, ``_load_model_from_checkpoint``)
 is replaced by what a user sees: the store's files, the returned model, the history. Their in-process backend
 (a ``Backend`` whose ``run`` calls the function once, here) is the user's own backend class. It prints
-``RESULT {name: "passed" | the failure's last line}``.
+``RESULT {name: "passed" | the failure's last line, "seconds": {name: seconds}}``.
 """
 import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -193,24 +195,32 @@ SCENARIOS = [test_fit_model, test_fit_model_with_tensorflow_dataset_prefetch_buf
              test_restore_from_checkpoint, test_keras_direct_parquet_train, test_keras_model_checkpoint_callback,
              test_model_serialization]
 
+def run_scenarios(spark, root, wanted):
+    """Each scenario named in ``wanted``, on ``spark``, its store under ``root``: ``{name: "passed" | the failure's
+    last line, "seconds": {name: how long it took}}``."""
+    outcome = {"seconds": {}}
+    for scenario in SCENARIOS:
+        if scenario.__name__ not in wanted:
+            continue
+        began = time.monotonic()
+        tf.keras.backend.clear_session()
+        store = LocalStore(os.path.join(root, scenario.__name__))
+        try:
+            scenario(spark, store)
+            outcome[scenario.__name__] = "passed"
+        except Exception:  # noqa: BLE001 - each scenario's failure is reported by name
+            outcome[scenario.__name__] = traceback.format_exc().strip().splitlines()[-1]
+            traceback.print_exc()
+        outcome["seconds"][scenario.__name__] = round(time.monotonic() - began, 1)
+    return outcome
+
+
 if __name__ == "__main__":
-    root = sys.argv[1]
-    wanted = sys.argv[2].split(",") if len(sys.argv) > 2 else [s.__name__ for s in SCENARIOS]
     spark = (SparkSession.builder.master("local[2]").appName("horovod-spark-keras")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    outcome = {}
     try:
-        for scenario in SCENARIOS:
-            if scenario.__name__ not in wanted:
-                continue
-            tf.keras.backend.clear_session()
-            store = LocalStore(os.path.join(root, scenario.__name__))
-            try:
-                scenario(spark, store)
-                outcome[scenario.__name__] = "passed"
-            except Exception:  # noqa: BLE001 - each scenario's failure is reported by name
-                outcome[scenario.__name__] = traceback.format_exc().strip().splitlines()[-1]
-                traceback.print_exc()
+        result = run_scenarios(spark, sys.argv[1], sys.argv[2].split(",") if len(sys.argv) > 2
+                               else [s.__name__ for s in SCENARIOS])
     finally:
         spark.stop()
-    print("RESULT " + json.dumps(outcome), flush=True)
+    print("RESULT " + json.dumps(result), flush=True)

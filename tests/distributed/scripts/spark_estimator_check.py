@@ -1,15 +1,14 @@
 """hvdkeras.spark.keras.KerasEstimator on a real Spark, Horovod's MNIST example's shape.
 
-``spark_estimator_check.py STORE``: test_spark.py's driver on local[2], several checks in one driver
-(each Spark session and each Horovod start costs ~10-20 s). test_spark_cluster.py's driver
-(``spark_cluster_check.py``) runs the same checks (:func:`run_checks`) on the standalone cluster.
+``spark_estimator_check.py STORE`` on local[2], or :func:`run_checks` in ``spark_local_check.py``, the driver
+test_spark.py runs: several checks in one driver (each Spark session and each Horovod start costs ~10-20 s).
 It prints ``RESULT {...}`` with:
 
 * ``fit``: two ranks train a multi-input model (a 64-value DenseVector reshaped to (8, 8, 1), and an
   array column) on one-hot SparseVector labels with a validation fraction; the history, a weight
   checksum of the model fit returned and of the same model trained in this process on the same
   rows, batches and rate (``single``), the run's checkpoints;
-* ``transform``: prediction columns, a row count, the argmax accuracy;
+* ``transform``: prediction columns, a row count, the argmax accuracy, the rows ``toPandas()`` gives;
 * ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
 * ``too_many``: hvdkeras.spark.run with num_proc=3 on two slots (local[2] only: the cluster's driver has its own);
 * ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
@@ -194,7 +193,9 @@ def run_checks(spark, store_path, too_many=True):
     collected = predicted.select("label", "label_prob").collect()
     out["transform"] = {"columns": predicted.columns, "rows": len(collected),
                         "accuracy": float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label
-                                                   for r in collected]))}
+                                                   for r in collected])),
+                        # Horovod's examples read predictions with toPandas(): the [spark] extra brings pandas
+                        "pandas_rows": len(predicted.select("id", "label_prob").toPandas())}
 
     lap("transform")
     model_path = os.path.join(store_path, "saved_model")

@@ -1,8 +1,9 @@
 """hvdkeras.spark.keras.KerasEstimator with its store on S3: moto's S3 server on loopback, local[2], one driver.
 
-``spark_s3_check.py ENDPOINT WORK``: test_spark_s3.py's driver (the test starts the server at ENDPOINT and
-stops it). The driver and the executors find the server through the environment only, as a user's job
-finds S3 (``AWS_ENDPOINT_URL``, dummy credentials), and ``Store.create("s3://bucket/store")``:
+``spark_s3_check.py ENDPOINT WORK`` (a server at ENDPOINT), or :func:`run_s3_checks` in
+``spark_local_check.py``, the driver test_spark_s3.py runs (its fixture starts the server and stops it). The
+driver and the executors find the server through the environment only, as a user's job finds S3
+(``AWS_ENDPOINT_URL``, dummy credentials, :func:`s3_environment`), and ``Store.create("s3://bucket/store")``:
 
 * ``killed``: a fit whose callback SIGKILLs rank 1 at the third batch of epoch 2, once (a marker file in
   WORK remembers); it must end in one line, with epoch 1's checkpoint published in the bucket;
@@ -25,14 +26,21 @@ import time
 
 SECRET = "hvdkeras-test-secret-key-not-in-any-file"
 BUCKET = "bucket"
-ENDPOINT, WORK = sys.argv[1], sys.argv[2]
-# Before Spark starts: the executors' Python workers and the Horovod ranks inherit this environment. The ranks'
-# local folders go to this run's own temporary folder, where no other job's ranks are.
-TMP = os.path.join(WORK, "tmp")
-os.makedirs(TMP, exist_ok=True)
-os.environ.update(PYSPARK_PYTHON=sys.executable, AWS_ENDPOINT_URL=ENDPOINT, AWS_ACCESS_KEY_ID="hvdkeras-test",
-                  AWS_SECRET_ACCESS_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1", TMPDIR=TMP)
-tempfile.tempdir = TMP
+
+
+def s3_environment(endpoint, work):
+    """What the driver sets before Spark starts, so that the executors' Python workers and the Horovod ranks
+    inherit it: the S3 server and its credentials (as a user's job finds S3), and the ranks' local folders in
+    ``work``'s own temporary folder, where no other job's ranks are."""
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ.update(PYSPARK_PYTHON=sys.executable, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="hvdkeras-test",
+                      AWS_SECRET_ACCESS_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1", TMPDIR=tmp)
+    tempfile.tempdir = tmp
+
+
+if __name__ == "__main__":
+    s3_environment(sys.argv[1], sys.argv[2])
 
 import boto3  # noqa: E402
 import numpy as np  # noqa: E402
@@ -100,69 +108,74 @@ def checkpoints(run_id):
     return sorted({key[len(prefix):].split("/", 1)[0] for key in objects(prefix)})
 
 
-def main():
+def run_s3_checks(session, work):
+    """Every check with the store in the bucket, on ``session``'s Spark (after :func:`s3_environment`): the result
+    this script prints."""
     boto3.client("s3").create_bucket(Bucket=BUCKET)
     began, out = time.monotonic(), {"seconds": {}}
+    tmp = os.environ["TMPDIR"]
+    rank_dirs_before = set(glob.glob(os.path.join(tmp, "hvdkeras-run-*")))
 
     def lap(name):
         out["seconds"][name] = round(time.monotonic() - began, 1)
 
-    session = (SparkSession.builder.master("local[2]").appName("hvdkeras-spark-s3-check")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, ROWS)
+    features = rng.normal(size=(ROWS, 16)) + labels[:, None]
+    df = session.createDataFrame([(Vectors.dense(features[i].tolist()), int(labels[i]), i) for i in range(ROWS)],
+                                 ["features", "label", "id"])
+    store = Store.create(f"s3://{BUCKET}/store")
+    marker, trained = os.path.join(work, "killed-once"), os.path.join(work, "epochs-trained")
+    lap("data")
+
+    def fit(run_id, tag, kill=True, **kw):
+        callbacks = [EpochsTrained(trained, tag)] + ([KillRankOnce(marker)] if kill else [])
+        return hvd_keras.KerasEstimator(
+            num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
+            loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
+            label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
+            callbacks=callbacks, **kw).fit(df)
+
     try:
-        rng = np.random.default_rng(0)
-        labels = rng.integers(0, 3, ROWS)
-        features = rng.normal(size=(ROWS, 16)) + labels[:, None]
-        df = session.createDataFrame([(Vectors.dense(features[i].tolist()), int(labels[i]), i) for i in range(ROWS)],
-                                     ["features", "label", "id"])
-        store = Store.create(f"s3://{BUCKET}/store")
-        marker, trained = os.path.join(WORK, "killed-once"), os.path.join(WORK, "epochs-trained")
-        lap("session")
+        fit("killed", "first", max_retries=0)  # the fit itself would start the ranks again: here the user does
+        error = None
+    except HvdkerasError as exc:
+        error = str(exc)
+    out["killed"] = {"error": error, "checkpoints": checkpoints("killed")}
+    lap("killed")
+    resumed = fit("killed", "second")
+    out["resumed"] = {"history_epochs": len(resumed.getHistory()["loss"]), "checkpoints": checkpoints("killed"),
+                      "run_files": [k.rsplit("/", 1)[-1] for k in objects("store/runs/killed/")
+                                    if "/checkpoints/" not in k]}
+    with open(trained) as f:
+        out["epochs_trained"] = [line.split() for line in f.read().splitlines()]
+    lap("resumed")
 
-        def fit(run_id, tag, kill=True, **kw):
-            callbacks = [EpochsTrained(trained, tag)] + ([KillRankOnce(marker)] if kill else [])
-            return hvd_keras.KerasEstimator(
-                num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
-                loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
-                label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
-                callbacks=callbacks, **kw).fit(df)
+    model = resumed.setOutputCols(["label_prob"])
+    predicted = model.transform(df)
+    out["transform"] = {"columns": predicted.columns, "rows": predicted.count()}
+    few = df.filter("id < 5").coalesce(1)
+    first = [r.label_prob.toArray().tolist() for r in model.transform(few).orderBy("id").collect()]
+    path = f"s3://{BUCKET}/models/resumed"
+    model.save(path)
+    loaded = hvd_keras.KerasModel.load(path)
+    again = [r.label_prob.toArray().tolist() for r in loaded.transform(few).orderBy("id").collect()]
+    out["persist"] = {"same": first == again, "objects": objects("models/resumed/"),
+                      "output_cols": loaded.getOutputCols()}
+    lap("transform_persist")
 
-        try:
-            fit("killed", "first", max_retries=0)  # the fit itself would start the ranks again: here the user does
-            error = None
-        except HvdkerasError as exc:
-            error = str(exc)
-        out["killed"] = {"error": error, "checkpoints": checkpoints("killed")}
-        lap("killed")
-        resumed = fit("killed", "second")
-        out["resumed"] = {"history_epochs": len(resumed.getHistory()["loss"]), "checkpoints": checkpoints("killed"),
-                          "run_files": [k.rsplit("/", 1)[-1] for k in objects("store/runs/killed/")
-                                        if "/checkpoints/" not in k]}
-        with open(trained) as f:
-            out["epochs_trained"] = [line.split() for line in f.read().splitlines()]
-        lap("resumed")
-
-        model = resumed.setOutputCols(["label_prob"])
-        predicted = model.transform(df)
-        out["transform"] = {"columns": predicted.columns, "rows": predicted.count()}
-        few = df.filter("id < 5").coalesce(1)
-        first = [r.label_prob.toArray().tolist() for r in model.transform(few).orderBy("id").collect()]
-        path = f"s3://{BUCKET}/models/resumed"
-        model.save(path)
-        loaded = hvd_keras.KerasModel.load(path)
-        again = [r.label_prob.toArray().tolist() for r in loaded.transform(few).orderBy("id").collect()]
-        out["persist"] = {"same": first == again, "objects": objects("models/resumed/"),
-                          "output_cols": loaded.getOutputCols()}
-        lap("transform_persist")
-
-        s3 = boto3.client("s3")
-        holding = [key for key in objects() if SECRET.encode() in s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()]
-        left = glob.glob(os.path.join(TMP, "hvdkeras-run-*"))
-        out["secret"] = {"objects_checked": len(objects()), "holding_secret": holding, "rank_dirs_left": len(left)}
-    finally:
-        session.stop()
-    print("RESULT " + json.dumps(out), flush=True)
+    s3 = boto3.client("s3")
+    holding = [key for key in objects() if SECRET.encode() in s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()]
+    left = set(glob.glob(os.path.join(tmp, "hvdkeras-run-*"))) - rank_dirs_before
+    out["secret"] = {"objects_checked": len(objects()), "holding_secret": holding, "rank_dirs_left": len(left)}
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    session = (SparkSession.builder.master("local[2]").appName("hvdkeras-spark-s3-check")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    try:
+        result = run_s3_checks(session, sys.argv[2])
+    finally:
+        session.stop()
+    print("RESULT " + json.dumps(result), flush=True)
