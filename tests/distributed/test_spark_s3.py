@@ -13,9 +13,10 @@ pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip i
 pytest.importorskip("s3fs", reason="s3fs is not installed (make install pins it)")
 pytest.importorskip("moto.server", reason="moto[server] is not installed (make install pins it)")
 # The store's code (fsspec, the Parquet writer, the checkpoint mirror) is the same Python on both stacks, and the
-# model's bytes are what the local store holds too: keras3 passes it by hand (HVDKERAS_ONCE_TESTS=all).
-pytestmark = once_per_make_test("the estimator's store on S3 (moto's server on loopback)", 2.5, stack="keras2")
-SPARK_LOCAL = {"s3": once_here("keras2")}  # the part of the shared driver these tests need
+# model's bytes are what the local store holds too: keras3 runs it, in its shared driver with Horovod's in-driver
+# scenarios, which evens out the stacks' times; keras2 passes it by hand (HVDKERAS_ONCE_TESTS=all).
+pytestmark = once_per_make_test("the estimator's store on S3 (moto's server on loopback)", 2.5, stack="keras3")
+SPARK_LOCAL = {"s3": once_here("keras3")}  # the part of the shared driver these tests need
 
 
 @pytest.fixture(scope="module")
