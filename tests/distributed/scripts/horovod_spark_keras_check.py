@@ -1,23 +1,19 @@
 """What Horovod's own Spark Keras tests (``test/integration/test_spark_keras.py``) do through its public API, switched
 to hvdkeras by the import lines, on local[2].
 
-``horovod_spark_keras_check.py STORE_ROOT [NAME,...]`` (or :func:`run_scenarios` in ``spark_local_check.py``, the
-driver test_horovod_spark_keras.py runs) runs each scenario of those tests that uses only Horovod's public names
+:func:`run_scenarios` (``spark_local_check.py --scenarios NAME,...``, the driver test_horovod_spark_keras.py shares)
+runs each scenario of those tests that uses only Horovod's public names
 (``horovod.spark.keras``, ``horovod.spark.common.store``, ``horovod.tensorflow.keras.callbacks``), each with the
 imports below instead of Horovod's and Keras 3's own migration (``learning_rate=``, ``input_shape=``). What the
 originals read of Horovod's internals (a mocked ``fit_fn``, ``util.prepare_data``, ``_load_model_from_checkpoint``)
 is replaced by what a user sees: the store's files, the returned model, the history. Their in-process backend
-(a ``Backend`` whose ``run`` calls the function once, here) is the user's own backend class. It prints
-``RESULT {name: "passed" | the failure's last line, "seconds": {name: seconds}}``.
+(a ``Backend`` whose ``run`` calls the function once, here) is the user's own backend class. It returns
+``{name: "passed" | the failure's last line, "seconds": {name: seconds}}``.
 """
-import json
 import os
-import sys
 import tempfile
 import time
 import traceback
-
-os.environ["PYSPARK_PYTHON"] = sys.executable
 
 import numpy as np
 import pyspark.sql.types as T
@@ -25,7 +21,6 @@ import tensorflow as tf
 from pyspark.ml.feature import VectorAssembler
 from pyspark.ml.functions import vector_to_array
 from pyspark.ml.linalg import DenseVector, VectorUDT
-from pyspark.sql import SparkSession
 from pyspark.sql.functions import udf
 
 import hvdkeras.spark.keras as hvd  # was: import horovod.spark.keras as hvd
@@ -214,13 +209,3 @@ def run_scenarios(spark, root, wanted):
         outcome["seconds"][scenario.__name__] = round(time.monotonic() - began, 1)
     return outcome
 
-
-if __name__ == "__main__":
-    spark = (SparkSession.builder.master("local[2]").appName("horovod-spark-keras")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    try:
-        result = run_scenarios(spark, sys.argv[1], sys.argv[2].split(",") if len(sys.argv) > 2
-                               else [s.__name__ for s in SCENARIOS])
-    finally:
-        spark.stop()
-    print("RESULT " + json.dumps(result), flush=True)

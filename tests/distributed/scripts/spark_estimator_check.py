@@ -1,8 +1,7 @@
 """hvdkeras.spark.keras.KerasEstimator on a real Spark, Horovod's MNIST example's shape.
 
-``spark_estimator_check.py STORE`` on local[2], or :func:`run_checks` in ``spark_local_check.py``, the driver
-test_spark.py runs: several checks in one driver (each Spark session and each Horovod start costs ~10-20 s).
-It prints ``RESULT {...}`` with:
+:func:`run_checks`, which ``spark_local_check.py --estimator`` (the driver test_spark.py shares) runs on local[2]:
+several checks in one driver (each Spark session and each Horovod start costs ~10-20 s). It returns:
 
 * ``fit``: two ranks train a multi-input model (a 64-value DenseVector reshaped to (8, 8, 1), and an
   array column) on one-hot SparseVector labels with a validation fraction; the history, a weight
@@ -14,18 +13,13 @@ It prints ``RESULT {...}`` with:
 * ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
   feature length, unknown parameter, a petastorm-only parameter).
 """
-import json
 import os
-import sys
 import time
-
-os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors run this venv's Python, which has Horovod
 
 import numpy as np
 from pyspark.ml import PipelineModel
 from pyspark.ml.feature import OneHotEncoder
 from pyspark.ml.linalg import Vectors
-from pyspark.sql import SparkSession
 
 import hvdkeras.spark.keras as hvd
 from hvdkeras import spark as hvd_spark
@@ -153,7 +147,7 @@ def bad_rows(spark, df):
 
 
 def run_checks(spark, store_path, too_many=True):
-    """Every check on ``spark``'s cluster, the store at ``store_path``: the result this script prints."""
+    """Every check on ``spark``'s cluster, the store at ``store_path``: what ``spark_local_check.py`` reports."""
     out = {"seconds": {}}
     clock = [time.monotonic()]
 
@@ -244,12 +238,3 @@ def run_checks(spark, store_path, too_many=True):
     lap("errors")
     return out
 
-
-if __name__ == "__main__":
-    session = (SparkSession.builder.master("local[2]").appName("hvdkeras-estimator-check")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    try:
-        result = run_checks(session, sys.argv[1])
-    finally:
-        session.stop()
-    print("RESULT " + json.dumps(result), flush=True)

@@ -1,9 +1,9 @@
 """hvdkeras.spark.keras.KerasEstimator with its store on S3: moto's S3 server on loopback, local[2], one driver.
 
-``spark_s3_check.py ENDPOINT WORK`` (a server at ENDPOINT), or :func:`run_s3_checks` in
-``spark_local_check.py``, the driver test_spark_s3.py runs (its fixture starts the server and stops it). The
-driver and the executors find the server through the environment only, as a user's job finds S3
-(``AWS_ENDPOINT_URL``, dummy credentials, :func:`s3_environment`), and ``Store.create("s3://bucket/store")``:
+:func:`run_s3_checks`, which ``spark_local_check.py --s3 ENDPOINT`` (the driver test_spark_s3.py shares; its fixture
+starts the server and stops it) runs on local[2]. The driver and the executors find the server through the
+environment only, as a user's job finds S3 (``AWS_ENDPOINT_URL``, dummy credentials, :func:`s3_environment`), and
+``Store.create("s3://bucket/store")``:
 
 * ``killed``: a fit whose callback SIGKILLs rank 1 at the third batch of epoch 2, once (a marker file in
   WORK remembers); it must end in one line, with epoch 1's checkpoint published in the bucket;
@@ -13,16 +13,21 @@ driver and the executors find the server through the environment only, as a user
 * ``transform``: the resumed model's prediction column on every row;
 * ``persist``: ``KerasModel.save("s3://bucket/models/...")`` and ``KerasModel.load`` predict the same;
 * ``secret``: the objects in the bucket holding the secret key (none may), the ranks' local folders left.
-
-Prints ``RESULT {...}``.
 """
 import glob
-import json
 import os
 import signal
-import sys
 import tempfile
 import time
+
+import boto3
+import numpy as np
+from pyspark.ml.linalg import Vectors
+
+import hvdkeras.spark.keras as hvd_keras
+from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.store import Store
 
 SECRET = "hvdkeras-test-secret-key-not-in-any-file"
 BUCKET = "bucket"
@@ -34,23 +39,10 @@ def s3_environment(endpoint, work):
     ``work``'s own temporary folder, where no other job's ranks are."""
     tmp = os.path.join(work, "tmp")
     os.makedirs(tmp, exist_ok=True)
-    os.environ.update(PYSPARK_PYTHON=sys.executable, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="hvdkeras-test",
-                      AWS_SECRET_ACCESS_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1", TMPDIR=tmp)
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="hvdkeras-test", AWS_SECRET_ACCESS_KEY=SECRET,
+                      AWS_DEFAULT_REGION="us-east-1", TMPDIR=tmp)
     tempfile.tempdir = tmp
 
-
-if __name__ == "__main__":
-    s3_environment(sys.argv[1], sys.argv[2])
-
-import boto3  # noqa: E402
-import numpy as np  # noqa: E402
-from pyspark.ml.linalg import Vectors  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
-
-import hvdkeras.spark.keras as hvd_keras  # noqa: E402
-from hvdkeras.common.errors import HvdkerasError  # noqa: E402
-from hvdkeras.runtime.compat import keras  # noqa: E402
-from hvdkeras.spark.common.store import Store  # noqa: E402
 
 ROWS = 192
 
@@ -110,7 +102,7 @@ def checkpoints(run_id):
 
 def run_s3_checks(session, work):
     """Every check with the store in the bucket, on ``session``'s Spark (after :func:`s3_environment`): the result
-    this script prints."""
+    ``spark_local_check.py`` reports."""
     boto3.client("s3").create_bucket(Bucket=BUCKET)
     began, out = time.monotonic(), {"seconds": {}}
     tmp = os.environ["TMPDIR"]
@@ -170,12 +162,3 @@ def run_s3_checks(session, work):
     out["secret"] = {"objects_checked": len(objects()), "holding_secret": holding, "rank_dirs_left": len(left)}
     return out
 
-
-if __name__ == "__main__":
-    session = (SparkSession.builder.master("local[2]").appName("hvdkeras-spark-s3-check")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    try:
-        result = run_s3_checks(session, sys.argv[2])
-    finally:
-        session.stop()
-    print("RESULT " + json.dumps(result), flush=True)
