@@ -207,7 +207,7 @@ def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rer
     assert [r["epoch"] for r in read_jsonl(workdir / "metrics.jsonl")] == list(range(1, done + 2))
 
 
-def test_sigterm_to_the_launcher_stops_both_hosts_ranks_at_one_batch_with_a_checkpoint_and_leaves_none_running(
+def test_sigterm_to_the_launcher_stops_both_hosts_ranks_at_one_point_with_a_checkpoint_and_leaves_none_running(
         hosts, tmp_path):
     # horovodrun stops a rank on another host by ending its ssh client: the rank gets no signal and trained on,
     # orphaned (found by the soak on the two hosts, issue 52). Each rank watches the launcher's end of its output
@@ -236,15 +236,18 @@ def test_sigterm_to_the_launcher_stops_both_hosts_ranks_at_one_batch_with_a_chec
             os.kill(pid, signal.SIGKILL)
     print(f"\nSIGTERM to the launcher -> both hosts' ranks gone after {gone_s:.1f}s")
     assert not running, f"ranks still running on the hosts 30 s after the launcher's SIGTERM:\n{out[-3000:]}"
-    stops = sorted(p.name for p in (workdir / "checkpoints").iterdir() if "-batch-" in p.name)
+    # The stop lands at a batch, or at the end of an epoch when the agreement comes in its last batch
+    # (an epoch is about a second here; seen in CI): either way one checkpoint says it was preempted.
+    metas = [json.loads((p / "meta.json").read_text()) for p in (workdir / "checkpoints").iterdir()]
+    stops = [meta for meta in metas if meta.get("preempted")]
     assert len(stops) == 1, (sorted(os.listdir(workdir / "checkpoints")), out[-3000:])
-    meta = json.loads((workdir / "checkpoints" / stops[0] / "meta.json").read_text())
-    assert meta["preempted"] and not meta.get("alone"), meta  # both ranks agreed on the batch
-    epoch, batch = meta["epoch"], meta["batch"]
+    meta = stops[0]
+    assert not meta.get("alone"), meta  # both ranks agreed on where to stop
+    epoch, batch = meta["epoch"], meta["batch"]  # epochs completed, and batches of the next one
 
     rerun = launch(_train_on_hosts(hosts, workdir, f"trainer.epochs={epoch + 1}"), env=hosts.env(), timeout=180)
-    resumed = [line for line in rerun.output.splitlines()
-               if f"resuming after epoch {epoch} and batch {batch} of epoch {epoch + 1} from" in line]
+    at = f" and batch {batch} of epoch {epoch + 1}" if batch else ""
+    resumed = [line for line in rerun.output.splitlines() if f"resuming after epoch {epoch}{at} from" in line]
     assert len(resumed) == 2, rerun.output[-3000:]
 
 
