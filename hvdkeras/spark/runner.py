@@ -1,16 +1,17 @@
 """``hvdkeras.spark.run``: a function as N Horovod ranks on Spark's executors, results in rank order.
 
-It is Horovod's ``horovod.spark.run`` (an ordinary Spark job of ``num_proc`` tasks, each
-starting one rank), with what makes it end clearly instead of waiting:
+Horovod's ``horovod.spark.run`` with its arguments, its ranks started as one Spark barrier stage
+(:mod:`hvdkeras.spark.gang`), and what makes it end clearly instead of waiting:
 
 * ``num_proc`` above the task slots Spark has (``local[N]``'s N; on a cluster the slots of the
-  executors registered within Spark's registration time) is refused in one line; Horovod
-  would wait ``start_timeout`` (600 s by default) for tasks that cannot start;
+  executors registered within Spark's registration time) is refused in one line; a barrier stage
+  would wait for them;
 * the executors must run a Python with Horovod, TensorFlow and hvdkeras at this driver's versions: one
   Spark task asks an executor's own Python (:func:`check_executors`), and a mismatch is refused in one
   line naming what is missing and how to ship it;
-* Gloo, not MPI, unless asked (``use_mpi=True``): no ``mpirun`` inside executors;
-* a start that still times out (an executor lost while starting) is one line naming the timeout.
+* Gloo, not MPI, unless asked (``use_mpi=True``, which starts the ranks through Horovod's own runner);
+* a stage whose tasks cannot start (an executor that never comes back) is cancelled after ``start_timeout``
+  with one line naming it.
 """
 from __future__ import annotations
 
@@ -225,8 +226,12 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         use_gloo: Optional[bool] = None, extra_mpi_args: Optional[str] = None,
         env: Optional[Dict[str, str]] = None, stdout: Any = None, stderr: Any = None, verbose: int = 1,
         nics: Any = None, prefix_output_with_timestamp: bool = False,
-        executable: Optional[str] = None) -> List[Any]:
+        executable: Optional[str] = None, max_retries: int = 0, retry_hint: str = "") -> List[Any]:
     """Runs ``fn(*args, **kwargs)`` as ``num_proc`` Horovod ranks in Spark tasks (Horovod's arguments and order).
+
+    With Gloo (the default) the ranks start as one Spark barrier stage (:mod:`hvdkeras.spark.gang`): all or none,
+    and all again when one is lost, up to ``max_retries`` times. With ``use_mpi`` they start through Horovod's own
+    ``horovod.spark.run`` (``mpirun`` over its task services), once.
 
     Args:
         fn: the function each rank runs; it calls ``hvd.init()`` itself.
@@ -234,7 +239,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         kwargs: its keyword arguments.
         num_proc: the number of ranks (default: the task slots, :func:`task_slots`; on a cluster, those of the
             executors registered within Spark's registration time).
-        start_timeout: seconds for every rank's task to start (default 120,
+        start_timeout: seconds the ranks' tasks may wait to start (default 120,
             ``HOROVOD_SPARK_START_TIMEOUT`` if set).
         use_mpi: launch the ranks with MPI instead of Gloo.
         use_gloo: launch them with Gloo (the default).
@@ -246,31 +251,51 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         nics: the network interfaces to use.
         prefix_output_with_timestamp: prefix each output line with its time.
         executable: the Python the ranks run (default: the executors' own, :func:`rank_python`).
+        max_retries: how often all the ranks start again, each time a rank or its executor is lost (Gloo only).
+        retry_hint: what a retry's warning line adds (where the ranks resume).
 
     Returns:
         Each rank's return value, in rank order.
 
     Raises:
         SetupError: the job cannot start (too few slots, another Python, no SparkSession, a start that timed out).
+        RuntimeError: a rank failed, and no retry was left; its text names the rank, its host and its status.
     """
-    import horovod.spark
-    from horovod.runner.common.util.timeout import TimeoutException
-
     sc = _spark_context()
     num_proc = num_proc or max(task_slots(sc), 1)
     check_cluster(sc, num_proc)
     executor = check_executors(sc)
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
-    if use_gloo is None and not use_mpi:
-        use_gloo = True
+    if use_mpi:
+        return _run_horovods(sc, fn, args, kwargs, num_proc, start_timeout, extra_mpi_args, env, stdout, stderr,
+                             verbose, nics, prefix_output_with_timestamp,
+                             executable or rank_python(getattr(sc, "pythonExec", None), executor))
+    from hvdkeras.spark.gang import run_gang
+
+    if isinstance(nics, str):
+        nics = [nics]
+    return run_gang(sc, fn, args, dict(kwargs or {}), num_proc, dict(os.environ if env is None else env),
+                    float(start_timeout), max_retries=max_retries, executable=executable,
+                    nics=list(nics) if nics else None, stdout=stdout, stderr=stderr,
+                    timestamp=prefix_output_with_timestamp, retry_hint=retry_hint)
+
+
+def _run_horovods(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Optional[Mapping[str, Any]],
+                  num_proc: int, start_timeout: int, extra_mpi_args: Optional[str], env: Optional[Dict[str, str]],
+                  stdout: Any, stderr: Any, verbose: int, nics: Any, prefix_output_with_timestamp: bool,
+                  executable: str) -> List[Any]:
+    """The ranks through Horovod's ``horovod.spark.run`` with MPI; a start that timed out is one line."""
+    import horovod.spark
+    from horovod.runner.common.util.timeout import TimeoutException
+
     try:
         with _quiet_cancelled_job():
             return list(horovod.spark.run(
                 fn, args=tuple(args), kwargs=dict(kwargs or {}), num_proc=num_proc, start_timeout=start_timeout,
-                use_mpi=use_mpi, use_gloo=use_gloo, extra_mpi_args=extra_mpi_args, env=env, stdout=stdout,
+                use_mpi=True, use_gloo=False, extra_mpi_args=extra_mpi_args, env=env, stdout=stdout,
                 stderr=stderr, verbose=verbose, nics=nics, prefix_output_with_timestamp=prefix_output_with_timestamp,
-                executable=executable or rank_python(getattr(sc, "pythonExec", None), executor)))
+                executable=executable))
     except TimeoutException as exc:
         raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout}"
                          f" s ({str(exc).splitlines()[0][:160]}); check that the executors are alive and have"

@@ -1,8 +1,11 @@
-"""Where a Spark estimator's training runs: Horovod's ``Backend`` and ``SparkBackend``."""
+"""Where a Spark estimator's training runs: Horovod's ``Backend`` and ``SparkBackend``, and :func:`run_retrying`."""
 from __future__ import annotations
 
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from hvdkeras.common import log
+from hvdkeras.common.errors import HvdkerasError
 
 
 class Backend:
@@ -22,6 +25,56 @@ class Backend:
 
     def recover(self) -> None:
         """Waits for what a lost rank took with it (an executor Spark replaces) before a fit starts its ranks again."""
+
+    def run_retrying(self, fn: Callable[..., Any], args: Sequence[Any] = (), env: Optional[Dict[str, str]] = None,
+                     max_retries: int = 0, retry_hint: str = "") -> List[Any]:
+        """Runs ``fn`` on every rank, all of them again after a failure, up to ``max_retries`` times.
+
+        Args:
+            fn: what each rank runs.
+            args: its arguments.
+            env: what the ranks' environment adds.
+            max_retries: how often the ranks start again.
+            retry_hint: what a retry's warning line adds (where the ranks resume).
+
+        Returns:
+            Each rank's result, in rank order.
+
+        Raises:
+            RuntimeError: the last attempt failed; its text says why.
+        """
+        return _retry_loop(self, fn, args, env, max_retries, retry_hint)
+
+
+def _reason(error: BaseException) -> str:
+    text = " ".join(line.strip() for line in str(error).splitlines()[:3] if line.strip())[:240]
+    return text or type(error).__name__
+
+
+def _retry_loop(backend: Any, fn: Callable[..., Any], args: Sequence[Any], env: Optional[Dict[str, str]],
+                max_retries: int, retry_hint: str) -> List[Any]:
+    for attempt in range(max_retries + 1):
+        try:
+            return list(backend.run(fn, args=args, env=env))
+        except HvdkerasError:
+            raise
+        except Exception as exc:  # a rank's process died: the backend says so in its own words
+            if attempt >= max_retries:
+                raise RuntimeError(_reason(exc)) from None
+            log.warning(f"a rank failed ({_reason(exc)}); starting the ranks again, retry {attempt + 1} of"
+                        f" {max_retries}{retry_hint}")
+            getattr(backend, "recover", lambda: None)()  # a duck-typed backend of Horovod's has none
+    raise AssertionError("unreachable")
+
+
+def run_retrying(backend: Any, fn: Callable[..., Any], args: Sequence[Any], env: Optional[Dict[str, str]],
+                 max_retries: int, retry_hint: str = "") -> List[Any]:
+    """:meth:`Backend.run_retrying` on ``backend``, or the same loop around the ``run`` of a backend that has only
+    Horovod's interface."""
+    retrying = getattr(backend, "run_retrying", None)
+    if retrying is not None:
+        return list(retrying(fn, args=args, env=env, max_retries=max_retries, retry_hint=retry_hint))
+    return _retry_loop(backend, fn, args, env, max_retries, retry_hint)
 
 
 class SparkBackend(Backend):
@@ -58,7 +111,16 @@ class SparkBackend(Backend):
 
     def run(self, fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
             env: Optional[Dict[str, str]] = None) -> List[Any]:
-        """Runs ``fn`` as :meth:`num_processes` ranks; each rank's result, in rank order.
+        """Runs ``fn`` as :meth:`num_processes` ranks, once; each rank's result, in rank order (see
+        :meth:`run_retrying`)."""
+        return self.run_retrying(fn, args=args, kwargs=kwargs, env=env)
+
+    def run_retrying(self, fn: Callable[..., Any], args: Sequence[Any] = (), env: Optional[Dict[str, str]] = None,
+                     max_retries: int = 0, retry_hint: str = "",
+                     kwargs: Optional[Mapping[str, Any]] = None) -> List[Any]:
+        """Runs ``fn`` as :meth:`num_processes` ranks in one Spark barrier stage, which Spark (or, on a local master,
+        the driver) starts again after a rank or executor is lost, up to ``max_retries`` times
+        (:mod:`hvdkeras.spark.gang`); each rank's result, in rank order.
 
         The driver's ``CUDA_VISIBLE_DEVICES`` does not reach the ranks (Horovod's examples hide the GPUs from
         the driver while it builds the model): each rank uses the GPU Spark assigned its task, or its local
@@ -69,7 +131,8 @@ class SparkBackend(Backend):
         full_env = dict(self._env or os.environ)
         full_env.pop("CUDA_VISIBLE_DEVICES", None)
         full_env.update(env or {})
-        return run(fn, args=args, kwargs=kwargs, num_proc=self._num_proc, env=full_env, **self._kwargs)
+        return run(fn, args=args, kwargs=kwargs, num_proc=self._num_proc, env=full_env, max_retries=max_retries,
+                   retry_hint=retry_hint, **self._kwargs)
 
     def num_processes(self) -> int:
         """The number of ranks."""

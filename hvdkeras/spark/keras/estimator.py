@@ -29,7 +29,7 @@ from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, SetupError
 from hvdkeras.spark.common import runs
-from hvdkeras.spark.common.backend import Backend, SparkBackend
+from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
 from hvdkeras.spark.common.store import FilesystemStore, Store
 
 # Horovod's KerasEstimator parameters: (name, the Get/Set suffix, default, what it is).
@@ -366,23 +366,17 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         retries = self._max_retries()
-        for attempt in range(retries + 1):
-            try:
-                results = backend.run(train, args=(self._config_tree(num_proc, optimizer), spec, workdir), env=env)
-                break
-            except HvdkerasError:
-                raise
-            except Exception as exc:  # a rank's process died: Horovod's runner says so in its own words
-                reason = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())[:240]
-                reason = reason or type(exc).__name__
-                if attempt < retries:  # the whole gang again, resuming from the run's last checkpoint in the store
-                    log.warning(f"fit: a rank failed ({reason}); starting the ranks again, retry {attempt + 1} of"
-                                f" {retries}, from run_id {run_id!r}'s last checkpoint")
-                    getattr(backend, "recover", lambda: None)()  # a duck-typed backend of Horovod's has none
-                    continue
-                retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-                raise PeerLostError(f"fit stopped: a rank failed ({reason}){retried}; rank 0's checkpoints are in"
-                                    f" {shown}: fit again with run_id={run_id!r} to resume there") from None
+        try:
+            results = run_retrying(backend, train, (self._config_tree(num_proc, optimizer), spec, workdir), env,
+                                   retries, retry_hint=f", from run_id {run_id!r}'s last checkpoint")
+        except HvdkerasError:
+            raise
+        except Exception as exc:  # a rank failed on the last attempt: the runner says so in one line
+            reason = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())[:240]
+            retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+            raise PeerLostError(f"fit stopped: a rank failed ({reason or type(exc).__name__}){retried}; rank 0's"
+                                f" checkpoints are in {shown}: fit again with run_id={run_id!r} to resume there"
+                                ) from None
         errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
         if errors:
             raise SetupError(errors[0])

@@ -1,0 +1,333 @@
+"""The ranks as one Spark barrier stage: all start together or none does, and Spark retries them together.
+
+:func:`run_gang` submits one barrier stage of ``num_proc`` tasks (``rdd.barrier()``, as ``xgboost.spark`` and
+PySpark's ``TorchDistributor`` do). Spark schedules a barrier stage only when every task has a slot, and when one
+task fails it kills the others and starts the whole stage again, up to ``spark.stage.maxConsecutiveAttempts``
+(4) attempts in all; past those the driver submits the stage again itself. (Spark does this for a barrier stage
+whose output is shuffled, so the ranks' results go through a shuffle to one partition.) Each task:
+
+1. reads every task's executor address from its ``BarrierTaskContext`` and places the ranks as ``horovodrun``
+   does: grouped by host, in the order the hosts first appear (:func:`slot_plan`);
+2. the task of rank 0 starts Horovod's Gloo rendezvous server (Horovod's own, bound to that task's executor
+   address, not to every interface) and tells the others its port (``allGather``);
+3. starts its rank, ``python -m hvdkeras.spark.rank`` (:mod:`hvdkeras.spark.rank`), with Horovod's settings for it
+   in its environment and the GPUs Spark assigned the task (``HVDKERAS_SPARK_GPUS``), relays its output to the
+   driver (:mod:`hvdkeras.spark.relay`) and waits for it;
+4. returns the rank's result, or fails the stage when the rank failed.
+
+The driver counts the gang's starts over the whole run, Spark's own retries and its own submissions alike
+(:class:`hvdkeras.spark.relay.Relay`): a start past ``max_retries`` retries fails at once with :data:`GAVE_UP`, and
+the driver ends with one line. A run whose tasks cannot all start within ``start_timeout`` (an executor that never came
+back) is cancelled with one line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common.gpus import GPUS_VAR
+
+GAVE_UP = "hvdkeras-gang-gave-up"
+FAILED = "hvdkeras-gang-rank-failed"
+WATCH_INTERVAL_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """Where one rank runs, as ``horovodrun`` places it (Horovod's ``SlotInfo``)."""
+
+    hostname: str
+    rank: int
+    local_rank: int
+    cross_rank: int
+    size: int
+    local_size: int
+    cross_size: int
+
+
+def slot_plan(hosts: Sequence[str]) -> List[Slot]:
+    """Each task's rank from the hosts its tasks run on (``hosts[i]``: task ``i``'s), as Horovod places ranks: the
+    hosts in the order they first appear, each host's tasks in task order with consecutive ranks.
+
+    Returns:
+        ``plan[i]``: task ``i``'s slot.
+    """
+    order: List[str] = []
+    for host in hosts:
+        if host not in order:
+            order.append(host)
+    local_sizes = {host: sum(1 for h in hosts if h == host) for host in order}
+    ranks: Dict[int, Tuple[int, int]] = {}  # task -> (rank, local rank)
+    rank = 0
+    for host in order:
+        for local_rank, task in enumerate(i for i, h in enumerate(hosts) if h == host):
+            ranks[task] = (rank, local_rank)
+            rank += 1
+    plan = []
+    for task, host in enumerate(hosts):
+        rank, local_rank = ranks[task]
+        crossing = [h for h in order if local_sizes[h] > local_rank]  # the hosts with a rank at this local rank
+        plan.append(Slot(hostname=host, rank=rank, local_rank=local_rank, cross_rank=crossing.index(host),
+                         size=len(hosts), local_size=local_sizes[host], cross_size=len(crossing)))
+    return plan
+
+
+def interface_of(address: str, nics: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The network interface that holds ``address`` (a name is resolved first) on this host, among ``nics`` when
+    given; None when none does."""
+    import psutil
+
+    try:
+        ip = socket.gethostbyname(address)
+    except OSError:
+        return None
+    for name, addrs in psutil.net_if_addrs().items():
+        if nics and name not in nics:
+            continue
+        if any(a.family == socket.AF_INET and a.address == ip for a in addrs):
+            return name
+    return None
+
+
+def rank_environment(slot: Slot, rendezvous: Tuple[str, int], iface: Optional[str]) -> Dict[str, str]:
+    """Horovod's settings for the rank in ``slot``, with Gloo's rendezvous at ``rendezvous`` (address, port)."""
+    env = {
+        "HOROVOD_HOSTNAME": slot.hostname, "HOROVOD_RANK": str(slot.rank), "HOROVOD_SIZE": str(slot.size),
+        "HOROVOD_LOCAL_RANK": str(slot.local_rank), "HOROVOD_LOCAL_SIZE": str(slot.local_size),
+        "HOROVOD_CROSS_RANK": str(slot.cross_rank), "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous[1]),
+        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo", "PYTHONUNBUFFERED": "1",
+    }
+    if iface:
+        env["HOROVOD_GLOO_IFACE"] = iface
+        env["NCCL_SOCKET_IFNAME"] = iface
+    return env
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """What each task of the stage gets from the driver."""
+
+    payload: bytes  # cloudpickled (fn, args, kwargs)
+    env: Dict[str, str]
+    executable: Optional[str]
+    relay: Tuple[str, int]
+    token: str
+    nics: Optional[Tuple[str, ...]]
+
+
+def _start_rendezvous(host: str, plan: Sequence[Slot], verbose: int = 0) -> Any:
+    """Horovod's Gloo rendezvous server on ``host`` (that address alone), initialised for ``plan``."""
+    from horovod.runner.common.util.hosts import SlotInfo
+    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
+
+    server = RendezvousHTTPServer((host, 0), RendezvousHandler, verbose)
+    server.init([SlotInfo(hostname=s.hostname, rank=s.rank, local_rank=s.local_rank, cross_rank=s.cross_rank,
+                          size=s.size, local_size=s.local_size, cross_size=s.cross_size) for s in plan])
+    threading.Thread(target=server.serve_forever, name="hvdkeras-rendezvous", daemon=True).start()
+    return server
+
+
+def _pump(stream: Any, name: str, sender: Any) -> None:
+    for raw in iter(stream.readline, b""):
+        sender.line(name, raw.decode(errors="replace").rstrip("\n"))
+    stream.close()
+
+
+def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]]:
+    """One task of the barrier stage (see the module docstring); yields ``(rank, cloudpickled result)``.
+
+    Raises:
+        RuntimeError: the attempt is past ``max_retries`` (:data:`GAVE_UP`), or the rank failed (:data:`FAILED`).
+    """
+    from pyspark import BarrierTaskContext
+
+    from hvdkeras.spark.relay import Sender
+
+    ctx = BarrierTaskContext.get()
+    index = ctx.partitionId()
+    hosts = [info.address.rsplit(":", 1)[0] for info in ctx.getTaskInfos()]
+    plan = slot_plan(hosts)
+    slot = plan[index]
+    sender = Sender(spec.relay, spec.token, slot.rank)
+    if slot.rank == 0 and not sender.start():  # the driver counts the gang's starts
+        sender.close()
+        raise RuntimeError(f"{GAVE_UP}: no retry left")
+    server = _start_rendezvous(hosts[index], plan) if slot.rank == 0 else None
+    ports = ctx.allGather(str(server.server_address[1] if server is not None else 0))
+    chief = next(i for i, s in enumerate(plan) if s.rank == 0)
+    env = dict(spec.env)
+    env.update(rank_environment(slot, (hosts[chief], int(ports[chief])), interface_of(hosts[index], spec.nics)))
+    resources = ctx.resources()
+    if "gpu" in resources:
+        env[GPUS_VAR] = ",".join(str(a) for a in resources["gpu"].addresses)
+    folder = tempfile.mkdtemp(prefix="hvdkeras-rank-")
+    try:
+        payload, result = os.path.join(folder, "payload"), os.path.join(folder, "result")
+        with open(payload, "wb") as f:
+            f.write(spec.payload)
+        proc = subprocess.Popen([spec.executable or sys.executable, "-m", "hvdkeras.spark.rank", payload, result],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        pumps = [threading.Thread(target=_pump, args=(stream, name, sender), daemon=True)
+                 for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
+        for pump in pumps:
+            pump.start()
+        status = proc.wait()
+        for pump in pumps:
+            pump.join(timeout=10)
+        if status != 0:
+            reason = f"rank {slot.rank} on {slot.hostname} exited with status {status}"
+            sender.failed(reason)
+            raise RuntimeError(f"{FAILED}: {reason}")
+        with open(result, "rb") as f:
+            data = f.read()
+    finally:
+        sender.close()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        shutil.rmtree(folder, ignore_errors=True)
+    yield slot.rank, data
+
+
+def _marked(error: BaseException, marker: str) -> Optional[str]:
+    """The first line of ``error``'s text that carries ``marker``, from the marker on; None if none does."""
+    for line in str(error).splitlines():
+        if marker in line:
+            return line[line.index(marker):].strip()
+    return None
+
+
+class _StartWatch:
+    """Cancels job group ``group`` when none of its tasks has run for ``timeout_s``: the gang cannot start."""
+
+    def __init__(self, sc: Any, group: str, timeout_s: float):
+        self.sc, self.group, self.timeout_s = sc, group, timeout_s
+        self.fired = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hvdkeras-gang-start-watch", daemon=True)
+        self._thread.start()
+
+    def _running(self) -> bool:
+        tracker = self.sc.statusTracker()
+        for job in tracker.getJobIdsForGroup(self.group):
+            info = tracker.getJobInfo(job)
+            for stage in (info.stageIds if info is not None else []):
+                stage_info = tracker.getStageInfo(stage)
+                if stage_info is not None and stage_info.numActiveTasks > 0:
+                    return True
+        return False
+
+    def _run(self) -> None:
+        idle_since = time.time()
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            try:
+                running = self._running()
+            except Exception:  # noqa: BLE001 - py4j while the context stops
+                return
+            if running:
+                idle_since = time.time()
+            elif time.time() - idle_since > self.timeout_s:
+                self.fired = True
+                self.sc.cancelJobGroup(self.group)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * WATCH_INTERVAL_S + 1)
+
+
+def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[str, Any], num_proc: int,
+             env: Dict[str, str], start_timeout: float, max_retries: int = 0, executable: Optional[str] = None,
+             nics: Optional[Sequence[str]] = None, stdout: Any = None, stderr: Any = None,
+             timestamp: bool = False, retry_hint: str = "") -> List[Any]:
+    """Runs ``fn(*args, **kwargs)`` as ``num_proc`` Horovod ranks in one barrier stage; their results in rank order.
+
+    Args:
+        sc: the active SparkContext.
+        fn: what each rank runs.
+        args: its positional arguments.
+        kwargs: its keyword arguments.
+        num_proc: the number of ranks (the caller checked that Spark has the slots).
+        env: the ranks' environment (Horovod's settings are added to it).
+        start_timeout: seconds the stage may wait with no task running before it is cancelled.
+        max_retries: how often the whole gang starts again after a rank or executor is lost.
+        executable: the Python the ranks run (default: their task's).
+        nics: the network interfaces the ranks may use.
+        stdout: where the ranks' standard output goes (default: this process's).
+        stderr: where their standard error goes.
+        timestamp: prefix each line of their output with its time.
+        retry_hint: what the warning line of a retry adds (where the ranks resume).
+
+    Returns:
+        Each rank's return value, in rank order.
+
+    Raises:
+        SetupError: the tasks did not start within ``start_timeout``, or Spark refused the barrier stage.
+        RuntimeError: a rank failed on the last attempt allowed; its text names the rank, its host and its status.
+    """
+    import cloudpickle
+
+    from hvdkeras.spark.relay import Relay
+
+    if str(sc.getConf().get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
+        raise SetupError("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses with"
+                         " dynamic allocation: set spark.dynamicAllocation.enabled=false for this application")
+    host = sc.getConf().get("spark.driver.host", None) or socket.gethostname()
+    relay = Relay(host, stdout=stdout, stderr=stderr, timestamp=timestamp, max_retries=max_retries,
+                  retry_hint=retry_hint)
+    spec = TaskSpec(payload=cloudpickle.dumps((fn, tuple(args), dict(kwargs))), env=dict(env), executable=executable,
+                    relay=relay.address, token=relay.token, nics=tuple(nics) if nics else None)
+    try:
+        while True:
+            group = f"hvdkeras-gang-{os.getpid()}-{time.time_ns()}"
+            sc.setJobGroup(group, "hvdkeras.spark.run: Horovod ranks", interruptOnCancel=True)
+            watch = _StartWatch(sc, group, start_timeout)
+            seen, starts = len(relay.failures), relay.starts  # this job's come after
+            try:
+                # The barrier stage feeds a shuffle: Spark starts a failed barrier stage again only when it is a
+                # map stage (a failed barrier result stage aborts its job).
+                ranks = sc.parallelize(range(num_proc), num_proc).barrier().mapPartitions(
+                    lambda rows, _spec=spec: run_task(_spec, rows))
+                pairs = ranks.repartition(1).collect()
+                return [cloudpickle.loads(data) for _, data in sorted(pairs, key=lambda pair: pair[0])]
+            except Exception as exc:  # noqa: BLE001 - py4j's error for the failed job: read below
+                if watch.fired:
+                    raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout="
+                                     f"{start_timeout:g} s; check that the executors are alive and have {num_proc}"
+                                     " free task slots, or raise start_timeout") from None
+                refused = _marked(exc, "Barrier execution mode")
+                if refused:
+                    raise SetupError(f"Spark refused the ranks' barrier stage: {refused[:300]}") from None
+                failed = _marked(exc, FAILED)
+                reason = relay.why(seen) if len(relay.failures) > seen else (
+                    failed[len(FAILED) + 2:] if failed else _first_line(exc))
+                if relay.starts == starts:
+                    relay.starts += 1  # a job that failed before its ranks started counts as an attempt
+                if _marked(exc, GAVE_UP) or relay.starts > max_retries:
+                    raise RuntimeError(reason) from None
+                # Spark did not start the stage again itself (a local master allows no task failure): submit it
+            finally:
+                watch.stop()
+                for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+                    sc.setLocalProperty(key, None)
+    finally:
+        relay.close()
+
+
+def _first_line(error: BaseException) -> str:
+    """A failed job's reason in one line: the Python exception's line from the task's traceback, or the first."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("RuntimeError:", "Exception:", "OSError:")) or "Error:" in line.split(" ")[0]:
+            return line[:240]
+    return (lines[0] if lines else type(error).__name__)[:240]

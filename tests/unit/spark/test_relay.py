@@ -1,0 +1,78 @@
+"""hvdkeras.spark.relay: the ranks' lines reach the driver prefixed, strangers are dropped, starts are counted."""
+import io
+import socket
+import time
+
+import pytest
+
+from hvdkeras.spark import relay as relay_lib
+
+
+@pytest.fixture
+def relay():
+    out, err = io.StringIO(), io.StringIO()
+    r = relay_lib.Relay("127.0.0.1", stdout=out, stderr=err, max_retries=1, retry_hint=", from the top")
+    r.out, r.err = out, err
+    yield r
+    r.close()
+
+
+def _wait(predicate, timeout=5.0):
+    deadline = time.time() + timeout
+    while not predicate() and time.time() < deadline:
+        time.sleep(0.02)
+    assert predicate()
+
+
+def test_a_ranks_lines_reach_the_drivers_streams_as_horovodrun_prints_them(relay):
+    sender = relay_lib.Sender(relay.address, relay.token, 1)
+    sender.line("stdout", "epoch 1")
+    sender.line("stderr", "a warning")
+    sender.failed("rank 1 on h exited with status -9")
+    sender.close()
+    _wait(lambda: relay.failures)
+    assert relay.out.getvalue() == "[1]<stdout>:epoch 1\n"
+    assert relay.err.getvalue() == "[1]<stderr>:a warning\n"
+    assert relay.why() == "rank 1 on h exited with status -9"
+
+
+def test_a_connection_without_the_runs_token_is_dropped_unanswered(relay):
+    with socket.create_connection(relay.address) as conn:
+        conn.sendall(b"not the token\n" + b'{"rank": 0, "stream": "stdout", "line": "injected"}\n{"start": true}\n')
+        conn.settimeout(2)
+        assert conn.recv(100) == b""  # closed, no answer
+    assert relay.out.getvalue() == "" and relay.starts == 0
+
+
+def test_malformed_messages_are_dropped(relay):
+    for raw in ("{", "[]", '{"rank": "0", "stream": "stdout", "line": "x"}', '{"rank": 0, "stream": "tty", "line": 1}'):
+        assert relay.handle(raw) is None
+    assert relay.out.getvalue() == relay.err.getvalue() == ""
+
+
+def test_starts_are_counted_the_retry_is_one_warning_line_and_one_past_max_retries_is_stopped(relay, capsys):
+    first = relay_lib.Sender(relay.address, relay.token, 0)
+    assert first.start() and relay.starts == 1
+    first.failed("rank 1 on h exited with status -9")
+    first.close()
+    _wait(lambda: relay.failures)
+    second = relay_lib.Sender(relay.address, relay.token, 0)
+    assert second.start()
+    third = relay_lib.Sender(relay.address, relay.token, 0)
+    assert not third.start()  # max_retries=1: a third start is past it
+    second.close()
+    third.close()
+    err = capsys.readouterr().err
+    assert err.count("starting the ranks again") == 1
+    assert ("a rank failed (rank 1 on h exited with status -9); starting the ranks again, retry 1 of 1, from the top"
+            in err)
+
+
+def test_a_sender_that_cannot_reach_the_driver_writes_to_its_own_output(capsys):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = unused.getsockname()  # nothing listens there
+    sender = relay_lib.Sender(address, "token", 3)
+    sender.line("stdout", "alone")
+    assert sender.start()  # nobody to ask: the rank starts
+    assert capsys.readouterr().out == "[3]<stdout>:alone\n"
