@@ -268,6 +268,9 @@ def commands() -> list[Command]:
                     " [elastic.md](elastic.md) shows it in a launch."),
         Command("python -m hvdkeras.launch", "hvdkeras.launch.commands", _summary("hvdkeras.launch.__main__"),
                 argparse_options(argparse_parser(lambda: launch_commands.main([])))),
+        Command("python -m hvdkeras.spark.rank", "hvdkeras.spark.rank", _summary("hvdkeras.spark.rank"), (),
+                "Not for typing: each Spark task of `hvdkeras.spark.run` starts it with the files it wrote, and"
+                " Horovod's settings in its environment ([how the ranks start](spark.md#how-the-ranks-start))."),
     ]
 
 

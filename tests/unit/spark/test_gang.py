@@ -1,4 +1,9 @@
 """hvdkeras.spark.gang: the ranks' places from their tasks' hosts, and Horovod's settings for each rank."""
+import time
+
+import pytest
+
+from hvdkeras.common.errors import SetupError
 from hvdkeras.spark import gang
 
 
@@ -38,3 +43,53 @@ def test_the_reason_of_a_failed_job_is_the_marked_line():
     error = RuntimeError(f"Job aborted\nTraceback ...\nRuntimeError: {gang.FAILED}: rank 1 on h exited with status 9\n")
     assert gang._marked(error, gang.FAILED) == f"{gang.FAILED}: rank 1 on h exited with status 9"
     assert gang._marked(error, gang.GAVE_UP) is None
+
+
+class _Conf(dict):
+    def get(self, key, default=None):
+        return super().get(key, default)
+
+
+class _Tracker:
+    def getJobIdsForGroup(self, group):
+        return [7]
+
+    def getJobInfo(self, job):
+        return type("JobInfo", (), {"stageIds": [3]})()
+
+    def getStageInfo(self, stage):
+        return type("StageInfo", (), {"numActiveTasks": 0})()  # nothing of the gang ever runs
+
+
+class _Context:
+    def __init__(self, conf=None):
+        self.conf, self.cancelled = _Conf(conf or {}), []
+
+    def getConf(self):
+        return self.conf
+
+    def statusTracker(self):
+        return _Tracker()
+
+    def cancelJobGroup(self, group):
+        self.cancelled.append(group)
+
+
+def test_dynamic_allocation_which_spark_refuses_for_a_barrier_stage_is_one_line_before_anything_runs():
+    sc = _Context({"spark.dynamicAllocation.enabled": "true"})
+    with pytest.raises(SetupError) as error:
+        gang.run_gang(sc, print, (), {}, 2, {}, start_timeout=10)
+    assert str(error.value) == ("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses"
+                                " with dynamic allocation: set spark.dynamicAllocation.enabled=false for this"
+                                " application")
+
+
+def test_a_gang_none_of_whose_tasks_runs_within_the_start_timeout_is_cancelled(monkeypatch):
+    monkeypatch.setattr(gang, "WATCH_INTERVAL_S", 0.05)
+    sc = _Context()
+    watch = gang._StartWatch(sc, "group-1", timeout_s=0.2)
+    deadline = time.time() + 5
+    while not watch.fired and time.time() < deadline:
+        time.sleep(0.05)
+    watch.stop()
+    assert watch.fired and sc.cancelled == ["group-1"]
