@@ -24,3 +24,21 @@ def load_data(path=None):
     images = np.round(images * (255.0 / 16.0)).astype("uint8")
     labels = target.astype("uint8")
     return (images[:1500], labels[:1500]), (images[1500:], labels[1500:])
+
+
+def write_libsvm(path):
+    """Writes every image of :func:`load_data` (train, then test) to ``path`` as LIBSVM's MNIST file: one
+    ``label index:value ...`` line per image, the 784 pixels' nonzero values with indices from 1, compressed
+    with bz2 when ``path`` ends in ``.bz2`` (as ``mnist.bz2`` is downloaded from LIBSVM's site)."""
+    import bz2
+
+    (x_train, y_train), (x_test, y_test) = load_data()
+    images = np.concatenate([x_train, x_test]).reshape(-1, 784)
+    labels = np.concatenate([y_train, y_test])
+    lines = []
+    for label, pixels in zip(labels, images):
+        (nonzero,) = np.nonzero(pixels)
+        lines.append(" ".join([str(int(label))] + [f"{i + 1}:{int(pixels[i])}" for i in nonzero]))
+    data = ("\n".join(lines) + "\n").encode()
+    with open(path, "wb") as f:
+        f.write(bz2.compress(data) if path.endswith(".bz2") else data)

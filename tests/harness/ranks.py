@@ -89,12 +89,12 @@ def horovodrun(args, np=2, timeout=300, check=True, launcher="gloo") -> Job:
                   timeout=timeout, check=check)
 
 
-def launch(cmd, env=None, timeout=300, check=True) -> Job:
+def launch(cmd, env=None, timeout=300, check=True, cwd=REPO) -> Job:
     """Runs a whole launcher command line (``cmd[0]`` is e.g. HOROVODRUN with its own hosts and
-    options) from REPO with the same timeout, kill-the-tree and failure rules as ``horovodrun``;
+    options) from ``cwd`` (REPO) with the same timeout, kill-the-tree and failure rules as ``horovodrun``;
     ``env`` (default os.environ) gets TF_CPP_MIN_LOG_LEVEL=2 and PYTHONUNBUFFERED=1."""
     env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(list(cmd), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
