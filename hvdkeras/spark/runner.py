@@ -250,7 +250,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         verbose: Horovod's verbosity.
         nics: the network interfaces to use.
         prefix_output_with_timestamp: prefix each output line with its time.
-        executable: the Python the ranks run (default: the executors' own, :func:`rank_python`).
+        executable: the Python the ranks run (default: the one Spark runs each rank's task in; with ``use_mpi``,
+            :func:`rank_python`).
         max_retries: how often all the ranks start again, each time a rank or its executor is lost (Gloo only).
         retry_hint: what a retry's warning line adds (where the ranks resume).
 
