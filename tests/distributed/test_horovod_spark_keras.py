@@ -9,15 +9,12 @@ tests short, keras2 runs those whose ranks Spark starts (a Horovod start each) a
 trains in the driver, where Keras 3's differences (losses, metrics, saving) show.
 
 Horovod's published ``examples/spark/keras/keras_spark_mnist.py``, switched by its import lines
-(``examples/horovod/keras_spark_mnist.py``, its data written offline), runs as its own driver, as a user runs it.
+(``examples/horovod/keras_spark_mnist.py``, its data written offline), runs last in the same driver.
 """
-import os
 import re
-import sys
 
 import pytest
 
-from tests.harness.ranks import REPO, launch
 from tests.harness.stacks import ONCE_ENV, once_here, once_per_make_test
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
@@ -47,33 +44,24 @@ def test_horovods_spark_keras_scenario_passes_switched_by_its_imports(outcome, s
 
 # ------------------------------------------------------------------ Horovod's published Spark Keras example
 
-MNIST_EXAMPLE = os.path.join(REPO, "examples", "horovod", "keras_spark_mnist.py")
+# Run in the shared driver, last (scripts/spark_local_check.py): as a user runs it in an activated venv, with no
+# PYSPARK_PYTHON. The estimator's code is the same on both stacks; keras3 trains through it in the scenarios above
+# and on the standalone cluster, so the example runs on keras2, where the Spark tests have the time.
+EXAMPLE_ONCE = ("Horovod's Spark Keras MNIST example", 0.7, "keras2")
+SPARK_LOCAL["examples"] = ["keras_spark_mnist"] if once_here(EXAMPLE_ONCE[2]) else []
 
 
-@pytest.fixture(scope="module")
-def mnist_example(tmp_path_factory):
-    """Horovod's keras_spark_mnist.py switched by its import lines, run as a user runs it in an activated venv: the
-    venv's bin first on PATH and no PYSPARK_PYTHON, so that local[2]'s executors find the venv's ``python3``."""
-    work = tmp_path_factory.mktemp("keras_spark_mnist")
-    (work / "data").mkdir()  # the example's --data-dir, /tmp by default, is a folder that exists
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
-    env.update(PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
-               VIRTUAL_ENV=sys.prefix)
-    job = launch([sys.executable, MNIST_EXAMPLE, "--num-proc", "2", "--epochs", "1", "--work-dir",
-                  str(work / "store"), "--data-dir", str(work / "data")], env=env, timeout=600, cwd=work)
-    return job, work
-
-
-@once_per_make_test("Horovod's Spark Keras MNIST example (the estimator's code is the same on both stacks; keras2 "
-                    "trains through it in Horovod's scenarios above)", 1.5, stack="keras3")
-def test_horovods_keras_spark_mnist_example_trains_predicts_and_evaluates_switched_by_its_imports(mnist_example):
-    job, work = mnist_example
-    accuracy = [line for line in job.output.splitlines() if line.startswith("Test accuracy:")]
-    assert len(accuracy) == 1, job.output[-3000:]
+@once_per_make_test(*EXAMPLE_ONCE)
+def test_horovods_keras_spark_mnist_example_trains_predicts_and_evaluates_switched_by_its_imports(spark_local):
+    example = spark_local["examples"]["keras_spark_mnist"]
+    output = example["output"]
+    accuracy = [line for line in output.splitlines() if line.startswith("Test accuracy:")]
+    assert len(accuracy) == 1, output[-3000:]
     assert float(accuracy[0].split(":")[1]) > 0.3, accuracy  # ten classes; one epoch of 1,797 digits gives 0.6-0.8
     # Each rank's lines reached the driver, prefixed with their time (prefix_output_with_timestamp=True)
-    assert re.search(r"^\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4}\[0\]<stdout>:.*starting fresh", job.output, re.M)
-    assert re.search(r"^\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4}\[1\]<stdout>:.*starting fresh", job.output, re.M)
-    (run,) = os.listdir(work / "store" / "runs")
-    assert os.listdir(work / "store" / "runs" / run / "checkpoints") == ["epoch-0001"]
-    assert (work / "logs" / "train").is_dir()  # the example's TensorBoard callback ran on the ranks
+    for rank in (0, 1):
+        assert re.search(rf"^\w{{3}} \w{{3}} +\d+ \d\d:\d\d:\d\d \d{{4}}\[{rank}\]<stdout>:.*starting fresh", output,
+                         re.M), output[-3000:]
+    (run,) = example["files"]["store/runs"]
+    assert example["files"][f"store/runs/{run}/checkpoints"] == ["epoch-0001"]
+    assert example["tensorboard"]  # the example's TensorBoard callback ran on the ranks

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from hvdkeras.common.processes import kill_tree
 from tests.harness.ranks import SCRIPTS, launch, results
@@ -54,13 +54,21 @@ def moto_server(timeout_s: float = 30) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-def run(work: str, estimator: bool, s3: bool, scenarios: List[str], timeout: float = 900) -> Dict[str, dict]:
-    """The driver's result for the parts asked for (``{}`` when none is)."""
-    if not (estimator or s3 or scenarios):
+def run(work: str, estimator: bool, s3: bool, scenarios: List[str], examples: Sequence[str] = (),
+        timeout: float = 900) -> Dict[str, dict]:
+    """The driver's result for the parts asked for (``{}`` when none is).
+
+    It runs as in an activated venv: this venv's ``bin`` first on ``PATH`` and no ``PYSPARK_PYTHON``, so local[2]'s
+    executors start the venv's ``python3``, as a user's script gets them without setting anything."""
+    if not (estimator or s3 or scenarios or examples):
         return {}
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env.update(PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
+               VIRTUAL_ENV=sys.prefix)
     with contextlib.ExitStack() as stack:
         endpoint: Optional[str] = stack.enter_context(moto_server()) if s3 else None
         cmd = [sys.executable, CHECK, work] + (["--estimator"] if estimator else []) + \
-            (["--s3", endpoint] if endpoint else []) + (["--scenarios", ",".join(scenarios)] if scenarios else [])
-        (result,) = results(launch(cmd, timeout=timeout))
+            (["--s3", endpoint] if endpoint else []) + (["--scenarios", ",".join(scenarios)] if scenarios else []) + \
+            (["--examples", ",".join(examples)] if examples else [])
+        (result,) = results(launch(cmd, env=env, timeout=timeout, cwd=work))
     return result

@@ -1,17 +1,24 @@
 """One driver on local[2] for a stack's Spark tests: one SparkSession, one TensorFlow import, for every check.
 
-``spark_local_check.py WORK [--estimator] [--s3 ENDPOINT] [--scenarios NAME,...]`` runs, in this order:
+``spark_local_check.py WORK [--estimator] [--s3 ENDPOINT] [--scenarios NAME,...] [--examples NAME,...]`` runs, in
+this order:
 
 * ``--estimator``: the KerasEstimator's checks (``spark_estimator_check.run_checks``, test_spark.py), the store a
   folder under WORK;
 * ``--s3 ENDPOINT``: the checks with the store in a bucket of the S3 server at ENDPOINT
   (``spark_s3_check.run_s3_checks``, test_spark_s3.py); the environment that finds it is set before Spark starts;
 * ``--scenarios``: Horovod's own Spark Keras scenarios by name (``horovod_spark_keras_check.run_scenarios``,
-  test_horovod_spark_keras.py).
+  test_horovod_spark_keras.py);
+* ``--examples``: Horovod's published Spark examples by name, from ``examples/horovod/`` (``<NAME>.py``), each as
+  ``__main__`` with its arguments (:data:`EXAMPLES`), in a folder of its own under WORK, last: an example stops the
+  SparkSession when it ends.
+
+It runs as a user's script in an activated venv does: the executors start ``python3`` from ``PATH``, the venv's
+(tests/harness/spark_driver.py sets it so), and nothing sets ``PYSPARK_PYTHON``.
 
 A driver's session, its executors' Python workers and its TensorFlow take 15-25 s to start on two cores, once
-here instead of once for each. Prints ``RESULT {"estimator": {...}, "s3": {...}, "horovod": {...}}`` with the
-parts asked for (tests/harness/spark_driver.py runs it).
+here instead of once for each. Prints ``RESULT {"estimator": {...}, "s3": {...}, "horovod": {...},
+"examples": {...}}`` with the parts asked for (tests/harness/spark_driver.py runs it, from WORK).
 """
 import argparse
 import importlib
@@ -26,15 +33,47 @@ ARGS.add_argument("work")
 ARGS.add_argument("--estimator", action="store_true")
 ARGS.add_argument("--s3", metavar="ENDPOINT")
 ARGS.add_argument("--scenarios", default="")
+ARGS.add_argument("--examples", default="")
 OPTIONS = ARGS.parse_args()
 
-os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors run this venv's Python, which has Horovod
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "examples", "horovod")
+# Each example's arguments, short; {work} is its folder.
+EXAMPLES = {"keras_spark_mnist": ["--num-proc", "2", "--epochs", "1", "--work-dir", "{work}/store",
+                                  "--data-dir", "{work}/data"]}
 if OPTIONS.s3:
     from spark_s3_check import s3_environment  # this script's folder is first on sys.path
 
     s3_environment(OPTIONS.s3, os.path.join(OPTIONS.work, "s3"))
 
 from pyspark.sql import SparkSession  # noqa: E402
+
+
+def run_example(name, work):
+    """Horovod's example ``name`` as ``__main__`` with its :data:`EXAMPLES` arguments, in ``work`` (created, with its
+    ``data`` and ``store`` folders): what it printed (the ranks' lines included), and what it left in ``work``."""
+    import contextlib
+    import io
+    import runpy
+    import time
+
+    for folder in ("data", "store"):
+        os.makedirs(os.path.join(work, folder), exist_ok=True)
+    path = os.path.join(EXAMPLES_DIR, f"{name}.py")
+    argv, out, began = sys.argv, io.StringIO(), time.time()
+    sys.argv = [path] + [arg.format(work=work) for arg in EXAMPLES[name]]
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv = argv
+    # The ranks run in their Spark tasks' folder, this driver's (WORK): the example's relative paths land there.
+    found = {"output": out.getvalue(), "seconds": time.time() - began, "files": {},
+             "tensorboard": os.path.isdir(os.path.join(os.getcwd(), "logs", "train"))}
+    for root, dirs, files in os.walk(work):
+        dirs[:] = [d for d in dirs if d not in ("data",) and not d.startswith("intermediate_")]
+        found["files"][os.path.relpath(root, work)] = sorted(files + dirs)
+    return found
 
 
 def check_module(name):
@@ -58,6 +97,11 @@ try:
     if OPTIONS.scenarios:
         result["horovod"] = check_module("horovod_spark_keras_check").run_scenarios(
             session, os.path.join(OPTIONS.work, "horovod"), OPTIONS.scenarios.split(","))
+    if OPTIONS.examples:
+        result["examples"] = {"seconds": 0.0}
+        for name in OPTIONS.examples.split(","):
+            result["examples"][name] = run_example(name, os.path.join(OPTIONS.work, "examples", name))
+            result["examples"]["seconds"] += result["examples"][name]["seconds"]
 finally:
     session.stop()
 print("RESULT " + json.dumps(result), flush=True)
