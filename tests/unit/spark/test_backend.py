@@ -42,3 +42,44 @@ def test_the_drivers_hidden_gpus_do_not_reach_the_ranks_but_use_gpu_false_does(r
     assert "CUDA_VISIBLE_DEVICES" not in runs[-1]["env"]
     backend.run(print, env={"CUDA_VISIBLE_DEVICES": "-1"})  # what the estimator passes for use_gpu=False
     assert runs[-1]["env"]["CUDA_VISIBLE_DEVICES"] == "-1"
+
+
+def test_spark_backend_hands_the_retries_to_the_runner_once(runs):
+    backend = backend_lib.SparkBackend(2)
+    assert backend_lib.run_retrying(backend, print, (1,), {"A": "1"}, 2, retry_hint=", from x") == ["done"]
+    (call,) = runs  # the barrier stage retries inside the one call
+    assert (call["max_retries"], call["retry_hint"], call["env"]["A"]) == (2, ", from x", "1")
+
+
+class _HorovodsBackend:
+    """A backend with Horovod's interface only (run, num_processes): the loop retries around its run."""
+
+    def __init__(self, failures):
+        self.failures, self.calls = failures, 0
+
+    def run(self, fn, args=(), kwargs=None, env=None):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError(f"Horovod detected that one or more processes exited\nProcess name: {self.calls}")
+        return [fn(*args)]
+
+    def num_processes(self):
+        return 1
+
+
+def test_a_backend_with_horovods_interface_is_retried_around_its_run_with_one_warning_line_per_retry(capsys):
+    backend = _HorovodsBackend(failures=2)
+    assert backend_lib.run_retrying(backend, abs, (-3,), None, 2, retry_hint=", from run_id 'r'") == [3]
+    assert backend.calls == 3
+    err = capsys.readouterr().err
+    assert err.count("starting the ranks again") == 2
+    assert ("a rank failed (Horovod detected that one or more processes exited Process name: 2); starting the ranks"
+            " again, retry 2 of 2, from run_id 'r'") in err
+
+
+def test_the_last_failure_past_max_retries_is_raised_in_one_line():
+    backend = _HorovodsBackend(failures=5)
+    with pytest.raises(RuntimeError) as error:
+        backend_lib.run_retrying(backend, abs, (-3,), None, 1)
+    assert str(error.value) == "Horovod detected that one or more processes exited Process name: 2"
+    assert backend.calls == 2
