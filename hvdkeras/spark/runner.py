@@ -101,19 +101,6 @@ def check_cluster(sc: Any, num_proc: int) -> None:
         raise SetupError(f"{need} {has} (master {sc.master}); {fix}")
 
 
-def wait_for_slots(sc: Any, num_proc: int, timeout_s: float) -> int:
-    """Until the registered executors have ``num_proc`` task slots (an executor Spark is replacing after it was
-    lost), at most ``timeout_s`` seconds; returns the slots there are. A local master's are always there."""
-    if sc.master.startswith("local"):
-        return int(sc.defaultParallelism)
-    deadline = time.time() + timeout_s
-    slots = _registered_slots(sc) or 0
-    while slots < num_proc and time.time() < deadline:
-        time.sleep(0.5)
-        slots = _registered_slots(sc) or 0
-    return slots
-
-
 def _python_probe() -> Callable[[Any], Iterator[Dict[str, Optional[str]]]]:
     """A function that says what Python runs it and which of a rank's packages it has; it refers to nothing of
     hvdkeras, so that it travels by value to an executor that lacks hvdkeras."""

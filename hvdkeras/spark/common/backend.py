@@ -146,10 +146,3 @@ class SparkBackend(Backend):
         sc = _spark_context()
         check_cluster(sc, self._num_proc)
         check_executors(sc)
-
-    def recover(self) -> None:
-        """Waits, at most ``start_timeout``, until the registered executors have a slot for every rank again: an
-        executor lost with a rank is replaced by Spark within seconds (:func:`hvdkeras.spark.runner.wait_for_slots`)."""
-        from hvdkeras.spark.runner import DEFAULT_START_TIMEOUT_S, _spark_context, wait_for_slots
-
-        wait_for_slots(_spark_context(), self._num_proc, self._kwargs["start_timeout"] or DEFAULT_START_TIMEOUT_S)
