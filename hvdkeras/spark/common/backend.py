@@ -46,7 +46,8 @@ class Backend:
         return _retry_loop(self, fn, args, env, max_retries, retry_hint)
 
 
-def _reason(error: BaseException) -> str:
+def failure_reason(error: BaseException) -> str:
+    """A rank's failure as the backend reported it, in one clause: its first three lines, at most 240 characters."""
     text = " ".join(line.strip() for line in str(error).splitlines()[:3] if line.strip())[:240]
     return text or type(error).__name__
 
@@ -60,8 +61,8 @@ def _retry_loop(backend: Any, fn: Callable[..., Any], args: Sequence[Any], env: 
             raise
         except Exception as exc:  # a rank's process died: the backend says so in its own words
             if attempt >= max_retries:
-                raise RuntimeError(_reason(exc)) from None
-            log.warning(f"a rank failed ({_reason(exc)}); starting the ranks again, retry {attempt + 1} of"
+                raise RuntimeError(failure_reason(exc)) from None
+            log.warning(f"a rank failed ({failure_reason(exc)}); starting the ranks again, retry {attempt + 1} of"
                         f" {max_retries}{retry_hint}")
             getattr(backend, "recover", lambda: None)()  # a duck-typed backend of Horovod's has none
     raise AssertionError("unreachable")

@@ -29,7 +29,7 @@ from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, SetupError
 from hvdkeras.spark.common import runs
-from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
+from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason, run_retrying
 from hvdkeras.spark.common.store import FilesystemStore, Store
 
 # Horovod's KerasEstimator parameters: (name, the Get/Set suffix, default, what it is).
@@ -372,11 +372,9 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         except HvdkerasError:
             raise
         except Exception as exc:  # a rank failed on the last attempt: the runner says so in one line
-            reason = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())[:240]
             retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-            raise PeerLostError(f"fit stopped: a rank failed ({reason or type(exc).__name__}){retried}; rank 0's"
-                                f" checkpoints are in {shown}: fit again with run_id={run_id!r} to resume there"
-                                ) from None
+            raise PeerLostError(f"fit stopped: a rank failed ({failure_reason(exc)}){retried}; rank 0's checkpoints"
+                                f" are in {shown}: fit again with run_id={run_id!r} to resume there") from None
         errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
         if errors:
             raise SetupError(errors[0])
