@@ -138,6 +138,20 @@ def test_a_sigterm_while_a_rank_is_frozen_saves_rank_0s_last_batch_and_the_rerun
     sigterms_while_frozen[case].result()  # its assertions, on its thread
 
 
+def _wait_gone(pid, timeout, what):
+    """Waits until process ``pid`` (not this process's child) has exited; fails the test naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (pid {pid})")
+
+
 def _sigterm_while_frozen(workdir, where, position, uninterrupted_exact):
     # The soak's finding (issue 52): the ranks agree to stop with an allreduce a frozen rank never joins, so the
     # signal ends in the collective's failure. Rank 0, whose step's updates ran all or none (the exchange releases
@@ -159,7 +173,11 @@ def _sigterm_while_frozen(workdir, where, position, uninterrupted_exact):
     os.kill(chief, signal.SIGTERM)
     line = "hvdkeras: preempted (SIGTERM) but the ranks could not stop together: rank 1 on host"
     watch.wait_for(line, timeout=60, what="rank 0's line")
-    os.kill(frozen, signal.SIGKILL)  # instead of horovodrun's 10 s for a stopped rank (docs/reliability.md)
+    # Rank 0 leaves on its own after its line (status 75); only then is the frozen rank killed, instead of
+    # horovodrun's 10 s for a stopped rank (docs/reliability.md). Killed first, it is the failure horovodrun sees,
+    # and horovodrun ends rank 0 (143) before rank 0 has left.
+    _wait_gone(chief, timeout=60, what="rank 0 leaving after its line")
+    os.kill(frozen, signal.SIGKILL)
     out = watch.finish(timeout=60)
     said = [x for x in out.splitlines() if line in x]
     assert len(said) == 1 and "is not responding" in said[0], out[-3000:]
