@@ -1,5 +1,6 @@
 """hvdkeras.spark.common.runs: a run_id is a name, one fit holds a run, and a run resumes only the job it trained."""
 import json
+import time
 
 import pytest
 
@@ -81,7 +82,12 @@ def test_the_heartbeat_keeps_a_long_fit_held(store):
     lock = runs.RunLock(store, "run1", heartbeat_s=0.01, stale_s=60, clock=clock).acquire()
     try:
         clock.now += 50
-        lock._stop.wait(0.2)  # a few heartbeats at the new time
+        deadline = time.monotonic() + 30
+        while json.loads(store.read(lock.path))["heartbeat"] != clock.now:  # a heartbeat at the new time
+            assert time.monotonic() < deadline, "no heartbeat within 30 s"
+            time.sleep(0.01)
+        lock._stop.set()  # its last beat: the fit is busy (a beat at the next time would say 0 s ago)
+        lock._thread.join()
         clock.now += 50  # 100 s after the start, 50 after the last beat
         with pytest.raises(SetupError, match="last seen 50 s ago"):
             runs.RunLock(store, "run1", clock=clock).acquire()
