@@ -57,6 +57,28 @@ def _registration(sc: Any) -> Tuple[Optional[int], float, float]:
     return cap, wait_s, sc.startTime / 1000.0
 
 
+# The most task slots each application (by master and SparkContext start) has had registered at once: fewer now
+# means an executor was lost (a killed JVM, a lost node) and the cluster manager is starting its replacement.
+_SLOTS_SEEN: Dict[Tuple[str, int], int] = {}
+
+
+def _slots_waited(sc: Any, wanted: Optional[int]) -> Tuple[int, int]:
+    """(the registered slots after waiting as :func:`task_slots` says, the most this application has had)."""
+    slots = _registered_slots(sc) or 0
+    cap, wait_s, started = _registration(sc)
+    key = (str(sc.master), int(sc.startTime))
+    seen = _SLOTS_SEEN[key] = max(_SLOTS_SEEN.get(key, 0), slots)
+    targets = [n for n in (wanted, cap, seen if slots < seen else None) if n is not None]
+    deadline = started + wait_s
+    if slots < seen:  # an executor it had is being replaced: Spark's registration time again, from now
+        deadline = max(deadline, time.time() + wait_s)
+    while (not targets or slots < min(targets)) and time.time() < deadline:
+        time.sleep(0.2)
+        slots = _registered_slots(sc) or 0
+        seen = _SLOTS_SEEN[key] = max(seen, slots)
+    return slots, seen
+
+
 def task_slots(sc: Any, wanted: Optional[int] = None) -> int:
     """How many tasks Spark runs at once.
 
@@ -65,17 +87,12 @@ def task_slots(sc: Any, wanted: Optional[int] = None) -> int:
     ``spark.default.parallelism`` is at least 2 before any has (so it says 2 for a 1-slot cluster, and for
     a 4-slot one until they have), so this waits until ``wanted`` slots are there, the application's
     ``spark.cores.max`` is reached, or Spark's registration time since the SparkContext started
-    (``spark.scheduler.maxRegisteredResourcesWaitingTime``, 30 s by default) is over.
+    (``spark.scheduler.maxRegisteredResourcesWaitingTime``, 30 s by default) is over. Where the application
+    had more slots before (an executor was lost and is being replaced), it waits that long again, from now.
     """
-    slots = _registered_slots(sc) if not sc.master.startswith("local") else None
-    if slots is None:
+    if sc.master.startswith("local") or _registered_slots(sc) is None:
         return int(sc.defaultParallelism)
-    cap, wait_s, started = _registration(sc)
-    targets = [n for n in (wanted, cap) if n is not None]
-    while (not targets or slots < min(targets)) and time.time() < started + wait_s:
-        time.sleep(0.2)
-        slots = _registered_slots(sc) or 0
-    return slots
+    return _slots_waited(sc, wanted)[0]
 
 
 def check_cluster(sc: Any, num_proc: int) -> None:
@@ -85,19 +102,26 @@ def check_cluster(sc: Any, num_proc: int) -> None:
         SetupError: ``num_proc`` is above :func:`task_slots` or the application's ``spark.cores.max``.
     """
     need = f"num_proc={num_proc} ranks need {num_proc} Spark task slots at once, but"
-    cluster = not sc.master.startswith("local") and _registered_slots(sc) is not None
-    if cluster:
-        cap, wait_s, _ = _registration(sc)
-        if cap is not None and cap < num_proc:
-            raise SetupError(f"{need} spark.cores.max gives this application at most {cap} (master {sc.master});"
-                             f" lower num_proc to {cap} or raise spark.cores.max")
-    slots = task_slots(sc, wanted=num_proc)
+    if sc.master.startswith("local") or _registered_slots(sc) is None:
+        slots = int(sc.defaultParallelism)
+        if num_proc > slots:
+            raise SetupError(f"{need} this Spark has {slots} (master {sc.master}); lower num_proc to {slots} or give"
+                             " Spark more cores")
+        return
+    cap, wait_s, _ = _registration(sc)
+    if cap is not None and cap < num_proc:
+        raise SetupError(f"{need} spark.cores.max gives this application at most {cap} (master {sc.master});"
+                         f" lower num_proc to {cap} or raise spark.cores.max")
+    slots, seen = _slots_waited(sc, num_proc)
     if num_proc > slots:
-        has, fix = f"this Spark has {slots}", f"lower num_proc to {slots} or give Spark more cores"
-        if cluster:
-            has = f"the executors registered within {wait_s:g} s of the SparkContext's start have {slots}"
-            if slots == 0:
-                fix = "check that the master has workers with free cores and that they reach this driver"
+        has = f"the executors registered within {wait_s:g} s of the SparkContext's start have {slots}"
+        fix = f"lower num_proc to {slots} or give Spark more cores"
+        if seen > slots:
+            has = (f"{slots} are registered, where this application had {seen}: an executor was lost and not"
+                   f" replaced within {wait_s:g} s")
+            fix = "check the cluster manager's workers (their logs say why the executor ended), then fit again"
+        elif slots == 0:
+            fix = "check that the master has workers with free cores and that they reach this driver"
         raise SetupError(f"{need} {has} (master {sc.master}); {fix}")
 
 

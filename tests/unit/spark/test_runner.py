@@ -104,6 +104,7 @@ def clock(monkeypatch):
 
     fake = _Clock()
     monkeypatch.setattr(runner, "time", fake)
+    monkeypatch.setattr(runner, "_SLOTS_SEEN", {})  # each test's contexts are new applications
     return fake
 
 
@@ -145,3 +146,28 @@ def test_the_ranks_run_the_executors_python():
     assert rank_python("/opt/image/bin/python3", found) == "/opt/image/bin/python3"
     # a shipped environment (spark.archives) is unpacked in each task's folder: the relative path works on each
     assert rank_python("./environment/bin/python", found) == "./environment/bin/python"
+
+
+def test_a_fit_after_an_executor_was_lost_waits_for_its_replacement_past_the_registration_time(clock):
+    # Two slots seen by a first fit, long after the start; then an executor is lost and its replacement registers
+    # 5 s into the next fit's check
+    lost = {}
+    sc = cluster(clock, lambda since: 1 if lost and clock.now < lost["at"] + 5 else 2, started_ago=60)
+    assert task_slots(sc) == 2
+    lost["at"] = clock.now
+    check_cluster(sc, 2)  # not refused: it waited for the replacement
+    assert 5 <= clock.now - lost["at"] < 5.5
+
+
+def test_an_executor_lost_and_not_replaced_is_one_line_naming_it(clock):
+    lost = {}
+    sc = cluster(clock, lambda since: 1 if lost else 2, started_ago=60)
+    assert task_slots(sc) == 2
+    lost["at"] = clock.now
+    with pytest.raises(SetupError) as err:
+        check_cluster(sc, 2)
+    assert str(err.value) == ("num_proc=2 ranks need 2 Spark task slots at once, but 1 are registered, where this"
+                              " application had 2: an executor was lost and not replaced within 10 s (master"
+                              " spark://master:7077); check the cluster manager's workers (their logs say why the"
+                              " executor ended), then fit again")
+    assert 10 <= clock.now - lost["at"] < 10.5
