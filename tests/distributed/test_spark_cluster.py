@@ -5,10 +5,12 @@ lab/spark.py builds it on lab/hosts.py's namespaces (the master at the launcher'
 (``scripts/spark_cluster_check.py``) runs at the launcher's address, as on a cluster's gateway.
 Needs root; elsewhere the module is skipped with the reason.
 
-The ``spark_cluster`` fixture is the cluster for the module; one driver runs every check on it (a driver's
-session and its executors take 10-20 s to start): a quiet KerasEstimator fit whose ranks say where they ran and
-which GPU Spark assigned them, the same fit retried after its executor and its rank are killed, the task slots,
-the refused ``num_proc=3``.
+The ``spark_cluster`` fixture is the cluster for the module, with moto's S3 server (the one s3fs's own tests use)
+at the launcher's address; one driver runs every check on it (a driver's session and its executors take 10-20 s to
+start), the store in a bucket: a quiet KerasEstimator fit whose ranks say where they ran and which GPU Spark
+assigned them, the same fit retried by Spark after its executor and its rank are killed until its retries run out,
+the user's next fit resuming from the bucket, transform, save and load at an ``s3://`` path, the task slots, the
+refused ``num_proc=3``, and Horovod's own Spark Keras scenarios whose backend trains in the driver.
 """
 import os
 import sys
@@ -18,13 +20,18 @@ import pytest
 from lab import hosts as hosts_lib
 from lab import spark as spark_lab
 from tests.harness.ranks import SCRIPTS, launch, results
+from tests.harness.s3_server import moto_server
+from tests.harness.spark_checks import SCENARIOS_IN_THE_DRIVER
 from tests.harness.stacks import once_per_make_test
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
+pytest.importorskip("s3fs", reason="s3fs is not installed (make install pins it)")
+pytest.importorskip("moto.server", reason="moto[server] is not installed (make install pins it)")
 
-# Spark's scheduling and Horovod's task services across hosts do not depend on the stack. The KerasEstimator's
-# checks run here on keras3 and on local[2] on keras2 (test_spark.py), one driver each.
-pytestmark = [once_per_make_test("the standalone Spark cluster on the two hosts", 2.5, stack="keras3"), pytest.mark.lab]
+# Spark's scheduling, Horovod's task services across hosts and the store's code (fsspec, the Parquet writer, the
+# checkpoint mirror) do not depend on the stack. The KerasEstimator's checks run here on keras3 and on local[2] on
+# keras2 (test_spark.py), one driver each.
+pytestmark = [once_per_make_test("the standalone Spark cluster on the two hosts", 2.8, stack="keras3"), pytest.mark.lab]
 
 CHECK = os.path.join(SCRIPTS, "spark_cluster_check.py")
 
@@ -44,10 +51,13 @@ def spark_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def check(spark_cluster):
-    store = os.path.join(spark_cluster.folder, "store")  # on the filesystem both hosts share
-    (report,) = results(launch([sys.executable, CHECK, store], env=spark_cluster.env(), timeout=600))
-    print(f"\nthe driver's SparkSession started in {report['session_s']:.1f}s, num_proc=3 was refused after"
-          f" {report['too_many']['seconds']:.1f}s")
+    work = os.path.join(spark_cluster.folder, "work")  # on the filesystem both hosts share
+    os.makedirs(work)
+    with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
+        (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--scenarios",
+                                    ",".join(SCENARIOS_IN_THE_DRIVER)], env=spark_cluster.env(), timeout=600))
+    seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
+    print(f"\nthe driver's laps (s): {seconds}; num_proc=3 was refused after {report['too_many']['seconds']:.1f}s")
     return report
 
 
@@ -83,14 +93,39 @@ def test_more_ranks_than_the_clusters_slots_is_one_line_at_once(spark_cluster, c
     assert too_many["seconds"] < 3  # Horovod itself would wait start_timeout for the third task
 
 
-def test_a_fit_that_may_retry_returns_after_its_executor_and_its_rank_are_killed_on_an_undisturbed_fits_weights(check):
+def test_spark_retries_a_fit_after_its_executor_and_its_rank_are_killed_then_ends_in_one_line(check):
+    retried = check["retried"]
+    assert retried["killed"] == [True, True, True], retried  # the executor JVM in epoch 2, rank 1 twice in epoch 3
+    error = retried["error"]
+    assert error is not None and "\n" not in error and "run_id='retried'" in error, retried
+    assert retried["checkpoints"] == ["epoch-0001", "epoch-0002"], retried  # in the bucket, from the retried starts
+    trained = [tuple(line) for line in check["epochs_trained"]]
+    # each start resumed from the bucket's last checkpoint: epoch 1's, then epoch 2's, twice
+    assert [e for tag, e in trained if tag == "retried"] == ["0", "1", "1", "2", "2"], trained
+    print(f"\nthe fit retried twice and refused a third start in {retried['seconds']:.1f}s")
+
+
+def test_the_next_fit_resumes_from_the_bucket_on_an_undisturbed_fits_weights(check):
     resumed = check["resumed"]
-    assert resumed["killed"] == [True, True], resumed  # the executor JVM in epoch 2, rank 1 in epoch 3
-    assert resumed["epochs"] == 3, resumed  # every epoch once in the history
+    trained = [tuple(line) for line in check["epochs_trained"]]
+    assert [e for tag, e in trained if tag == "resumed"] == ["2"], trained  # the last epoch only
+    assert resumed["epochs"] == 3, resumed  # metrics.jsonl came back from the bucket: every epoch once
     assert resumed["max_diff_from_quiet"] == 0.0, resumed  # bit for bit the fit that nobody disturbed
-    assert resumed["checkpoints"] == ["epoch-0002", "epoch-0003"], resumed  # kept: 2
-    assert check["transformed"] == 10  # the model it returned predicts
-    print(f"\nthe fit retried after both kills took {resumed['seconds']:.1f}s")
+    assert resumed["checkpoints"] == ["epoch-0002", "epoch-0003"], resumed  # keep=2, pruned after the publish
+    assert resumed["run_files"] == ["config.yaml", "job.json", "metrics.jsonl"], resumed
+
+
+def test_transform_and_an_s3_saved_model_predict_the_same(check):
+    assert check["transform"] == {"columns": ["features", "label", "id", "label_prob"], "rows": 192}
+    persist = check["persist"]
+    assert persist["same"] and persist["output_cols"] == ["label_prob"], persist
+    assert persist["objects"] == ["models/resumed/metadata", "models/resumed/model.keras"], persist
+
+
+def test_no_secret_in_the_bucket_and_no_rank_folder_left_on_the_hosts(check):
+    secret = check["secret"]
+    assert secret["objects_checked"] > 10 and secret["holding_secret"] == [], secret
+    assert secret["rank_dirs_left"] == 0, secret  # the killed starts', removed by the next start's ranks
 
 
 def test_each_rank_uses_the_gpu_spark_assigned_its_task_and_use_gpu_false_uses_none(check):
@@ -103,9 +138,15 @@ def test_each_rank_uses_the_gpu_spark_assigned_its_task_and_use_gpu_false_uses_n
 
 
 def test_each_fit_removes_its_intermediate_parquet_unless_asked_to_keep_it(check):
-    assert check["left"] == []  # the retried fit's; the quiet fit kept its own, as asked
+    assert check["left"] == []  # the retried and resumed fits'; the quiet fit kept its own, as asked
 
 
 def test_a_second_prepare_writes_the_same_rows_in_the_same_order_on_the_cluster(check):
     # the rows of a file come from two executors' shuffle blocks; a rank's epoch shuffle permutes them by position
     assert check["same_files"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS_IN_THE_DRIVER)
+def test_horovods_spark_keras_scenario_passes_switched_by_its_imports_in_the_clusters_driver(check, scenario):
+    # scripts/horovod_spark_keras_check.py: those whose ranks Spark starts run on local[2] (test_horovod_spark_keras.py)
+    assert check["horovod"][scenario] == "passed"

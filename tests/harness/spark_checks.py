@@ -1,7 +1,17 @@
 """What the KerasEstimator checks (``tests/distributed/scripts/spark_estimator_check.py``) must show, wherever they ran.
 
-test_spark.py asserts them (on local[2]): one function per part of the driver's result.
+test_spark.py asserts them (on local[2]): one function per part of the driver's result. Below, which of Horovod's
+own Spark Keras scenarios (``scripts/horovod_spark_keras_check.py``) run in which driver.
 """
+
+# Horovod's scenarios whose ranks Spark starts (a Horovod start each): in the local[2] driver
+# (test_horovod_spark_keras.py, keras2).
+SCENARIOS_WITH_RANKS = ["test_fit_model", "test_fit_model_with_tensorflow_dataset_prefetch_buffer_size",
+                        "test_fit_model_multiclass"]
+# Those whose user backend trains in the driver, where Keras 3's differences (losses, metrics, saving) show: in the
+# standalone cluster's driver (test_spark_cluster.py, keras3), whose executors prepare and transform.
+SCENARIOS_IN_THE_DRIVER = ["test_restore_from_checkpoint", "test_keras_direct_parquet_train",
+                           "test_keras_model_checkpoint_callback", "test_model_serialization"]
 
 
 def assert_fit(fit):

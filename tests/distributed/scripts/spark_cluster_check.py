@@ -1,28 +1,37 @@
 """Run by test_spark_cluster.py as the driver of lab/spark.py's standalone cluster (its environment: ClusterInfo.env()).
 
-``spark_cluster_check.py STORE`` (STORE on the filesystem both hosts share):
-``SparkSession.builder.getOrCreate()`` joins the cluster (the driver's spark-defaults.conf names it), then
-KerasEstimator fits of two ranks, one per host, on a small model:
+``spark_cluster_check.py WORK ENDPOINT [--scenarios NAME,...]`` (WORK on the filesystem both hosts share, ENDPOINT
+moto's S3 server at the launcher's address): ``SparkSession.builder.getOrCreate()`` joins the cluster (the driver's
+spark-defaults.conf names it), with the S3 server and its credentials in the driver's and the executors' environment
+(``spark.executorEnv.*``, as a cluster's jobs get theirs when no instance profile gives them), then KerasEstimator
+fits of two ranks, one per host, on a small model, the store ``s3://bucket/store``:
 
-* a quiet fit that nobody disturbs: each rank records where it ran (its rank, an allreduce of every rank, its
+* ``quiet``: a fit that nobody disturbs: each rank records where it ran (its rank, an allreduce of every rank, its
   hostname, its address on the lab's link and its network namespace) and the GPU Spark assigned its task (the
   lab's stand-ins) and what it made visible; it keeps its Parquet for a second ``prepare``'s rows;
-* the same fit with ``use_gpu=False`` and ``max_retries=2``: the executor JVM under rank 1 is SIGKILLed in epoch
-  2 and rank 1 itself in epoch 3; it retries both, resuming from the store's checkpoint, and returns on the quiet
-  fit's weights;
-* ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took.
+* ``retried``: the same fit with ``use_gpu=False`` and ``max_retries=2``: the executor JVM under rank 1 is SIGKILLed
+  in epoch 2 and rank 1 itself in epoch 3, twice; Spark starts the ranks again after the first two, each time from
+  the bucket's last checkpoint, and the fit ends in one line after the third;
+* ``resumed``: the user's next fit with the same run_id resumes from the bucket, trains the last epoch only and
+  returns the quiet fit's weights; its model transforms, and saved at an ``s3://`` path and loaded predicts the same;
+* ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
+* ``--scenarios``: Horovod's own Spark Keras scenarios whose backend trains in the driver
+  (``horovod_spark_keras_check.run_scenarios``, a folder store under WORK).
 
-That a fit killed with ``max_retries=0`` ends in one line and the next fit resumes it is test_spark_s3.py's.
 One driver (one SparkSession, one set of executors) for every check: each costs 10-20 s to start.
-Prints ``RESULT {"ranks": [...], "too_many": {...}, "slots": {...}, "resumed": {...}, "devices": {...},
-"transformed": N, "left": [...], "same_files": bool}``.
+Prints ``RESULT {...}`` (what test_spark_cluster.py asserts on).
 """
+import argparse
+import glob
 import json
 import os
 import signal
 import sys
+import tempfile
 import time
 
+import boto3
+import cloudpickle
 import numpy as np
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
@@ -102,57 +111,129 @@ def devices(folder, tag):
     return [json.load(open(os.path.join(folder, f"devices-{tag}-rank{r}.json"))) for r in range(2)]
 
 
+class EpochsTrained(keras.callbacks.Callback):
+    """Rank 0 appends ``<tag> <epoch>`` to ``path`` at each epoch's start."""
+
+    def __init__(self, path, tag):
+        super().__init__()
+        self.path, self.tag = path, tag
+
+    def on_epoch_begin(self, epoch, logs=None):
+        import horovod.tensorflow as hvd_tf
+
+        if hvd_tf.rank() == 0:
+            with open(self.path, "a") as f:
+                f.write(f"{self.tag} {epoch}\n")
+
+
+SECRET = "hvdkeras-test-secret-key-not-in-any-file"
+BUCKET = "bucket"
+ROWS = 192
+
+
+def s3_environment(endpoint, work):
+    """The variables that find the S3 server and its credentials, as a job finds S3 (the endpoint, dummy keys), and
+    put the ranks' local folders in ``work/tmp``, where no other job's ranks are; set in this process too."""
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "hvdkeras-test", "AWS_SECRET_ACCESS_KEY": SECRET,
+           "AWS_DEFAULT_REGION": "us-east-1", "TMPDIR": tmp}
+    os.environ.update(env)
+    tempfile.tempdir = tmp
+    return env
+
+
+def objects(prefix=""):
+    """Every key in the bucket under ``prefix``."""
+    found, pages = [], boto3.client("s3").get_paginator("list_objects_v2")
+    for page in pages.paginate(Bucket=BUCKET, Prefix=prefix):
+        found += [o["Key"] for o in page.get("Contents", [])]
+    return sorted(found)
+
+
+def checkpoints(run_id):
+    """The checkpoint folders of ``run_id`` in the bucket."""
+    prefix = f"store/runs/{run_id}/checkpoints/"
+    return sorted({key[len(prefix):].split("/", 1)[0] for key in objects(prefix)})
+
+
 def make_model():
     keras.utils.set_random_seed(1)
     return keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, activation="relu"),
                              keras.layers.Dense(3, activation="softmax")])
 
 
-def quiet_and_retried(session, store_path, driver_addr):
-    """A quiet fit, then the same fit retried after its executor and its rank are killed:
-    ``{"ranks": [...], "resumed": ..., "devices": ..., "transformed": N, "left": [...], "same_files": bool}``."""
+def fits(session, work, driver_addr):
+    """The quiet, retried and resumed fits with the store in the bucket, and what the resumed model does."""
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    rank_dirs_before = set(glob.glob(os.path.join(os.environ["TMPDIR"], "hvdkeras-run-*")))
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, 3, 192)
-    features = rng.normal(size=(192, 16)) + labels[:, None]
-    df = session.createDataFrame([(Vectors.dense(features[i].tolist()), int(labels[i])) for i in range(192)],
-                                 ["features", "label"])
-    store = Store.create(store_path)
+    labels = rng.integers(0, 3, ROWS)
+    features = rng.normal(size=(ROWS, 16)) + labels[:, None]
+    df = session.createDataFrame([(Vectors.dense(features[i].tolist()), int(labels[i]), i) for i in range(ROWS)],
+                                 ["features", "label", "id"])
+    store = Store.create(f"s3://{BUCKET}/store")
+    trained = os.path.join(work, "epochs-trained")
 
-    def fit(run_id, use_gpu=True, max_retries=0, kills=(), **kw):
+    def fit(run_id, tag, use_gpu=True, max_retries=0, kills=(), **kw):
         return hvd_keras.KerasEstimator(
             num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.1),
             loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
             label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
-            use_gpu=use_gpu, max_retries=max_retries, callbacks=[RecordRank(store_path, run_id, driver_addr), *kills],
-            **kw).fit(df)
+            use_gpu=use_gpu, max_retries=max_retries,
+            callbacks=[RecordRank(work, tag, driver_addr), EpochsTrained(trained, tag), *kills], **kw).fit(df)
 
     def marker(name):
-        return os.path.join(store_path, name)
+        return os.path.join(work, name)
 
-    quiet = fit("quiet", keep_intermediate_data=True)
-    report = {"devices": {"use_gpu": devices(store_path, "quiet")}}
+    quiet = fit("quiet", "quiet", keep_intermediate_data=True)
+    report = {"devices": {"use_gpu": devices(work, "quiet")}}
     report["ranks"] = [d["where"] for d in report["devices"]["use_gpu"]]
     # The same fit again, from the start: in epoch 2 the executor JVM under rank 1 is SIGKILLed (Spark replaces
-    # it, the fit waits and starts the ranks again from epoch 1's checkpoint), in epoch 3 rank 1 itself (again,
-    # from epoch 2's): max_retries=2 covers both, and the fit returns.
+    # it, and starts the ranks again from epoch 1's checkpoint), in epoch 3 rank 1 itself (again, from epoch 2's),
+    # and in epoch 3 once more, past max_retries=2: the fit ends in one line naming its run_id.
     began = time.time()
-    model = fit("retried", use_gpu=False, max_retries=2,
-                kills=[KillRankOnce(marker("executor-once"), epoch=1, executor=True),
-                       KillRankOnce(marker("retried-once"), epoch=2)])
-    checkpoints = os.path.join(store_path, "runs", "retried", "checkpoints")
-    report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": sorted(os.listdir(checkpoints)),
-                         "killed": [os.path.exists(marker(m)) for m in ("executor-once", "retried-once")],
-                         "seconds": time.time() - began}
-    report["devices"]["no_gpu"] = devices(store_path, "retried")
-    report["transformed"] = model.transform(df.limit(10)).count()
-    report["resumed"]["max_diff_from_quiet"] = float(max(np.abs(a - b).max() for a, b in
-                                                         zip(model.getModel().get_weights(),
-                                                             quiet.getModel().get_weights())))
-    (kept,) = [n for n in os.listdir(store_path) if n.startswith("intermediate_train_data.quiet.")]
-    report["left"] = sorted(n for n in os.listdir(store_path)  # the retried fit removed its Parquet
-                            if n.startswith("intermediate_") and ".quiet." not in n)
+    try:
+        fit("retried", "retried", use_gpu=False, max_retries=2,
+            kills=[KillRankOnce(marker("executor-once"), epoch=1, executor=True),
+                   KillRankOnce(marker("rank-once"), epoch=2), KillRankOnce(marker("rank-twice"), epoch=2)])
+        error = None
+    except HvdkerasError as exc:
+        error = str(exc)
+    report["retried"] = {"error": error, "checkpoints": checkpoints("retried"), "seconds": time.time() - began,
+                         "killed": [os.path.exists(marker(m)) for m in ("executor-once", "rank-once", "rank-twice")]}
+    report["devices"]["no_gpu"] = devices(work, "retried")
+    model = fit("retried", "resumed", use_gpu=False)
+    report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": checkpoints("retried"),
+                         "run_files": sorted(k.rsplit("/", 1)[-1] for k in objects("store/runs/retried/")
+                                             if "/checkpoints/" not in k),
+                         "max_diff_from_quiet": float(max(np.abs(a - b).max() for a, b in
+                                                          zip(model.getModel().get_weights(),
+                                                              quiet.getModel().get_weights())))}
+    with open(trained) as f:
+        report["epochs_trained"] = [line.split() for line in f.read().splitlines()]
+
+    model.setOutputCols(["label_prob"])
+    predicted = model.transform(df)
+    report["transform"] = {"columns": predicted.columns, "rows": predicted.count()}
+    few = df.filter("id < 5").coalesce(1)
+    first = [r.label_prob.toArray().tolist() for r in model.transform(few).orderBy("id").collect()]
+    path = f"s3://{BUCKET}/models/resumed"
+    model.save(path)
+    loaded = hvd_keras.KerasModel.load(path)
+    again = [r.label_prob.toArray().tolist() for r in loaded.transform(few).orderBy("id").collect()]
+    report["persist"] = {"same": first == again, "objects": objects("models/resumed/"),
+                         "output_cols": loaded.getOutputCols()}
+
+    intermediate = sorted({k.split("/")[1] for k in objects("store/intermediate_")})
+    (kept,) = [n for n in intermediate if n.startswith("intermediate_train_data.quiet.")]
+    report["left"] = [n for n in intermediate if ".quiet." not in n]  # the retried fits removed their Parquet
     report["same_files"] = prepared_twice_alike(df, store, f"{store.prefix_path}/{kept}", ["features"], ["label"],
                                                 seed=1)
+    s3 = boto3.client("s3")
+    holding = [key for key in objects() if SECRET.encode() in s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()]
+    left = set(glob.glob(os.path.join(os.environ["TMPDIR"], "hvdkeras-run-*"))) - rank_dirs_before
+    report["secret"] = {"objects_checked": len(objects()), "holding_secret": holding, "rank_dirs_left": len(left)}
     return report
 
 
@@ -160,14 +241,25 @@ def slots(sc):
     return {"default_parallelism": sc.defaultParallelism, "registered": _registered_slots(sc)}
 
 
+ARGS = argparse.ArgumentParser()
+ARGS.add_argument("work")
+ARGS.add_argument("endpoint")
+ARGS.add_argument("--scenarios", default="")
+OPTIONS = ARGS.parse_args()
+
 driver_addr = os.environ["SPARK_LOCAL_IP"]
 began = time.time()
-session = SparkSession.builder.appName("hvdkeras-spark-cluster-check").getOrCreate()
+builder = SparkSession.builder.appName("hvdkeras-spark-cluster-check")
+for name, value in s3_environment(OPTIONS.endpoint, OPTIONS.work).items():
+    builder = builder.config(f"spark.executorEnv.{name}", value)
+session = builder.getOrCreate()
 sc = session.sparkContext
 try:
-    report = {"master": sc.master, "slots": {"at_start": slots(sc)}, "session_s": time.time() - began,
+    report = {"master": sc.master, "slots": {"at_start": slots(sc)}, "seconds": {"session": time.time() - began},
               "driver_netns": os.readlink("/proc/self/ns/net")}
-    report.update(quiet_and_retried(session, sys.argv[1], driver_addr))
+    lap = time.time()
+    report.update(fits(session, OPTIONS.work, driver_addr))
+    report["seconds"]["fits"] = time.time() - lap
     report["slots"]["after_run"] = slots(sc)
     before = time.time()
     try:
@@ -176,6 +268,14 @@ try:
     except HvdkerasError as exc:
         error = str(exc)
     report["too_many"] = {"error": error, "seconds": time.time() - before}
+    if OPTIONS.scenarios:
+        import horovod_spark_keras_check
+
+        cloudpickle.register_pickle_by_value(horovod_spark_keras_check)  # the executors cannot import this folder
+        lap = time.time()
+        report["horovod"] = horovod_spark_keras_check.run_scenarios(session, os.path.join(OPTIONS.work, "horovod"),
+                                                                    OPTIONS.scenarios.split(","))
+        report["seconds"]["scenarios"] = time.time() - lap
     print("RESULT " + json.dumps(report), flush=True)
 finally:
     session.stop()

@@ -1,12 +1,9 @@
 """One driver on local[2] for a stack's Spark tests: one SparkSession, one TensorFlow import, for every check.
 
-``spark_local_check.py WORK [--estimator] [--s3 ENDPOINT] [--scenarios NAME,...] [--examples NAME,...]`` runs, in
-this order:
+``spark_local_check.py WORK [--estimator] [--scenarios NAME,...] [--examples NAME,...]`` runs, in this order:
 
 * ``--estimator``: the KerasEstimator's checks (``spark_estimator_check.run_checks``, test_spark.py), the store a
   folder under WORK;
-* ``--s3 ENDPOINT``: the checks with the store in a bucket of the S3 server at ENDPOINT
-  (``spark_s3_check.run_s3_checks``, test_spark_s3.py); the environment that finds it is set before Spark starts;
 * ``--scenarios``: Horovod's own Spark Keras scenarios by name (``horovod_spark_keras_check.run_scenarios``,
   test_horovod_spark_keras.py);
 * ``--examples``: Horovod's published Spark examples by name, from ``examples/horovod/`` (``<NAME>.py``), each as
@@ -17,21 +14,22 @@ It runs as a user's script in an activated venv does: the executors start ``pyth
 (tests/harness/spark_driver.py sets it so), and nothing sets ``PYSPARK_PYTHON``.
 
 A driver's session, its executors' Python workers and its TensorFlow take 15-25 s to start on two cores, once
-here instead of once for each. Prints ``RESULT {"estimator": {...}, "s3": {...}, "horovod": {...},
-"examples": {...}}`` with the parts asked for (tests/harness/spark_driver.py runs it, from WORK).
+here instead of once for each. Prints ``RESULT {"estimator": {...}, "horovod": {...}, "examples": {...},
+"seconds": {...}}`` with the parts asked for and each part's seconds (tests/harness/spark_driver.py runs it, from
+WORK).
 """
 import argparse
 import importlib
 import json
 import os
 import sys
+import time
 
 import cloudpickle
 
 ARGS = argparse.ArgumentParser()
 ARGS.add_argument("work")
 ARGS.add_argument("--estimator", action="store_true")
-ARGS.add_argument("--s3", metavar="ENDPOINT")
 ARGS.add_argument("--scenarios", default="")
 ARGS.add_argument("--examples", default="")
 OPTIONS = ARGS.parse_args()
@@ -41,11 +39,6 @@ EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.p
 # Each example's arguments, short; {work} is its folder.
 EXAMPLES = {"keras_spark_mnist": ["--num-proc", "2", "--epochs", "1", "--work-dir", "{work}/store",
                                   "--data-dir", "{work}/data"]}
-if OPTIONS.s3:
-    from spark_s3_check import s3_environment  # this script's folder is first on sys.path
-
-    s3_environment(OPTIONS.s3, os.path.join(OPTIONS.work, "s3"))
-
 from pyspark.sql import SparkSession  # noqa: E402
 
 
@@ -84,24 +77,37 @@ def check_module(name):
     return module
 
 
+began = time.monotonic()
 session = (SparkSession.builder.master("local[2]").appName("hvdkeras-spark-local-check")
            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-result = {}
+result: dict = {"seconds": {}}
+
+
+def lap(part):
+    """The seconds since the last lap, as ``result["seconds"][part]`` (read in a stack's run, docs/testing.md)."""
+    global began
+    now = time.monotonic()
+    result["seconds"][part] = round(now - began, 1)
+    began = now
+
+
+lap("session")
 try:
     if OPTIONS.estimator:
         os.makedirs(os.path.join(OPTIONS.work, "store"), exist_ok=True)
         result["estimator"] = check_module("spark_estimator_check").run_checks(session,
                                                                                os.path.join(OPTIONS.work, "store"))
-    if OPTIONS.s3:
-        result["s3"] = check_module("spark_s3_check").run_s3_checks(session, os.path.join(OPTIONS.work, "s3"))
+        lap("estimator")
     if OPTIONS.scenarios:
         result["horovod"] = check_module("horovod_spark_keras_check").run_scenarios(
             session, os.path.join(OPTIONS.work, "horovod"), OPTIONS.scenarios.split(","))
+        lap("scenarios")
     if OPTIONS.examples:
         result["examples"] = {"seconds": 0.0}
         for name in OPTIONS.examples.split(","):
             result["examples"][name] = run_example(name, os.path.join(OPTIONS.work, "examples", name))
             result["examples"]["seconds"] += result["examples"][name]["seconds"]
+        lap("examples")
 finally:
     session.stop()
 print("RESULT " + json.dumps(result), flush=True)
