@@ -14,12 +14,8 @@ The model persists with Spark ML (``save(path)`` / ``KerasModel.load(path)``, al
 """
 from __future__ import annotations
 
-import base64
-import json
-import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-import cloudpickle
 from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import Param, Params
@@ -30,7 +26,8 @@ from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, SetupError
 from hvdkeras.spark.common import runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason, run_retrying
-from hvdkeras.spark.common.store import FilesystemStore, Store
+from hvdkeras.spark.common.store import FilesystemStore
+from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
 
 # Horovod's KerasEstimator parameters: (name, the Get/Set suffix, default, what it is).
 ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
@@ -386,12 +383,18 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
     def write(self) -> MLWriter:
         """Spark ML's writer (``estimator.save(path)``): its parameters but the store and the backend, which a
         loaded estimator is given again (``fit(df, params={est.store: ..., est.backend: ...})``)."""
-        return _KerasModelWriter(self, skip=("model", "store", "backend"))
+        return ParamsWriter(self, skip=("model", "store", "backend"))
 
     @classmethod
     def read(cls) -> MLReader:
         """Spark ML's reader: ``KerasEstimator.load(path)``."""
-        return _KerasModelReader(cls)
+        return ParamsReader(cls)
+
+    @classmethod
+    def load(cls, path: str, safe_mode: bool = True) -> "KerasEstimator":
+        """The estimator saved at ``path``; ``safe_mode=False`` also loads what runs code when loaded (the earlier,
+        pickled format; Keras' unsafe layers), for a folder whose origin you trust."""
+        return ParamsReader(cls, safe_mode=safe_mode).load(path)
 
 
 class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
@@ -467,12 +470,18 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
 
     def write(self) -> MLWriter:
         """Spark ML's writer: ``model.write().overwrite().save(path)``."""
-        return _KerasModelWriter(self)
+        return ParamsWriter(self)
 
     @classmethod
     def read(cls) -> MLReader:
         """Spark ML's reader: ``KerasModel.read().load(path)``, or ``KerasModel.load(path)``."""
-        return _KerasModelReader(cls)
+        return ParamsReader(cls)
+
+    @classmethod
+    def load(cls, path: str, safe_mode: bool = True) -> "KerasModel":
+        """The model saved at ``path``; ``safe_mode=False`` also loads what runs code when loaded (the earlier,
+        pickled format; Keras' unsafe layers), for a folder whose origin you trust."""
+        return ParamsReader(cls, safe_mode=safe_mode).load(path)
 
 
 def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[str, Any], positions: List[int],
@@ -515,98 +524,6 @@ def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[st
             batch = []
     if batch:
         yield from flush()
-
-
-def _encode(value: Any) -> str:
-    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
-
-
-def _decode(text: str) -> Any:
-    return cloudpickle.loads(base64.b64decode(text))
-
-
-# Parameters saved as Keras serializes them (see task.portable), by the kind of object they hold.
-PORTABLE = {"optimizer": "optimizer", "loss": "loss", "metrics": "metric"}
-
-
-class _KerasModelWriter(MLWriter):
-    """Writes ``<path>/metadata`` (one JSON line, as Spark's DefaultParamsReader reads it) and
-    ``<path>/model.keras``, for a :class:`KerasModel` or a :class:`KerasEstimator`; ``skip``: parameters not saved."""
-
-    def __init__(self, instance: Any, skip: Sequence[str] = ("model",)):
-        super().__init__()
-        self.instance = instance
-        self.skip = tuple(skip)
-
-    def _handleOverwrite(self, path: str) -> None:
-        """Removes the saved model at ``path`` through fsspec (Spark's own way needs Hadoop's connector for an object
-        store); a ``path`` that holds something other than a saved model is refused, not removed."""
-        store = Store.create(path)
-        where = store.get_localized_path(path)
-        if not store.fs.exists(where):
-            return
-        if not store.exists(path + "/metadata"):
-            raise SetupError(f"{path} exists and holds no saved model (no {path}/metadata): overwrite removes only a"
-                             " saved model; save to another path")
-        store.fs.rm(where, recursive=True)
-
-    def saveImpl(self, path: str) -> None:
-        """Writes the model's metadata and Keras file under ``path``."""
-        import pyspark
-
-        from hvdkeras.spark.keras.task import model_to_bytes
-
-        store = Store.create(path)
-        if store.exists(path + "/metadata") and not self.shouldOverwrite:
-            raise SetupError(f"{path} already holds a saved model; use model.write().overwrite().save(path)")
-        instance = self.instance
-        from hvdkeras.spark.keras.task import portable
-
-        params = {p.name: instance.getOrDefault(p.name) for p in instance.params  # the defaults come with the class
-                  if instance.isSet(p) and p.name not in self.skip}
-        params.update({name: portable(params[name], kind) for name, kind in PORTABLE.items() if name in params})
-        metadata = {
-            "class": f"{type(instance).__module__}.{type(instance).__name__}",
-            "timestamp": int(time.time() * 1000), "sparkVersion": pyspark.__version__, "uid": instance.uid,
-            "paramMap": {name: _encode(value) for name, value in params.items()}, "defaultParamMap": {},
-        }
-        fs, where = store.fs, store.get_localized_path(path)
-        fs.makedirs(where, exist_ok=True)
-        if instance.getOrDefault("model") is not None:  # an estimator may be saved before it is given one
-            with fs.open(where + "/model.keras.tmp", "wb") as f:
-                f.write(model_to_bytes(instance.getOrDefault("model")))
-            fs.mv(where + "/model.keras.tmp", where + "/model.keras")
-        store.write_text(path + "/metadata", json.dumps(metadata))
-
-
-class _KerasModelReader(MLReader):
-    """Reads what :class:`_KerasModelWriter` wrote, as ``cls`` (:class:`KerasModel` or :class:`KerasEstimator`)."""
-
-    def __init__(self, cls: Any):
-        super().__init__()
-        self.cls = cls
-
-    def load(self, path: str) -> Any:
-        """The :class:`KerasModel` or :class:`KerasEstimator` saved at ``path``."""
-        from hvdkeras.spark.keras.task import model_from_bytes, restore
-
-        name = self.cls.__name__
-        store = Store.create(path)
-        if not store.exists(path + "/metadata"):
-            raise SetupError(f"{path} holds no saved {name} (no {path}/metadata)")
-        metadata = json.loads(store.read(path + "/metadata").decode())
-        saved = str(metadata.get("class", "")).rsplit(".", 1)[-1]
-        if saved != name:
-            raise SetupError(f"{path} holds a saved {saved or 'object'}, not a {name}: load it with {saved}.load")
-        params = {name: _decode(text) for name, text in metadata["paramMap"].items()}
-        custom_objects = params.get("custom_objects")
-        params.update({name: restore(params[name], kind, custom_objects) for name, kind in PORTABLE.items()
-                       if name in params})
-        if store.exists(path + "/model.keras"):
-            params["model"] = model_from_bytes(store.read(path + "/model.keras"), custom_objects)
-        loaded = self.cls(**params)
-        loaded._resetUid(metadata["uid"])
-        return loaded
 
 
 _declare(KerasEstimator, ESTIMATOR_PARAMS)

@@ -42,13 +42,14 @@ def model_to_bytes(model: Any) -> bytes:
             return f.read()
 
 
-def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = None) -> Any:
-    """The model that :func:`model_to_bytes` wrote, not compiled."""
+def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = None, safe_mode: bool = True) -> Any:
+    """The model that :func:`model_to_bytes` wrote, not compiled; ``safe_mode``: Keras' (False loads a ``Lambda``'s
+    bytecode)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model" + MODEL_SUFFIX)
         with open(path, "wb") as f:
             f.write(blob)
-        return keras.models.load_model(path, custom_objects=custom_objects or {}, compile=False)
+        return keras.models.load_model(path, custom_objects=custom_objects or {}, compile=False, safe_mode=safe_mode)
 
 
 def _without_names(tree: Any) -> Any:

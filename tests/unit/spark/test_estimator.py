@@ -37,21 +37,3 @@ def test_petastorm_only_parameters_are_accepted_with_their_getters_and_setters()
 def test_what_would_change_training_without_effect_is_refused():
     with pytest.raises(SetupError, match=r"^KerasEstimator\(data_module=\.\.\.\) has no meaning here"):
         KerasEstimator(data_module=object())
-
-
-def test_overwrite_removes_a_saved_model_through_fsspec_and_nothing_else(tmp_path):
-    from hvdkeras.spark.keras.estimator import KerasModel, _KerasModelWriter
-
-    writer = _KerasModelWriter(KerasModel())
-    saved, other = tmp_path / "saved", tmp_path / "other"
-    saved.mkdir()
-    (saved / "metadata").write_text("{}")
-    (saved / "model.keras").write_bytes(b"x")
-    writer._handleOverwrite(str(saved))  # Spark's own would need Hadoop's connector on an object store
-    assert not saved.exists()
-    writer._handleOverwrite(str(tmp_path / "absent"))
-    other.mkdir()
-    (other / "data.csv").write_text("1,2")
-    with pytest.raises(SetupError, match=r"exists and holds no saved model .*: overwrite removes only a saved model"):
-        writer._handleOverwrite(str(other))
-    assert (other / "data.csv").exists()

@@ -1,0 +1,134 @@
+"""hvdkeras.spark.keras.persistence: a saved estimator or model is plain JSON and a Keras file; loading runs no code."""
+import base64
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+
+from hvdkeras.common.errors import SetupError  # noqa: E402
+from hvdkeras.runtime.compat import keras  # noqa: E402
+from hvdkeras.spark.keras.estimator import KerasEstimator, KerasModel  # noqa: E402
+from hvdkeras.spark.keras.persistence import ParamsWriter  # noqa: E402
+
+
+def scaled_mse(y_true, y_pred):
+    """A custom loss in an importable module, as a user's package has them."""
+    return 2.0 * keras.losses.mean_squared_error(y_true, y_pred)
+
+
+class Marker:
+    """A pickle that creates a file when it is loaded: what a hostile saved folder can hold."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def small_model():
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+
+
+def test_a_model_saves_as_json_and_a_keras_file_and_loads_the_same(tmp_path):
+    model = KerasModel(model=small_model(), feature_columns=["features"], label_columns=["label"], run_id="r1",
+                       history={"loss": [0.5, 0.25]}, custom_objects={"scaled_mse": scaled_mse})
+    model.setOutputCols(["label_prob"])
+    path = str(tmp_path / "saved")
+    model.save(path)
+    assert sorted(os.listdir(path)) == ["metadata", "model.keras"]
+    metadata = json.loads((tmp_path / "saved" / "metadata").read_text())
+    assert metadata["format"] == "hvdkeras-json-1"
+    assert metadata["paramMap"]["custom_objects"] == {
+        "$dict": {"scaled_mse": {"$import": "tests.unit.spark.test_persistence:scaled_mse"}}}
+    assert metadata["paramMap"]["history"] == {"$dict": {"loss": [0.5, 0.25]}}
+    loaded = KerasModel.load(path)
+    assert loaded.getOrDefault("custom_objects") == {"scaled_mse": scaled_mse}  # by import, not by pickle
+    assert loaded.getOutputCols() == ["label_prob"] and loaded.getOrDefault("run_id") == "r1"
+    assert loaded.uid == model.uid
+    for a, b in zip(loaded.getModel().get_weights(), model.getModel().get_weights()):
+        assert (a == b).all()
+
+
+def test_an_estimator_saves_its_keras_objects_as_their_configs(tmp_path):
+    est = KerasEstimator(model=small_model(), optimizer=keras.optimizers.SGD(0.125), loss=scaled_mse,
+                         metrics=["accuracy", keras.metrics.AUC(name="auc")], feature_cols=["x"], label_cols=["y"],
+                         batch_size=8, epochs=3)
+    path = str(tmp_path / "est")
+    est.save(path)
+    saved = json.loads((tmp_path / "est" / "metadata").read_text())["paramMap"]
+    assert saved["optimizer"]["$keras"] and saved["loss"] == {"$import": "tests.unit.spark.test_persistence:scaled_mse"}
+    loaded = KerasEstimator.load(path)
+    assert float(np.asarray(loaded.getOptimizer().learning_rate)) == 0.125
+    assert loaded.getLoss() is scaled_mse and loaded.getBatchSize() == 8 and loaded.getEpochs() == 3
+    assert loaded.getMetrics()[0] == "accuracy" and loaded.getMetrics()[1].name == "auc"
+
+
+def test_a_parameter_without_a_json_form_is_refused_naming_it(tmp_path):
+    est = KerasEstimator(model=small_model(), callbacks=[keras.callbacks.TerminateOnNaN()])
+    with pytest.raises(SetupError, match=r"^cannot save parameter 'callbacks' of KerasEstimator: a keras\..*"
+                                         r"TerminateOnNaN object, which has no JSON form; save without it"):
+        est.save(str(tmp_path / "est"))
+
+    def local_loss(y_true, y_pred):
+        return y_pred
+
+    with pytest.raises(SetupError, match=r"cannot save parameter 'loss' .*<locals>.*define it in a module of your"):
+        KerasEstimator(loss=local_loss).save(str(tmp_path / "est2"))
+
+
+def _pickled_folder(tmp_path, params):
+    """A folder in the earlier format: each parameter a base64 pickle (as Horovod's estimator saves them too)."""
+    import cloudpickle
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "metadata").write_text(json.dumps({
+        "class": "hvdkeras.spark.keras.estimator.KerasModel", "uid": "KerasModel_old", "defaultParamMap": {},
+        "paramMap": {k: base64.b64encode(cloudpickle.dumps(v)).decode() for k, v in params.items()}}))
+    return str(folder)
+
+
+def test_a_folder_whose_metadata_would_run_code_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = _pickled_folder(tmp_path, {"run_id": Marker(str(marker))})
+    with pytest.raises(SetupError, match=r"^.*/old/metadata holds pickles \(field paramMap.run_id; .*\), which run"
+                                         r" code when loaded: load it with KerasModel.load\(path, safe_mode=False\)"):
+        KerasModel.load(path)
+    assert not marker.exists()
+
+
+def test_the_earlier_format_loads_with_the_explicit_opt_in(tmp_path):
+    path = _pickled_folder(tmp_path, {"run_id": "r0", "feature_columns": ["f"]})
+    loaded = KerasModel.load(path, safe_mode=False)
+    assert loaded.getOrDefault("run_id") == "r0" and loaded.uid == "KerasModel_old"
+
+
+def test_metadata_that_is_not_json_or_of_another_class_is_one_line(tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "metadata").write_text("\x80not json")
+    with pytest.raises(SetupError, match=r"/bad/metadata is not JSON: not a saved KerasModel$"):
+        KerasModel.load(str(folder))
+    (folder / "metadata").write_text(json.dumps({"class": "x.KerasEstimator", "paramMap": {}}))
+    with pytest.raises(SetupError, match=r"holds a saved KerasEstimator, not a KerasModel: load it with"):
+        KerasModel.load(str(folder))
+
+
+def test_overwrite_removes_a_saved_model_through_fsspec_and_nothing_else(tmp_path):
+    writer = ParamsWriter(KerasModel())
+    saved, other = tmp_path / "saved", tmp_path / "other"
+    saved.mkdir()
+    (saved / "metadata").write_text("{}")
+    (saved / "model.keras").write_bytes(b"x")
+    writer._handleOverwrite(str(saved))  # Spark's own would need Hadoop's connector on an object store
+    assert not saved.exists()
+    writer._handleOverwrite(str(tmp_path / "absent"))
+    other.mkdir()
+    (other / "data.csv").write_text("1,2")
+    with pytest.raises(SetupError, match=r"exists and holds no saved model .*: overwrite removes only a saved model"):
+        writer._handleOverwrite(str(other))
+    assert (other / "data.csv").exists()
