@@ -99,6 +99,7 @@ MODEL_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("label_columns", "LabelColumns", None, "the label columns the outputs were trained on"),
     ("custom_objects", "CustomObjects", None, "Keras custom objects for loading the model"),
     ("run_id", "RunId", None, "the store's run the model came from"),
+    ("predict_batch_size", "PredictBatchSize", 1024, "rows per prediction in transform"),
 )
 
 
@@ -423,15 +424,18 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
 
     def _transform(self, dataset: Any) -> Any:
         import numpy as np
-        from pyspark.ml.linalg import VectorUDT
-        from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
+        from pyspark.sql.types import StructField, StructType
 
         from hvdkeras.spark.common.data import check_present
+        from hvdkeras.spark.keras import transform
         from hvdkeras.spark.keras.task import model_to_bytes
 
         features = list(self.getOrDefault("feature_columns"))
         outputs = list(self.getOrDefault("outputCols"))
         labels = list(self.getOrDefault("label_columns"))
+        batch_size = self.getOrDefault("predict_batch_size")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise SetupError(f"predict_batch_size must be a whole number of at least 1 (Received: {batch_size!r})")
         if len(outputs) != len(labels):
             raise SetupError(f"setOutputCols got {len(outputs)} names for {len(labels)} label columns {labels}")
         check_present(dataset, features, "the model's feature_columns")
@@ -444,27 +448,18 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
             dims = [int(d) for d in tuple(tensor.shape)[1:] if d is not None]
             sizes.append(int(np.prod(dims)) if dims else 1)
         input_shapes = [tuple(-1 if d is None else int(d) for d in tuple(t.shape)[1:]) for t in model.inputs]
-        kinds = []
-        fields = list(dataset.schema.fields)
-        label_types = {f.name: f.dataType for f in fields}
-        for name, label, size in zip(outputs, labels, sizes):
-            if size == 1:
-                kinds.append("scalar")
-                fields.append(StructField(name, DoubleType(), True))
-            elif isinstance(label_types.get(label), ArrayType):
-                kinds.append("array")
-                fields.append(StructField(name, ArrayType(FloatType()), True))
-            else:
-                kinds.append("vector")
-                fields.append(StructField(name, VectorUDT(), True))
+        label_types = {f.name: f.dataType for f in dataset.schema.fields}
+        kinds = transform.output_kinds(sizes, [label_types.get(label) for label in labels])
+        schema = StructType(list(dataset.schema.fields) +
+                            [StructField(name, transform.spark_type(kind), True) for name, kind in zip(outputs, kinds)])
         blob = dataset.sparkSession.sparkContext.broadcast(model_to_bytes(model))
         custom_objects = self.getOrDefault("custom_objects") or {}
-        positions = [dataset.columns.index(c) for c in features]
 
-        def predict(rows: Iterator[Any]) -> Iterator[Any]:
-            return _predict_partition(rows, blob.value, custom_objects, positions, input_shapes, kinds)
+        def predict(batches: Iterator[Any]) -> Iterator[Any]:
+            return transform.predict_batches(batches, blob.value, custom_objects, features, input_shapes, kinds,
+                                             outputs, batch_size)
 
-        return dataset.sparkSession.createDataFrame(dataset.rdd.mapPartitions(predict), StructType(fields))
+        return dataset.mapInArrow(predict, schema)
 
     # ------------------------------------------------------------------ persistence
 
@@ -482,48 +477,6 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         """The model saved at ``path``; ``safe_mode=False`` also loads what runs code when loaded (the earlier,
         pickled format; Keras' unsafe layers), for a folder whose origin you trust."""
         return ParamsReader(cls, safe_mode=safe_mode).load(path)
-
-
-def _predict_partition(rows: Iterator[Any], blob: bytes, custom_objects: Dict[str, Any], positions: List[int],
-                       input_shapes: List[Tuple[int, ...]], kinds: List[str], chunk: int = 1024) -> Iterator[Any]:
-    """Rows with their predictions, ``chunk`` rows per ``predict_on_batch`` (runs in Spark's Python workers)."""
-    import numpy as np
-
-    model: Any = None
-    batch: List[Any] = []
-
-    def flush() -> Iterator[Any]:
-        from pyspark.ml.linalg import DenseVector
-
-        inputs = []
-        for position, shape in zip(positions, input_shapes):
-            values = [r[position].toArray() if hasattr(r[position], "toArray") else r[position] for r in batch]
-            inputs.append(np.asarray(values, dtype=np.float32).reshape((len(batch), *shape)))
-        predictions = model.predict_on_batch(inputs[0] if len(inputs) == 1 else inputs)
-        predictions = predictions if isinstance(predictions, (list, tuple)) else [predictions]
-        predictions = [np.asarray(p).reshape(len(batch), -1) for p in predictions]
-        for i, row in enumerate(batch):
-            extra = []
-            for kind, p in zip(kinds, predictions):
-                value = p[i]
-                extra.append(float(value[0]) if kind == "scalar" else
-                             [float(v) for v in value] if kind == "array" else DenseVector(value.astype(float)))
-            yield tuple(row) + tuple(extra)
-
-    for row in rows:
-        if model is None:
-            from hvdkeras.runtime import tensorflow_import
-
-            tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
-            from hvdkeras.spark.keras.task import model_from_bytes
-
-            model = model_from_bytes(blob, custom_objects)
-        batch.append(row)
-        if len(batch) == chunk:
-            yield from flush()
-            batch = []
-    if batch:
-        yield from flush()
 
 
 _declare(KerasEstimator, ESTIMATOR_PARAMS)
