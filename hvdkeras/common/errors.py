@@ -63,6 +63,12 @@ class PeerLostError(HvdkerasError, RuntimeError):
     """A collective failed because another rank's process or host is gone (see :mod:`hvdkeras.common.peers`)."""
 
 
+class RankFailedError(RuntimeError):
+    """A rank of a Spark job failed (its process, its task or its executor) and no retry was left; the text names the
+    rank, its host and why, as the launcher saw it. The Spark estimator turns it into one line; an error raised on
+    the driver is never one."""
+
+
 class PeerUnresponsiveError(HvdkerasError, RuntimeError):
     """A collective failed because another rank's process is there but does not answer (stopped, e.g. by
     ``SIGSTOP``, or hung; see :mod:`hvdkeras.common.peers`)."""

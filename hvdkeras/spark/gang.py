@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from hvdkeras.common.errors import SetupError
+from hvdkeras.common.errors import RankFailedError, SetupError
 from hvdkeras.spark.common.gpus import GPUS_VAR
 
 GAVE_UP = "hvdkeras-gang-gave-up"
@@ -273,7 +273,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
 
     Raises:
         SetupError: the tasks did not start within ``start_timeout``, or Spark refused the barrier stage.
-        RuntimeError: a rank failed on the last attempt allowed; its text names the rank, its host and its status.
+        RankFailedError: a rank failed on the last attempt allowed; its text names the rank, its host and its status.
     """
     import cloudpickle
 
@@ -314,7 +314,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
                 if relay.starts == starts:
                     relay.starts += 1  # a job that failed before its ranks started counts as an attempt
                 if _marked(exc, GAVE_UP) or relay.starts > max_retries:
-                    raise RuntimeError(reason) from None
+                    raise RankFailedError(reason) from None
                 # Spark did not start the stage again itself (a local master allows no task failure): submit it
             finally:
                 watch.stop()

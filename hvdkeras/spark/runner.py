@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from hvdkeras.common.errors import SetupError
+from hvdkeras.common.errors import RankFailedError, SetupError
 
 DEFAULT_START_TIMEOUT_S = 120
 
@@ -271,7 +271,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
 
     Raises:
         SetupError: the job cannot start (too few slots, another Python, no SparkSession, a start that timed out).
-        RuntimeError: a rank failed, and no retry was left; its text names the rank, its host and its status.
+        RankFailedError: a rank failed, and no retry was left; its text names the rank, its host and its status.
     """
     sc = _spark_context()
     num_proc = num_proc or max(task_slots(sc), 1)
@@ -312,3 +312,6 @@ def _run_horovods(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: 
         raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout}"
                          f" s ({str(exc).splitlines()[0][:160]}); check that the executors are alive and have"
                          f" {num_proc} free task slots, or raise start_timeout") from None
+    except RuntimeError as exc:  # Horovod's runner: a rank exited with an error, or its Spark job failed
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        raise RankFailedError((lines[0] if lines else type(exc).__name__)[:240]) from None

@@ -5,7 +5,7 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from hvdkeras.common import log
-from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.common.errors import HvdkerasError, RankFailedError
 
 
 class Backend:
@@ -41,7 +41,7 @@ class Backend:
             Each rank's result, in rank order.
 
         Raises:
-            RuntimeError: the last attempt failed; its text says why.
+            RankFailedError: the last attempt failed; its text says why.
         """
         return _retry_loop(self, fn, args, env, max_retries, retry_hint)
 
@@ -61,7 +61,7 @@ def _retry_loop(backend: Any, fn: Callable[..., Any], args: Sequence[Any], env: 
             raise
         except Exception as exc:  # a rank's process died: the backend says so in its own words
             if attempt >= max_retries:
-                raise RuntimeError(failure_reason(exc)) from None
+                raise RankFailedError(failure_reason(exc)) from None
             log.warning(f"a rank failed ({failure_reason(exc)}); starting the ranks again, retry {attempt + 1} of"
                         f" {max_retries}{retry_hint}")
             getattr(backend, "recover", lambda: None)()  # a duck-typed backend of Horovod's has none

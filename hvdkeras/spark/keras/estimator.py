@@ -23,7 +23,7 @@ from pyspark.ml.param.shared import HasOutputCols
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 
 from hvdkeras.common import log
-from hvdkeras.common.errors import HvdkerasError, PeerLostError, SetupError
+from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError
 from hvdkeras.spark.common import runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason, run_retrying
 from hvdkeras.spark.common.store import FilesystemStore
@@ -187,7 +187,6 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
         batch = int(self.getOrDefault("batch_size"))
         val_batch = int(self.getOrDefault("val_batch_size") or batch)
-        compression = self.getOrDefault("gradient_compression")
         seed = self.getOrDefault("random_seed")
         return {
             "data": {"name": "spark", "global_batch_size": None, "per_rank_batch_size": batch,
@@ -198,7 +197,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                         "verbose": min(2, int(self.getOrDefault("verbose"))),
                         "steps_per_epoch": self.getOrDefault("train_steps_per_epoch"), "export": False},
             "checkpoint": {"keep": 2},
-            "horovod": {"compression": "fp16" if "fp16" in str(compression).lower() else "none"},
+            "horovod": {"compression": self._compression()},
             "runtime": {"seed": 42 if seed is None else int(seed)},
         }
 
@@ -227,6 +226,19 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise SetupError(f"max_retries must be a whole number of at least 0 (Received: max_retries={retries!r})")
         return retries
+
+    def _compression(self) -> str:
+        """The trainer's name for ``gradient_compression``, read from Horovod's ``Compression`` object itself."""
+        value = self.getOrDefault("gradient_compression")
+        if value is None or value in ("fp16", "none"):
+            return str(value or "none")
+        from horovod.tensorflow.compression import Compression
+
+        for name in ("fp16", "none"):
+            if value is getattr(Compression, name):
+                return name
+        raise SetupError("gradient_compression must be Horovod's Compression.fp16 or Compression.none (Received:"
+                         f" gradient_compression={value!r})")
 
     def _run_id(self) -> str:
         run_id = self.getOrDefault("run_id")
@@ -296,6 +308,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         """
         run_id = self._run_id()
         self._max_retries()  # refused before anything is written
+        self._compression()
         model = self.getOrDefault("model")
         if model is None:
             raise SetupError("KerasEstimator needs model= (a Keras model)")
@@ -367,9 +380,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         try:
             results = run_retrying(backend, train, (self._config_tree(num_proc, optimizer), spec, workdir), env,
                                    retries, retry_hint=f", from run_id {run_id!r}'s last checkpoint")
-        except HvdkerasError:
-            raise
-        except Exception as exc:  # a rank failed on the last attempt: the runner says so in one line
+        except RankFailedError as exc:  # a rank failed on the last attempt: the runner says why
             retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
             raise PeerLostError(f"fit stopped: a rank failed ({failure_reason(exc)}){retried}; rank 0's checkpoints"
                                 f" are in {shown}: fit again with run_id={run_id!r} to resume there") from None

@@ -3,6 +3,7 @@ import sys
 
 import pytest
 
+from hvdkeras.common.errors import RankFailedError
 from hvdkeras.spark.common import backend as backend_lib
 
 
@@ -79,7 +80,7 @@ def test_a_backend_with_horovods_interface_is_retried_around_its_run_with_one_wa
 
 def test_the_last_failure_past_max_retries_is_raised_in_one_line():
     backend = _HorovodsBackend(failures=5)
-    with pytest.raises(RuntimeError) as error:
+    with pytest.raises(RankFailedError) as error:
         backend_lib.run_retrying(backend, abs, (-3,), None, 1)
     assert str(error.value) == "Horovod detected that one or more processes exited Process name: 2"
     assert backend.calls == 2

@@ -37,3 +37,59 @@ def test_petastorm_only_parameters_are_accepted_with_their_getters_and_setters()
 def test_what_would_change_training_without_effect_is_refused():
     with pytest.raises(SetupError, match=r"^KerasEstimator\(data_module=\.\.\.\) has no meaning here"):
         KerasEstimator(data_module=object())
+
+
+class _Backend:
+    """A backend whose run_retrying raises ``error``, as the runner would (no Spark)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def num_processes(self):
+        return 2
+
+    def run_retrying(self, fn, args=(), env=None, max_retries=0, retry_hint=""):
+        raise self.error
+
+
+def _train(tmp_path, error):
+    import types
+
+    from hvdkeras.runtime.compat import keras
+    from hvdkeras.spark.common.store import Store
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    column = types.SimpleNamespace(size=3, shape=(3,))
+    prepared = types.SimpleNamespace(feature_cols=("x",), label_cols=("y",),
+                                     columns={"x": column, "y": types.SimpleNamespace(size=1, shape=())})
+    est = KerasEstimator(model=model, loss="mse", max_retries=1)
+    return est._train(model, keras.optimizers.SGD(0.1), "mse", Store.create(str(tmp_path / "store")), _Backend(error),
+                      prepared, "r1")
+
+
+def test_a_rank_that_failed_past_its_retries_is_one_line_naming_the_run(tmp_path):
+    from hvdkeras.common.errors import PeerLostError, RankFailedError
+
+    with pytest.raises(PeerLostError, match=r"^fit stopped: a rank failed \(rank 1 on h exited with status -9\) and 1"
+                                            r" retry; rank 0's checkpoints are in .*: fit again with run_id='r1'"):
+        _train(tmp_path, RankFailedError("rank 1 on h exited with status -9"))
+
+
+def test_a_failure_on_the_driver_is_not_reported_as_a_lost_rank(tmp_path):
+    with pytest.raises(ZeroDivisionError):
+        _train(tmp_path, ZeroDivisionError("a bug on the driver"))
+
+
+def test_gradient_compression_is_read_from_horovods_compression_object():
+    from hvdkeras.keras import Compression
+
+    assert KerasEstimator(gradient_compression=Compression.fp16)._compression() == "fp16"
+    assert KerasEstimator(gradient_compression=Compression.none)._compression() == "none"
+    assert KerasEstimator()._compression() == "none"
+
+    class NotFp16:  # a name holding "fp16" is not Horovod's fp16 compression
+        pass
+
+    with pytest.raises(SetupError, match=r"^gradient_compression must be Horovod's Compression.fp16 or Compression"
+                                         r".none \(Received: gradient_compression=<class .*NotFp16'>\)$"):
+        KerasEstimator(gradient_compression=NotFp16)._compression()
