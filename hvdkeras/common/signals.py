@@ -80,7 +80,9 @@ class SignalFlag:
         return True
 
     def uninstall(self) -> None:
-        """Puts back the handlers :meth:`install` replaced."""
+        """Puts back the handlers :meth:`install` replaced (only the main thread can; elsewhere nothing changes)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)  # type: ignore[arg-type]  # what signal.signal returned
         self._previous = {}
@@ -125,6 +127,8 @@ def install_process_flag(output_after_launcher: Optional[str] = None) -> Optiona
     after pointing the output at ``output_after_launcher`` (a file; default ``/dev/null``).
     """
     global _process_flag, _launcher_watch
+    if threading.current_thread() is not threading.main_thread():
+        return None  # a job in a thread (a tuning's fit on an in-process backend): the handlers stay the main's
     uninstall_process_flag()
     flag = SignalFlag(leave=_leave_with_nothing_to_save)
     if not flag.install():

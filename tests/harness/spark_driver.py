@@ -1,7 +1,8 @@
 """The one local[2] Spark driver a stack's Spark tests share (``tests/distributed/scripts/spark_local_check.py``).
 
-test_spark.py and test_horovod_spark_keras.py each assert on a part of its result; the ``spark_local`` fixture
-(tests/distributed/conftest.py) runs it once per session with the parts of the modules this session runs here.
+test_spark.py, test_spark_tuning.py and test_horovod_spark_keras.py each assert on a part of its result; the
+``spark_local`` fixture (tests/distributed/conftest.py) runs it once per session with the parts of the modules this
+session runs here.
 """
 import os
 import sys
@@ -12,18 +13,18 @@ from tests.harness.ranks import SCRIPTS, launch, results
 CHECK = os.path.join(SCRIPTS, "spark_local_check.py")
 
 
-def run(work: str, estimator: bool, scenarios: List[str], examples: Sequence[str] = (),
+def run(work: str, estimator: bool, scenarios: List[str], examples: Sequence[str] = (), tuning: bool = False,
         timeout: float = 900) -> Dict[str, dict]:
     """The driver's result for the parts asked for (``{}`` when none is).
 
     It runs as in an activated venv: this venv's ``bin`` first on ``PATH`` and no ``PYSPARK_PYTHON``, so local[2]'s
     executors start the venv's ``python3``, as a user's script gets them without setting anything."""
-    if not (estimator or scenarios or examples):
+    if not (estimator or tuning or scenarios or examples):
         return {}
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     env.update(PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
                VIRTUAL_ENV=sys.prefix)
-    cmd = [sys.executable, CHECK, work] + (["--estimator"] if estimator else []) + \
+    cmd = [sys.executable, CHECK, work] + (["--estimator"] if estimator else []) + (["--tuning"] if tuning else []) + \
         (["--scenarios", ",".join(scenarios)] if scenarios else []) + \
         (["--examples", ",".join(examples)] if examples else [])
     (result,) = results(launch(cmd, env=env, timeout=timeout, cwd=work))

@@ -14,6 +14,7 @@ The model persists with Spark ML (``save(path)`` / ``KerasModel.load(path)``, al
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from pyspark import keyword_only
@@ -29,6 +30,9 @@ from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason,
 from hvdkeras.spark.common.store import FilesystemStore
 from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
 
+# The fits of this driver, one at a time: a fit's ranks take every task slot they need at once, so fits started
+# together (Spark ML's tuning with parallelism > 1 runs them on threads) would wait on each other's slots; they queue.
+_ONE_FIT = threading.Lock()
 # Horovod's KerasEstimator parameters: (name, the Get/Set suffix, default, what it is).
 ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("num_proc", "NumProc", None, "the number of Horovod ranks (default: the backend's, or Spark's task slots)"),
@@ -302,10 +306,15 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         return estimator._fit_run(found, intermediate=False)
 
     def _fit_run(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
-        """Holds the run, checks it trained this job, gets the data (``data(store, num_proc, data_index)``) and trains.
+        """Holds the run, checks it trained this job, gets the data (``data(store, num_proc, data_index)``) and trains;
+        one fit at a time in this driver (:data:`_ONE_FIT`).
 
         ``intermediate``: the data are this fit's own, removed at the end unless ``keep_intermediate_data``.
         """
+        with _ONE_FIT:
+            return self._fit_run_alone(data, intermediate)
+
+    def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
         run_id = self._run_id()
         self._max_retries()  # refused before anything is written
         self._compression()

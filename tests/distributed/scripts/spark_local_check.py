@@ -1,9 +1,12 @@
 """One driver on local[2] for a stack's Spark tests: one SparkSession, one TensorFlow import, for every check.
 
-``spark_local_check.py WORK [--estimator] [--scenarios NAME,...] [--examples NAME,...]`` runs, in this order:
+``spark_local_check.py WORK [--estimator] [--tuning] [--scenarios NAME,...] [--examples NAME,...]`` runs, in this
+order:
 
 * ``--estimator``: the KerasEstimator's checks (``spark_estimator_check.run_checks``, test_spark.py), the store a
   folder under WORK;
+* ``--tuning``: Spark ML's ``Pipeline``, ``TrainValidationSplit`` and ``CrossValidator`` with the estimator
+  (``spark_tuning_check.run_tuning_checks``, test_spark_tuning.py);
 * ``--scenarios``: Horovod's own Spark Keras scenarios by name (``horovod_spark_keras_check.run_scenarios``,
   test_horovod_spark_keras.py);
 * ``--examples``: Horovod's published Spark examples by name, from ``examples/horovod/`` (``<NAME>.py``), each as
@@ -14,9 +17,9 @@ It runs as a user's script in an activated venv does: the executors start ``pyth
 (tests/harness/spark_driver.py sets it so), and nothing sets ``PYSPARK_PYTHON``.
 
 A driver's session, its executors' Python workers and its TensorFlow take 15-25 s to start on two cores, once
-here instead of once for each. Prints ``RESULT {"estimator": {...}, "horovod": {...}, "examples": {...},
-"seconds": {...}}`` with the parts asked for and each part's seconds (tests/harness/spark_driver.py runs it, from
-WORK).
+here instead of once for each. Prints ``RESULT {"estimator": {...}, "tuning": {...}, "horovod": {...},
+"examples": {...}, "seconds": {...}}`` with the parts asked for and each part's seconds
+(tests/harness/spark_driver.py runs it, from WORK).
 """
 import argparse
 import importlib
@@ -30,6 +33,7 @@ import cloudpickle
 ARGS = argparse.ArgumentParser()
 ARGS.add_argument("work")
 ARGS.add_argument("--estimator", action="store_true")
+ARGS.add_argument("--tuning", action="store_true")
 ARGS.add_argument("--scenarios", default="")
 ARGS.add_argument("--examples", default="")
 OPTIONS = ARGS.parse_args()
@@ -98,6 +102,10 @@ try:
         result["estimator"] = check_module("spark_estimator_check").run_checks(session,
                                                                                os.path.join(OPTIONS.work, "store"))
         lap("estimator")
+    if OPTIONS.tuning:
+        result["tuning"] = check_module("spark_tuning_check").run_tuning_checks(session,
+                                                                                os.path.join(OPTIONS.work, "tuning"))
+        lap("tuning")
     if OPTIONS.scenarios:
         result["horovod"] = check_module("horovod_spark_keras_check").run_scenarios(
             session, os.path.join(OPTIONS.work, "horovod"), OPTIONS.scenarios.split(","))

@@ -50,3 +50,21 @@ def test_a_failed_collective_after_a_sigterm_is_a_preemption_carrying_its_line()
     preempted = signals.preempted_instead(lost)
     assert preempted.code == signals.PREEMPTED_EXIT
     assert str(preempted) == f"preempted (SIGTERM) but the ranks could not stop together: {lost}"
+
+
+def test_a_job_in_a_thread_leaves_the_main_threads_handler_in_place():
+    # A tuning's fits (Spark ML's TrainValidationSplit) run in threads; a second job in a thread may not touch the
+    # handlers (Python allows signal.signal on the main thread only), nor fail trying
+    import threading
+
+    flag = signals.install_process_flag()
+    try:
+        assert flag is not None and signal.getsignal(signal.SIGTERM) == flag._handle
+        seen = {}
+        thread = threading.Thread(target=lambda: seen.update(flag=signals.install_process_flag()))
+        thread.start()
+        thread.join()
+        assert seen == {"flag": None}
+        assert signals.process_flag() is flag and signal.getsignal(signal.SIGTERM) == flag._handle
+    finally:
+        signals.uninstall_process_flag()
