@@ -94,10 +94,11 @@ def _use_the_tasks_gpu() -> None:
         return
     from pyspark import TaskContext
 
+    from hvdkeras.spark.common import gpus
+
     context = TaskContext.get()
-    gpus = context.resources().get("gpu") if context is not None else None
-    if gpus is not None and gpus.addresses:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpus.addresses[0])
+    assigned = context.resources().get("gpu") if context is not None else None
+    gpus.choose(True, [str(a) for a in assigned.addresses] if assigned is not None else [], os.environ)
 
 
 def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
