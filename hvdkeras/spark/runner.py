@@ -62,6 +62,11 @@ def _registration(sc: Any) -> Tuple[Optional[int], float, float]:
 _SLOTS_SEEN: Dict[Tuple[str, int], int] = {}
 
 
+def _counts_registered_slots(sc: Any) -> bool:
+    """Whether ``sc`` is a cluster whose registered executors' slots Spark can say (not a local master)."""
+    return not sc.master.startswith("local") and _registered_slots(sc) is not None
+
+
 def _slots_waited(sc: Any, wanted: Optional[int]) -> Tuple[int, int]:
     """(the registered slots after waiting as :func:`task_slots` says, the most this application has had)."""
     slots = _registered_slots(sc) or 0
@@ -90,7 +95,7 @@ def task_slots(sc: Any, wanted: Optional[int] = None) -> int:
     (``spark.scheduler.maxRegisteredResourcesWaitingTime``, 30 s by default) is over. Where the application
     had more slots before (an executor was lost and is being replaced), it waits that long again, from now.
     """
-    if sc.master.startswith("local") or _registered_slots(sc) is None:
+    if not _counts_registered_slots(sc):
         return int(sc.defaultParallelism)
     return _slots_waited(sc, wanted)[0]
 
@@ -102,7 +107,7 @@ def check_cluster(sc: Any, num_proc: int) -> None:
         SetupError: ``num_proc`` is above :func:`task_slots` or the application's ``spark.cores.max``.
     """
     need = f"num_proc={num_proc} ranks need {num_proc} Spark task slots at once, but"
-    if sc.master.startswith("local") or _registered_slots(sc) is None:
+    if not _counts_registered_slots(sc):
         slots = int(sc.defaultParallelism)
         if num_proc > slots:
             raise SetupError(f"{need} this Spark has {slots} (master {sc.master}); lower num_proc to {slots} or give"
