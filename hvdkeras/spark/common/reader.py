@@ -5,10 +5,14 @@ The rows of a folder are numbered in the order of its sorted ``.parquet`` files;
 cover every row, and differ in size by at most one, and a rank opens only the files its
 rows are in. Array columns come back as ``(rows, values)`` arrays, scalar columns as
 ``(rows,)``.
+
+:func:`read_rows` reads a rank's rows at once; :func:`stream_rows` yields them in the same
+order, a bounded chunk at a time, reading one row group after another, so that what a rank
+holds does not grow with its rows.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -58,6 +62,54 @@ def _to_numpy(column: Any) -> np.ndarray:
     if column.null_count:
         raise SetupError("a column holds nulls: drop or fill those rows before fit()")
     return column.to_numpy(zero_copy_only=False)
+
+
+CHUNK_ROWS = 1024  # rows a stream yields at a time (a row group of the estimator's own files is 8192)
+
+
+def stream_rows(store: FilesystemStore, path: str, rank: int, size: int, columns: Iterable[str],
+                chunk_rows: int = CHUNK_ROWS,
+                files: Optional[List[Tuple[str, int]]] = None) -> Iterator[Dict[str, np.ndarray]]:
+    """Rank ``rank``'s rows of ``columns`` in the Parquet folder ``path``, in :func:`read_rows`'s order, at most
+    ``chunk_rows`` at a time; one row group is read at a time, so what this holds is a row group and a chunk.
+
+    Args:
+        store: the store holding the folder.
+        path: the folder (a store URL).
+        rank: this rank.
+        size: the number of ranks.
+        columns: the columns to read.
+        chunk_rows: the most rows a chunk holds.
+        files: :func:`parquet_files` of the folder, if known (they are listed again otherwise).
+
+    Returns:
+        An iterator of ``{column: array}`` chunks, each of 1 to ``chunk_rows`` rows.
+    """
+    import pyarrow.parquet as pq
+
+    columns = list(columns)
+    files = parquet_files(store, path) if files is None else files
+    start, stop = rank_range(sum(rows for _, rows in files), rank, size)
+    first = 0
+    for name, rows in files:
+        lo, hi = max(start, first), min(stop, first + rows)
+        if lo < hi:
+            with store.fs.open(name, "rb") as f:
+                parquet = pq.ParquetFile(f)
+                group_first = first
+                for group in range(parquet.num_row_groups):
+                    group_rows = parquet.metadata.row_group(group).num_rows
+                    if max(lo, group_first) < min(hi, group_first + group_rows):
+                        at = group_first
+                        for batch in parquet.iter_batches(batch_size=chunk_rows, row_groups=[group], columns=columns,
+                                                          use_threads=False):
+                            b_lo, b_hi = max(lo, at), min(hi, at + batch.num_rows)
+                            if b_lo < b_hi:
+                                part = batch.slice(b_lo - at, b_hi - b_lo)
+                                yield {c: _to_numpy(part.column(part.schema.get_field_index(c))) for c in columns}
+                            at += batch.num_rows
+                    group_first += group_rows
+        first += rows
 
 
 def read_rows(store: FilesystemStore, path: str, rank: int, size: int, columns: Iterable[str]) -> Dict[str, np.ndarray]:

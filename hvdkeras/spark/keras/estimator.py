@@ -52,8 +52,10 @@ ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("epochs", "Epochs", 1, "the epochs to train"),
     ("callbacks", "Callbacks", None, "Keras callbacks added to every rank's fit"),
     ("random_seed", "RandomSeed", None, "the seed of the weights' shuffle and the validation split"),
-    ("shuffle_buffer_size", "ShufflingBufferSize", None, "each rank's shuffle buffer (default: all its rows)"),
-    ("inmemory_cache_all", "InMemoryCacheAll", False, "keep the rows in memory (they always are here)"),
+    ("shuffle_buffer_size", "ShufflingBufferSize", None, "each rank's shuffle buffer in rows (default: all its rows"
+     " held in memory, or as many as fit in 32 MiB when they stream)"),
+    ("inmemory_cache_all", "InMemoryCacheAll", False, "each rank reads its rows once and keeps them in memory; by"
+     " default they stream from the store each epoch, and a rank's memory does not grow with its rows"),
     ("custom_objects", "CustomObjects", None, "Keras custom objects for the model, loss and metrics"),
     ("run_id", "RunId", None, "the run's name (its folder in the store); a fit with the same run_id resumes"
      " (default: a new, unique name)"),
@@ -378,6 +380,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             optimizer=portable(optimizer, "optimizer"), custom_objects=custom_objects,
             callbacks=tuple(self.getOrDefault("callbacks") or ()),
             shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"),
+            inmemory_cache_all=bool(self.getOrDefault("inmemory_cache_all")),
             checkpoint_callback=self.getOrDefault("checkpoint_callback"), use_gpu=use_gpu)
         workdir = store.get_localized_path(store.get_run_path(run_id))
         checkpoints = store.get_checkpoint_path(run_id) or f"{store.get_run_path(run_id)}/checkpoints"

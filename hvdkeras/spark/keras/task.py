@@ -3,9 +3,15 @@
 The estimator (:mod:`hvdkeras.spark.keras.estimator`) hands every rank a :class:`SparkTaskSpec`:
 the prepared data, the model as ``.keras`` bytes, the loss, metrics and optimizer as
 Keras serializes them, and your callbacks. :class:`SparkTask` gives the trainer this
-rank's rows (:func:`hvdkeras.spark.common.reader.read_rows`) as ``tf.data``, each feature
-column reshaped to its model input, so the Spark path trains through the same core as
-the config trainer.
+rank's rows as ``tf.data``, each feature column reshaped to its model input, so the Spark
+path trains through the same core as the config trainer.
+
+By default the rows stream from the store each epoch
+(:func:`hvdkeras.spark.common.reader.stream_rows`), through a shuffle buffer of at most
+:data:`SHUFFLE_BUFFER_BYTES` (``shuffle_buffer_size`` rows if set), so a rank's memory does
+not grow with its rows. Where the buffer holds all of a rank's rows, the batches are those
+of the rows held in memory (``inmemory_cache_all=True``, read once with
+:func:`hvdkeras.spark.common.reader.read_rows`): the same seed gives the same batches either way.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import hashlib
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -25,12 +31,13 @@ from hvdkeras.common.errors import ConfigError
 from hvdkeras.runtime import compat
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.data import PreparedData
-from hvdkeras.spark.common.reader import read_rows
+from hvdkeras.spark.common.reader import parquet_files, rank_range, read_rows, stream_rows
 from hvdkeras.spark.common.store import FilesystemStore
 from hvdkeras.training import data as data_lib
 from hvdkeras.training.tasks import Task
 
 MODEL_SUFFIX = ".keras"
+SHUFFLE_BUFFER_BYTES = 32 << 20  # a streaming rank's shuffle buffer by default: rows up to this many bytes
 
 
 def model_to_bytes(model: Any) -> bytes:
@@ -140,6 +147,8 @@ class SparkTaskSpec:
         checkpoint_callback: your ``ModelCheckpoint`` (Horovod's ``checkpoint_callback``), run after your callbacks;
             the rank sets its ``filepath`` inside the run.
         use_gpu: whether the ranks may use GPUs.
+        inmemory_cache_all: read this rank's rows once and keep them in memory (Horovod's parameter); else they
+            stream from the store each epoch.
     """
 
     store: FilesystemStore
@@ -156,10 +165,18 @@ class SparkTaskSpec:
     shuffle_buffer_size: Optional[int] = None
     checkpoint_callback: Any = None
     use_gpu: bool = True
+    inmemory_cache_all: bool = False
 
 
 def _one_or_tuple(values: Sequence[Any]) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def _row_bytes(element: Any) -> int:
+    """Bytes one row of ``element`` (arrays of rows) takes."""
+    arrays = tf.nest.flatten(element)
+    rows = max(1, len(arrays[0]))
+    return sum(int(a.nbytes) for a in arrays) // rows
 
 
 class SparkTask(Task):
@@ -183,11 +200,14 @@ class SparkTask(Task):
             self._read[key] = self._read_arrays(path, shard)
         return self._read[key]
 
-    def _read_arrays(self, path: str, shard: data_lib.Shard) -> Tuple[Any, ...]:
-        spec, prepared = self.spec, self.spec.data
+    def _columns(self) -> List[str]:
+        prepared = self.spec.data
         weights = [prepared.sample_weight_col] if prepared.sample_weight_col else []
-        columns = read_rows(spec.store, path, shard.index, shard.count,
-                            [*prepared.feature_cols, *prepared.label_cols, *weights])
+        return [*prepared.feature_cols, *prepared.label_cols, *weights]
+
+    def _element(self, columns: Dict[str, np.ndarray]) -> Tuple[Any, ...]:
+        """(features, labels[, weights]) of these rows, reshaped for the model."""
+        spec, prepared = self.spec, self.spec.data
         features = [columns[c].reshape((-1, *shape)).astype(np.float32, copy=False)
                     for c, shape in zip(prepared.feature_cols, spec.input_shapes)]
         labels = []
@@ -195,30 +215,57 @@ class SparkTask(Task):
             shape = spec.label_shapes[i] if spec.label_shapes else None
             labels.append(columns[column] if shape is None else columns[column].reshape((-1, *shape)))
         element = [_one_or_tuple(features), _one_or_tuple(labels)]
-        if weights:
-            element.append(columns[weights[0]].astype(np.float32, copy=False))
+        if prepared.sample_weight_col:
+            element.append(columns[prepared.sample_weight_col].astype(np.float32, copy=False))
         return tuple(element)
+
+    def _read_arrays(self, path: str, shard: data_lib.Shard) -> Tuple[Any, ...]:
+        return self._element(read_rows(self.spec.store, path, shard.index, shard.count, self._columns()))
+
+    def _records(self, path: str, shard: data_lib.Shard) -> Tuple[tf.data.Dataset, int, int]:
+        """(this rank's rows of ``path`` as single records, how many, bytes a row) : held in memory with
+        ``inmemory_cache_all``, else streamed from the store on each pass."""
+        if self.spec.inmemory_cache_all:
+            arrays = self._arrays(path, shard)
+            rows = len(tf.nest.flatten(arrays)[0])
+            return tf.data.Dataset.from_tensor_slices(arrays), rows, _row_bytes(arrays)
+        store, columns = self.spec.store, self._columns()
+        files = parquet_files(store, path)
+        start, stop = rank_range(sum(n for _, n in files), shard.index, shard.count)
+
+        def chunks() -> Iterator[Tuple[Any, ...]]:
+            for chunk in stream_rows(store, path, shard.index, shard.count, columns, files=files):
+                yield self._element(chunk)
+
+        first = next(chunks(), None)
+        if first is None:  # no rows here: read_rows's empty arrays give the structure
+            return tf.data.Dataset.from_tensor_slices(self._read_arrays(path, shard)), 0, 0
+        signature = tf.nest.map_structure(lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)), first)
+        # from_generator calls chunks() again for each pass over the dataset (each epoch, each evaluation)
+        records = tf.data.Dataset.from_generator(chunks, output_signature=signature).unbatch()
+        return records, stop - start, _row_bytes(first)
 
     def datasets(self, config: config_lib.Config, shard: data_lib.Shard, steps: Optional[int],
                  threads: Optional[int]) -> data_lib.Datasets:
         """This rank's rows of the store's training and validation Parquet as batches.
 
         Each epoch reshuffles this rank's rows (seeded by the run's seed, the rank and the
-        epoch) and takes ``steps`` full batches; validation reads this rank's validation rows once.
+        epoch) and takes ``steps`` full batches; validation reads this rank's validation rows once
+        an evaluation.
         """
         prepared = self.spec.data
         global_batch, eval_global_batch = scaling.world_batches(config.data)
         batch = scaling.per_rank_batch(global_batch, shard.count)
         eval_batch = scaling.per_rank_batch(eval_global_batch, shard.count)
-        train = self._arrays(prepared.train_path, shard)
-        rows = len(tf.nest.flatten(train)[0])
+        records, rows, row_bytes = self._records(prepared.train_path, shard)
         available = rows // batch
         if available == 0:
             raise ConfigError(f"rank {shard.index} holds {rows} training rows, fewer than its batch of {batch};"
                               " lower batch_size or num_proc")
         steps = min(steps or available, available)
-        records = tf.data.Dataset.from_tensor_slices(train)
-        shuffled = dataclasses.replace(config.data, shuffle_buffer=self.spec.shuffle_buffer_size or rows)
+        buffer = self.spec.shuffle_buffer_size or (
+            rows if self.spec.inmemory_cache_all else min(rows, max(batch, SHUFFLE_BUFFER_BYTES // max(1, row_bytes))))
+        shuffled = dataclasses.replace(config.data, shuffle_buffer=buffer)
 
         def make_train(start_epoch: int, end_epoch: int) -> tf.data.Dataset:
             return data_lib.finish(data_lib.sharded_train_epochs(records, None, batch, steps, config.runtime.seed,
@@ -227,10 +274,8 @@ class SparkTask(Task):
 
         validation, val_rows = None, 0
         if prepared.val_path is not None:
-            val = self._arrays(prepared.val_path, shard)
-            val_rows = len(tf.nest.flatten(val)[0])
-            validation = data_lib.finish(tf.data.Dataset.from_tensor_slices(val).batch(eval_batch), config.data,
-                                         threads)
+            val, val_rows, _ = self._records(prepared.val_path, shard)
+            validation = data_lib.finish(val.batch(eval_batch), config.data, threads)
         return data_lib.Datasets(make_train=make_train, steps_per_epoch=steps, per_rank_batch=batch,
                                  validation=validation, validation_examples=val_rows,
                                  input_shape=tuple(self.spec.input_shapes[0]), num_classes=0,

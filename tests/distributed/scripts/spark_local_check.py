@@ -1,7 +1,7 @@
 """One driver on local[2] for a stack's Spark tests: one SparkSession, one TensorFlow import, for every check.
 
-``spark_local_check.py WORK [--estimator] [--tuning] [--scenarios NAME,...] [--examples NAME,...]`` runs, in this
-order:
+``spark_local_check.py WORK [--estimator] [--tuning] [--scenarios NAME,...] [--stream] [--examples NAME,...]``
+runs, in this order:
 
 * ``--estimator``: the KerasEstimator's checks (``spark_estimator_check.run_checks``, test_spark.py), the store a
   folder under WORK;
@@ -9,6 +9,8 @@ order:
   (``spark_tuning_check.run_tuning_checks``, test_spark_tuning.py);
 * ``--scenarios``: Horovod's own Spark Keras scenarios by name (``horovod_spark_keras_check.run_scenarios``,
   test_horovod_spark_keras.py);
+* ``--stream``: a fit on a table four times larger than the memory each rank may use, streamed, and the same rows
+  held in memory, which cannot fit (``spark_stream_check.run_stream_checks``, test_spark_stream.py);
 * ``--examples``: Horovod's published Spark examples by name, from ``examples/horovod/`` (``<NAME>.py``), each as
   ``__main__`` with its arguments (:data:`EXAMPLES`), in a folder of its own under WORK, last: an example stops the
   SparkSession when it ends.
@@ -18,7 +20,7 @@ It runs as a user's script in an activated venv does: the executors start ``pyth
 
 A driver's session, its executors' Python workers and its TensorFlow take 15-25 s to start on two cores, once
 here instead of once for each. Prints ``RESULT {"estimator": {...}, "tuning": {...}, "horovod": {...},
-"examples": {...}, "seconds": {...}}`` with the parts asked for and each part's seconds
+"stream": {...}, "examples": {...}, "seconds": {...}}`` with the parts asked for and each part's seconds
 (tests/harness/spark_driver.py runs it, from WORK).
 """
 import argparse
@@ -36,6 +38,7 @@ ARGS.add_argument("--estimator", action="store_true")
 ARGS.add_argument("--tuning", action="store_true")
 ARGS.add_argument("--scenarios", default="")
 ARGS.add_argument("--examples", default="")
+ARGS.add_argument("--stream", action="store_true")
 OPTIONS = ARGS.parse_args()
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -110,6 +113,10 @@ try:
         result["horovod"] = check_module("horovod_spark_keras_check").run_scenarios(
             session, os.path.join(OPTIONS.work, "horovod"), OPTIONS.scenarios.split(","))
         lap("scenarios")
+    if OPTIONS.stream:
+        result["stream"] = check_module("spark_stream_check").run_stream_checks(
+            session, os.path.join(OPTIONS.work, "stream"), negative=True)
+        lap("stream")
     if OPTIONS.examples:
         result["examples"] = {"seconds": 0.0}
         for name in OPTIONS.examples.split(","):

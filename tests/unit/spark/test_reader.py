@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from hvdkeras.common.errors import SetupError
-from hvdkeras.spark.common.reader import count_rows, rank_range, read_rows
+from hvdkeras.spark.common.reader import count_rows, rank_range, read_rows, stream_rows
 from hvdkeras.spark.common.store import Store
 
 pa = pytest.importorskip("pyarrow")
@@ -53,3 +53,24 @@ def test_a_folder_without_parquet_is_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SetupError, match="holds no Parquet files"):
         read_rows(Store.create(str(tmp_path)), "file://" + str(tmp_path / "empty"), 0, 1, ["id"])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_a_stream_gives_the_ranks_rows_in_read_rows_order_a_bounded_chunk_at_a_time(tmp_path, size):
+    # Files of several row groups (the estimator writes 8192 rows a group), chunks cut inside groups and files.
+    where = tmp_path / "groups"
+    where.mkdir()
+    start = 0
+    for i, rows in enumerate([50, 0, 120, 3]):
+        ids = np.arange(start, start + rows)
+        table = pa.table({"id": pa.array(ids, pa.int64()),
+                          "vec": pa.array([[float(n), -float(n)] for n in ids], pa.list_(pa.float32()))})
+        pq.write_table(table, str(where / f"part-{i:05d}.parquet"), row_group_size=16)
+        start += rows
+    store, path = Store.create(str(tmp_path)), "file://" + str(where)
+    for rank in range(size):
+        whole = read_rows(store, path, rank, size, ["id", "vec"])
+        chunks = list(stream_rows(store, path, rank, size, ["id", "vec"], chunk_rows=7))
+        assert max(len(c["id"]) for c in chunks) <= 7
+        assert np.concatenate([c["id"] for c in chunks]).tolist() == whole["id"].tolist()
+        assert (np.concatenate([c["vec"] for c in chunks]) == whole["vec"]).all()

@@ -104,3 +104,41 @@ def test_a_jobs_description_is_the_same_in_every_process_and_tells_jobs_apart():
     assert sgd.startswith("SGD(") and "learning_rate=0.1," in sgd and "name" not in sgd
     assert sgd != describe(portable(keras.optimizers.SGD(0.2), "optimizer"))
     assert describe(portable("mse", "loss")) == '"mse"'
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_streamed_rows_give_the_batches_of_rows_held_in_memory_for_the_same_seed(prepared, rank):
+    # The default streams each epoch from the store; where the shuffle buffer holds all of a rank's rows, its
+    # batches are those of inmemory_cache_all=True, epoch by epoch (a resumed fit starts its epoch the same way).
+    store, data = prepared
+    batches = {}
+    for in_memory in (True, False):
+        task = _task(store, data)
+        task.spec = dataclasses.replace(task.spec, inmemory_cache_all=in_memory)
+        datasets = task.datasets(_config(), Shard(rank, 2), None, None)
+        batches[in_memory] = [[a.numpy().tolist() for a in _flat(b)] for b in datasets.train(0, 3)]
+    assert len(batches[False]) == 9 and batches[False] == batches[True]
+
+
+def test_a_streaming_ranks_shuffle_buffer_is_bounded_in_bytes(prepared, monkeypatch):
+    from hvdkeras.spark.keras import task as task_lib
+
+    store, data = prepared
+    seen = {}
+    real = task_lib.data_lib.sharded_train_epochs
+    monkeypatch.setattr(task_lib.data_lib, "sharded_train_epochs",
+                        lambda *a: seen.setdefault("buffer", a[-1].shuffle_buffer) and real(*a))
+    row_bytes = (8 + 2) * 4 + 8 + 8 + 4  # image, extra (float32), cls (int64), target (float64), weight (float32)
+    monkeypatch.setattr(task_lib, "SHUFFLE_BUFFER_BYTES", 5 * row_bytes)
+    _task(store, data).datasets(_config(), Shard(0, 2), None, None).train(0, 1)
+    assert seen["buffer"] == 5  # rows within the bytes, not the rank's 12
+    monkeypatch.setattr(task_lib, "SHUFFLE_BUFFER_BYTES", 2 * row_bytes)
+    seen.clear()
+    _task(store, data).datasets(_config(), Shard(0, 2), None, None).train(0, 1)
+    assert seen["buffer"] == 4  # never below a batch
+
+
+def _flat(batch):
+    import tensorflow as tf
+
+    return tf.nest.flatten(batch)

@@ -1,0 +1,39 @@
+"""A table larger than a rank's memory, on a real Spark (local[2]): the rows stream from the store.
+
+The local[2] driver this stack's Spark tests share (the ``spark_local`` fixture) runs
+``scripts/spark_stream_check.py``: each rank of a ``KerasEstimator.fit_on_parquet`` joins a memory cgroup of its own,
+limited to 192 MiB, when its task first asks for its rows, and its share of the table is four times that. Streamed (the
+default), the fit trains to its end; the same rows held in memory (``inmemory_cache_all=True``) cannot fit, and the
+kernel ends the rank. Needs root for the cgroups (skipped otherwise, saying so).
+"""
+import pytest
+
+from tests.harness.stacks import once_here, once_per_make_test
+
+pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
+pytestmark = once_per_make_test("a table larger than a rank's memory, on local[2]", 0.8, stack="keras2")
+SPARK_LOCAL = {"stream": once_here("keras2")}  # the part of the shared driver these tests need
+
+
+@pytest.fixture(scope="module")
+def stream(spark_local):
+    found = spark_local["stream"]
+    if "skipped" in found:
+        pytest.skip(f"a rank's memory limit needs cgroups: {found['skipped']}")
+    return found
+
+
+def test_a_ranks_share_four_times_its_memory_limit_streams_and_trains_to_the_end(stream):
+    streamed = stream["streamed"]
+    assert stream["rows"] // 2 * (256 * 4 + 8) >= 4 * stream["limit_bytes"]  # each rank's share, in its rows' bytes
+    assert streamed.get("epochs") == 1, streamed
+    assert len(streamed["ranks"]) == 2 and len({r["cgroup"] for r in streamed["ranks"]}) == 2, streamed
+    for rank in streamed["ranks"]:  # each rank was within its own limit, and touched memory there
+        assert 0 < rank["peak_bytes"] <= stream["limit_bytes"], streamed
+    assert "cgroups_left" not in stream, stream
+
+
+def test_the_same_rows_held_in_memory_do_not_fit_within_the_limit(stream):
+    # What shows the limit bites: inmemory_cache_all=True reads a rank's whole share at once.
+    in_memory = stream["in_memory"]
+    assert "error" in in_memory and "a rank failed" in in_memory["error"], in_memory
