@@ -1,4 +1,5 @@
 """Horovod's ``horovod.spark.keras`` on hvdkeras: ``KerasEstimator`` and its ``KerasModel``."""
-from hvdkeras.spark.keras.estimator import KerasEstimator, KerasModel
+from hvdkeras.spark.keras.estimator import KerasEstimator
+from hvdkeras.spark.keras.model import KerasModel
 
 __all__ = ["KerasEstimator", "KerasModel"]

@@ -136,7 +136,8 @@ class ParamsWriter(MLWriter):
         """
         import pyspark
 
-        from hvdkeras.spark.keras.task import model_to_bytes, portable
+        from hvdkeras.spark.keras.serialization import model_to_bytes
+        from hvdkeras.spark.keras.task import portable
 
         store = Store.create(path)
         if store.exists(path + "/metadata") and not self.shouldOverwrite:
@@ -186,7 +187,8 @@ class ParamsReader(MLReader):
         Raises:
             SetupError: ``path`` holds no saved model of this class, or (in safe mode) something that runs code.
         """
-        from hvdkeras.spark.keras.task import model_from_bytes, restore
+        from hvdkeras.spark.keras.serialization import model_from_bytes
+        from hvdkeras.spark.keras.task import restore
 
         name = self.cls.__name__
         store = Store.create(path)

@@ -136,7 +136,8 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
     from hvdkeras import config as config_lib
     from hvdkeras.runtime import distributed
     from hvdkeras.spark.common import gpus
-    from hvdkeras.spark.keras.task import SparkTask, model_to_bytes
+    from hvdkeras.spark.keras.serialization import model_to_bytes
+    from hvdkeras.spark.keras.task import SparkTask
     from hvdkeras.training.trainer import Trainer
 
     gpu_index = gpus.choose(spec.use_gpu, gpus.assigned() if spec.use_gpu else [], os.environ)

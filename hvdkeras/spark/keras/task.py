@@ -18,8 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -33,30 +31,11 @@ from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.data import PreparedData
 from hvdkeras.spark.common.reader import parquet_files, rank_range, read_rows, stream_rows
 from hvdkeras.spark.common.store import FilesystemStore
+from hvdkeras.spark.keras.serialization import model_from_bytes
 from hvdkeras.training import data as data_lib
 from hvdkeras.training.tasks import Task
 
-MODEL_SUFFIX = ".keras"
 SHUFFLE_BUFFER_BYTES = 32 << 20  # a streaming rank's shuffle buffer by default: rows up to this many bytes
-
-
-def model_to_bytes(model: Any) -> bytes:
-    """``model`` as the bytes of a ``.keras`` file (architecture and weights)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model" + MODEL_SUFFIX)
-        model.save(path)
-        with open(path, "rb") as f:
-            return f.read()
-
-
-def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = None, safe_mode: bool = True) -> Any:
-    """The model that :func:`model_to_bytes` wrote, not compiled; ``safe_mode``: Keras' (False loads a ``Lambda``'s
-    bytecode)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model" + MODEL_SUFFIX)
-        with open(path, "wb") as f:
-            f.write(blob)
-        return keras.models.load_model(path, custom_objects=custom_objects or {}, compile=False, safe_mode=safe_mode)
 
 
 def _without_names(tree: Any) -> Any:

@@ -109,7 +109,7 @@ def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
         from hvdkeras.runtime import tensorflow_import
 
         tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
-        from hvdkeras.spark.keras.task import model_from_bytes
+        from hvdkeras.spark.keras.serialization import model_from_bytes
 
         _MODELS.clear()  # one model at a time per worker: a new model replaces the last
         _MODELS[digest] = model_from_bytes(blob, custom_objects)

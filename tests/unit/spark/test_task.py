@@ -15,7 +15,8 @@ from hvdkeras.common import scaling  # noqa: E402
 from hvdkeras.runtime.compat import keras  # noqa: E402
 from hvdkeras.spark.common.data import PreparedData  # noqa: E402
 from hvdkeras.spark.common.store import Store  # noqa: E402
-from hvdkeras.spark.keras.task import SparkTask, SparkTaskSpec, model_to_bytes  # noqa: E402
+from hvdkeras.spark.keras.serialization import model_to_bytes  # noqa: E402
+from hvdkeras.spark.keras.task import SparkTask, SparkTaskSpec  # noqa: E402
 from hvdkeras.training.data import Shard  # noqa: E402
 
 ROWS = 24

@@ -52,9 +52,9 @@ def test_batches_are_predicted_in_chunks_with_the_model_loaded_once(monkeypatch)
         loads.append(blob)
         return Model()
 
-    from hvdkeras.spark.keras import task
+    from hvdkeras.spark.keras import serialization
 
-    monkeypatch.setattr(task, "model_from_bytes", model_from_bytes)
+    monkeypatch.setattr(serialization, "model_from_bytes", model_from_bytes)
     monkeypatch.setattr(transform, "_MODELS", {})
     batch = pa.RecordBatch.from_arrays([pa.array([[1.0, 2.0]] * 5), pa.array(range(5))], names=["x", "id"])
     for _ in range(2):  # two partitions in the same worker
