@@ -15,11 +15,14 @@ SCENARIOS_IN_THE_DRIVER = ["test_restore_from_checkpoint", "test_keras_direct_pa
 
 
 def assert_fit(fit):
-    """Two ranks trained like one process on their global batches, with rank 0's checkpoints in the store."""
-    assert fit["history_keys"] == ["accuracy", "loss", "lr", "val_accuracy", "val_loss"]
+    """Two ranks trained a two-output model with weighted rows like one process on their global batches, the
+    validation rows those the column marks, with rank 0's checkpoints in the store."""
+    assert fit["history_keys"] == ["cls_accuracy", "cls_loss", "loss", "lr", "reg_loss", "val_cls_accuracy",
+                                   "val_cls_loss", "val_loss", "val_reg_loss"], fit
+    assert fit["rows"] == {"train": 192, "val": 64}, fit  # every fourth row is marked for validation
     assert fit["epochs"] == 2
     assert fit["checkpoints"] == ["epoch-0001", "epoch-0002"]  # rank 0's checkpoints, in the store's run
-    assert fit["single"] < 1e-5, fit  # the ranks' weights = one process stepping on their global batches
+    assert fit["single"] < 1e-5, fit  # the ranks' weights = one process stepping on their weighted global batches
     assert fit["same_files"], fit  # a second prepare of the same DataFrame writes the same rows in the same order
     # keep_intermediate_data=True kept this fit's own Parquet, named after its run
     assert [n.split(".")[0] + "." + n.split(".")[1] for n in fit["kept"]] == ["intermediate_train_data.run1",
@@ -28,7 +31,9 @@ def assert_fit(fit):
 
 def assert_transform(transform):
     """``transform`` added the output column to every row, and it predicts."""
-    assert transform["columns"] == ["features", "extra", "label", "id", "label_prob"]
+    assert transform["columns"] == ["features", "extra", "label", "id", "target", "weight", "is_val", "label_prob",
+                                    "target_pred"]
+    assert transform["target_type"] == "double"  # one value per row: a double, as Horovod's
     assert transform["rows"] == 256 and transform["pandas_rows"] == 256
     assert transform["accuracy"] > 0.4  # four classes; chance is 0.25
 
@@ -36,7 +41,7 @@ def assert_transform(transform):
 def assert_persist(persist):
     """The model saved and loaded alone and in a PipelineModel predicts the same; a second save is one line."""
     assert persist["loaded_same"] and persist["pipeline_same"]
-    assert persist["output_cols"] == ["label_prob"] and persist["type"] == "KerasModel"
+    assert persist["output_cols"] == ["label_prob", "target_pred"] and persist["type"] == "KerasModel"
     assert persist["save_twice"].endswith("already holds a saved model; use model.write().overwrite().save(path)")
 
 

@@ -3,10 +3,11 @@
 :func:`run_checks`, which ``spark_local_check.py --estimator`` (the driver test_spark.py shares) runs on local[2]:
 several checks in one driver (each Spark session and each Horovod start costs ~10-20 s). It returns:
 
-* ``fit``: two ranks train a multi-input model (a 64-value DenseVector reshaped to (8, 8, 1), and an
-  array column) on one-hot SparseVector labels with a validation fraction; the history, a weight
-  checksum of the model fit returned and of the same model trained in this process on the same
-  rows, batches and rate (``single``), the run's checkpoints;
+* ``fit``: two ranks train a model of two inputs (a 64-value DenseVector reshaped to (8, 8, 1), and an
+  array column) and two outputs (a class from one-hot SparseVector labels, a regression target), each row
+  weighted by a ``sample_weight_col``, the validation rows marked by a ``validation`` column; the history,
+  a weight checksum, the largest difference from the same model trained in this process on the same rows,
+  batches, weights and rate (``single``), the run's checkpoints;
 * ``transform``: prediction columns, a row count, the argmax accuracy, the rows ``toPandas()`` gives;
 * ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
 * ``too_many``: hvdkeras.spark.run with num_proc=3 on two slots (local[2] only: the cluster's driver has its own);
@@ -32,21 +33,30 @@ from hvdkeras.spark.common.store import Store
 ROWS = 256
 
 
+LOSSES, LOSS_WEIGHTS = ["categorical_crossentropy", "mse"], [1.0, 0.5]
+LABEL_COLS = ["label_vec", "target"]
+COLUMNS = ["features", "extra", "label", "id", "target", "weight", "is_val"]
+
+
 def make_model(seed=1):
     keras.utils.set_random_seed(seed)
     image = keras.Input((8, 8, 1), name="image")
     extra = keras.Input((3,), name="extra")
     x = keras.layers.Concatenate()([keras.layers.Flatten()(image), extra])
     x = keras.layers.Dense(16, activation="relu")(x)
-    return keras.Model([image, extra], keras.layers.Dense(4, activation="softmax")(x))
+    return keras.Model([image, extra], [keras.layers.Dense(4, activation="softmax", name="cls")(x),
+                                        keras.layers.Dense(1, name="reg")(x)])
 
 
 def rows():
+    """Each row: the image, the extra values, its class, its id, a target (the extra values' sum), a weight (0.5, 1
+    or 1.5 by id) and whether it is a validation row (every fourth)."""
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 4, ROWS)
     images = rng.normal(size=(ROWS, 64)).astype(np.float32) + labels[:, None] * 0.5
     extras = rng.normal(size=(ROWS, 3)).astype(np.float32)
-    return [(Vectors.dense(images[i].tolist()), extras[i].tolist(), int(labels[i]), i) for i in range(ROWS)]
+    return [(Vectors.dense(images[i].tolist()), extras[i].tolist(), int(labels[i]), i, float(extras[i].sum()),
+             0.5 + (i % 3) * 0.5, i % 4 == 0) for i in range(ROWS)]
 
 
 def checksum(model):
@@ -67,25 +77,32 @@ def one_process_weights_differ(trained, store, train_path):
     from hvdkeras.training.data import Shard
 
     prepared = PreparedData(train_path=train_path, val_path=None, train_rows=0, val_rows=0,
-                            columns={}, feature_cols=("features", "extra"), label_cols=("label_vec",),
-                            sample_weight_col=None)
+                            columns={}, feature_cols=("features", "extra"), label_cols=tuple(LABEL_COLS),
+                            sample_weight_col="weight")
     task = SparkTask(SparkTaskSpec(store=store, data=prepared, model=b"", input_shapes=((8, 8, 1), (3,)),
-                                   label_shapes=None, loss=None, loss_weights=None, metrics=None, optimizer=None,
-                                   custom_objects={}))
+                                   label_shapes=((4,), (1,)), loss=None, loss_weights=None, metrics=None,
+                                   optimizer=None, custom_objects={}))
     config = config_lib.from_dict({"data": {"name": "spark", "global_batch_size": 32, "eval_global_batch_size": 32},
                                    "runtime": {"seed": 1}})
     parts = [task.datasets(config, Shard(r, 2), None, None) for r in range(2)]
     steps = min(p.steps_per_epoch for p in parts)
     parts = [task.datasets(config, Shard(r, 2), steps, None) for r in range(2)]
     model = make_model()
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="categorical_crossentropy")
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=LOSSES, loss_weights=LOSS_WEIGHTS)
     streams = []
     for rank in range(2):  # each rank's shuffle also follows its global seed, runtime.seed + rank
         tf.random.set_seed(1 + rank)
         streams.append(parts[rank].train(0, 2))
-    for ((x0, e0), y0), ((x1, e1), y1) in zip(*streams):
-        model.train_on_batch((tf.concat([x0, x1], 0), tf.concat([e0, e1], 0)), tf.concat([y0, y1], 0))
+    for ((x0, e0), (c0, r0), w0), ((x1, e1), (c1, r1), w1) in zip(*streams):
+        model.train_on_batch((tf.concat([x0, x1], 0), tf.concat([e0, e1], 0)),
+                             (tf.concat([c0, c1], 0), tf.concat([r0, r1], 0)), sample_weight=tf.concat([w0, w1], 0))
     return float(max(np.abs(a - b).max() for a, b in zip(model.get_weights(), trained.get_weights())))
+
+
+def _rows(store, path):
+    from hvdkeras.spark.common.reader import count_rows
+
+    return count_rows(store, path)
 
 
 def allreduce_rank():
@@ -156,19 +173,19 @@ def run_checks(spark, store_path, too_many=True):
         out["seconds"][name] = round(now - clock[0], 1)
         clock[0] = now
 
-    df = spark.createDataFrame(rows(), ["features", "extra", "label", "id"])
+    df = spark.createDataFrame(rows(), COLUMNS)
     df = OneHotEncoder(inputCols=["label"], outputCols=["label_vec"], dropLast=False).fit(df).transform(df)
     store = Store.create("file://" + os.path.abspath(store_path))
 
     def estimator(**kw):
         args = dict(num_proc=2, store=store, model=make_model(), optimizer=keras.optimizers.SGD(0.05),
-                    loss="categorical_crossentropy", metrics=["accuracy"], feature_cols=["features", "extra"],
-                    label_cols=["label_vec"], batch_size=16, epochs=2, random_seed=1, verbose=0,
-                    validation=0.25, run_id="run1")
+                    loss=LOSSES, loss_weights=LOSS_WEIGHTS, metrics={"cls": ["accuracy"]},
+                    feature_cols=["features", "extra"], label_cols=LABEL_COLS, sample_weight_col="weight",
+                    batch_size=16, epochs=2, random_seed=1, verbose=0, validation="is_val", run_id="run1")
         args.update(kw)
         return hvd.KerasEstimator(**args)
 
-    keras_model = estimator(keep_intermediate_data=True).fit(df).setOutputCols(["label_prob"])
+    keras_model = estimator(keep_intermediate_data=True).fit(df).setOutputCols(["label_prob", "target_pred"])
     history = keras_model.getHistory()
     out["fit"] = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
                   "checksum": checksum(keras_model.getModel()),
@@ -178,8 +195,10 @@ def run_checks(spark, store_path, too_many=True):
     (train_data,) = [n for n in out["fit"]["kept"] if n.startswith("intermediate_train_data.")]
     train_path = f"{store.prefix_path}/{train_data}"
     out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store, train_path)
-    out["fit"]["same_files"] = prepared_twice_alike(df, store, train_path, ["features", "extra"], ["label_vec"],
-                                                    validation=0.25, seed=1)
+    out["fit"]["same_files"] = prepared_twice_alike(df, store, train_path, ["features", "extra"], LABEL_COLS,
+                                                    sample_weight_col="weight", validation="is_val", seed=1)
+    out["fit"]["rows"] = {"train": _rows(store, train_path),
+                          "val": _rows(store, f"{store.prefix_path}/{train_data.replace('_train_', '_val_')}")}
     lap("fit")
     for name in intermediate_data(store_path):
         store.fs.rm(os.path.join(store_path, name), recursive=True)
@@ -189,7 +208,8 @@ def run_checks(spark, store_path, too_many=True):
                         "accuracy": float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label
                                                    for r in collected])),
                         # Horovod's examples read predictions with toPandas(): the [spark] extra brings pandas
-                        "pandas_rows": len(predicted.select("id", "label_prob").toPandas())}
+                        "pandas_rows": len(predicted.select("id", "label_prob").toPandas()),
+                        "target_type": dict(predicted.dtypes)["target_pred"]}
 
     lap("transform")
     model_path = os.path.join(store_path, "saved_model")
