@@ -77,12 +77,13 @@ test:
 	bash tools/test_stacks.sh $(MAKE) $(TEST_STACKS)
 
 # Without the tools' caches in the tree (ruff's, pytest's): the stacks' suites run side by side on one checkout.
+# The unit tests that import neither TensorFlow nor Keras run on keras3 only (tests/unit/conftest.py, STACK_FREE).
 # ORDER=distributed-first runs the distributed tests before the unit tests: tools/test_stacks.sh asks it of the
 # suite in the background, so that each stack's unit tests, which keep both cores busy, run beside the other
 # stack's distributed tests, which leave a fifth of them idle, rather than beside each other. The lab's modules,
 # which one suite at a time may run (tests/harness/lab_lock.py), go first in a suite that starts with its unit
 # tests and last in one that starts with its distributed tests, so that neither waits for the other's.
-TEST_UNIT = $(PY) -m pytest -q -rs -p no:cacheprovider --durations=5 -n 2 tests/unit
+TEST_UNIT = HVDKERAS_STACK_FREE_ON=keras3 $(PY) -m pytest -q -rs -p no:cacheprovider --durations=5 -n 2 tests/unit
 TEST_DISTRIBUTED = $(PY) -m pytest -q -rs -p no:cacheprovider --durations=0 --durations-min=1 tests/distributed \
   --lab-modules $(if $(filter distributed-first,$(ORDER)),last,first)
 ORDER ?= unit-first
