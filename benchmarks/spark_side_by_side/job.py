@@ -95,6 +95,8 @@ def main():
         began = time.monotonic()
         keras_model = estimator.fit(train_df)
         out["fit_seconds"] = round(time.monotonic() - began, 2)
+        if args.impl == "hvdkeras":  # where the fit's time went (docs/performance.md, "A small fit's fixed cost")
+            out["fit_breakdown"] = keras_model.getFitSeconds()
         keras_model = keras_model.setOutputCols(["label_prob"])
         history = keras_model.getHistory()
         out["history_last"] = {k: round(float(v[-1]), 4) for k, v in history.items()}

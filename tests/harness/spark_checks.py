@@ -23,6 +23,11 @@ def assert_fit(fit):
     assert fit["epochs"] == 2
     assert fit["checkpoints"] == ["epoch-0001", "epoch-0002"]  # rank 0's checkpoints, in the store's run
     assert fit["single"] < 1e-5, fit  # the ranks' weights = one process stepping on their weighted global batches
+    seconds = fit["seconds"]  # where the fit's time went: every part there, none negative, adding up
+    assert {"data", "ranks", "rank_start", "rank_setup", "rank_training", "model_back", "total"} <= set(seconds), fit
+    assert min(seconds.values()) >= 0 and seconds["rank_training"] > 0, seconds
+    driver_parts = ("checks", "data", "prepare_ranks", "ranks", "model_back")
+    assert abs(seconds["total"] - sum(seconds[k] for k in driver_parts)) < 0.1, seconds
     assert fit["same_files"], fit  # a second prepare of the same DataFrame writes the same rows in the same order
     # keep_intermediate_data=True kept this fit's own Parquet, named after its run
     assert [n.split(".")[0] + "." + n.split(".")[1] for n in fit["kept"]] == ["intermediate_train_data.run1",
@@ -42,6 +47,7 @@ def assert_persist(persist):
     """The model saved and loaded alone and in a PipelineModel predicts the same; a second save is one line."""
     assert persist["loaded_same"] and persist["pipeline_same"]
     assert persist["output_cols"] == ["label_prob", "target_pred"] and persist["type"] == "KerasModel"
+    assert persist["fit_seconds_kept"]
     assert persist["save_twice"].endswith("already holds a saved model; use model.write().overwrite().save(path)")
 
 

@@ -11,6 +11,7 @@ refused in one line that names it. The unfitted estimator persists with Spark ML
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -205,6 +206,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             return self._fit_run_alone(data, intermediate)
 
     def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
+        began = time.monotonic()
         run_id = self._run_id()
         self._max_retries()  # refused before anything is written
         self._compression()
@@ -223,9 +225,11 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                             f" ({'; '.join(forced)})")
             data_index = runs.fit_data_index(run_id)
             try:
+                checked = time.monotonic()
                 prepared = data(store, backend.num_processes(), data_index)
                 runs.record_job(store, run_id, job)
-                return self._train(model, optimizer, loss, store, backend, prepared, run_id)
+                seconds = {"checks": checked - began, "data": time.monotonic() - checked}
+                return self._train(model, optimizer, loss, store, backend, prepared, run_id, seconds)
             finally:
                 if intermediate and not self.getOrDefault("keep_intermediate_data"):
                     for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
@@ -248,8 +252,10 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         return shapes if any(s is not None for s in shapes) else None
 
     def _train(self, model: Any, optimizer: Any, loss: Any, store: FilesystemStore, backend: Backend,
-               prepared: Any, run_id: str) -> "KerasModel":
-        """Trains ``prepared`` on the backend's ranks into run ``run_id``; the model rank 0 returns."""
+               prepared: Any, run_id: str, seconds: Optional[Dict[str, float]] = None) -> "KerasModel":
+        """Trains ``prepared`` on the backend's ranks into run ``run_id``; the model rank 0 returns, with where the
+        fit's time went (``seconds`` so far, then the ranks' and the model's: :func:`_fit_seconds`)."""
+        before_ranks = time.monotonic()
         num_proc = backend.num_processes()
         input_shapes = self._check_model_columns(model, prepared)
         label_shapes = self.getOrDefault("label_shapes") or self._output_shapes(model, prepared)
@@ -273,8 +279,10 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         retries = self._max_retries()
         try:
+            ranks_began = time.monotonic()
             results = run_retrying(backend, train, (self._config_tree(num_proc, optimizer), spec, workdir), env,
                                    retries, retry_hint=f", from run_id {run_id!r}'s last checkpoint")
+            ranks_ended = time.monotonic()
         except RankFailedError as exc:  # a rank failed on the last attempt: the runner says why
             retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
             raise PeerLostError(f"fit stopped: a rank failed ({failure_reason(exc)}){retried}; rank 0's checkpoints"
@@ -284,8 +292,13 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             raise SetupError(errors[0])
         chief = results[0]
         trained = model_from_bytes(chief["model"], custom_objects)
+        fit_seconds = _fit_seconds({**(seconds or {}), "prepare_ranks": ranks_began - before_ranks},
+                                   ranks_ended - ranks_began, chief.get("seconds") or {},
+                                   time.monotonic() - ranks_ended)
+        log.info("fit took " + ", ".join(f"{k} {v:.1f} s" for k, v in fit_seconds.items()))
         return KerasModel(history=chief["history"], model=trained, feature_columns=list(prepared.feature_cols),
-                          label_columns=list(prepared.label_cols), custom_objects=custom_objects, run_id=run_id)
+                          label_columns=list(prepared.label_cols), custom_objects=custom_objects, run_id=run_id,
+                          fit_seconds=fit_seconds)
 
     def write(self) -> MLWriter:
         """Spark ML's writer (``estimator.save(path)``): its parameters but the store and the backend, which a
@@ -302,6 +315,22 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         """The estimator saved at ``path``; ``safe_mode=False`` also loads what runs code when loaded (the earlier,
         pickled format; Keras' unsafe layers), for a folder whose origin you trust."""
         return ParamsReader(cls, safe_mode=safe_mode).load(path)
+
+
+def _fit_seconds(driver: Dict[str, float], ranks: float, chief: Dict[str, float],
+                 model_back: float) -> Dict[str, float]:
+    """Where a fit's time went, in order: on the driver, the checks and the data written; the ranks, from the
+    backend's start to their results, split as rank 0 saw it (its process's start, TensorFlow's import among it;
+    fetching the run; setting up; training; publishing; the rest is Spark's and the results' way back); the model
+    loaded from rank 0's bytes; and the total."""
+    found = {"checks": driver.get("checks", 0.0), "data": driver.get("data", 0.0),
+             "prepare_ranks": driver.get("prepare_ranks", 0.0), "ranks": ranks}
+    parts = {f"rank_{k}": float(v) for k, v in chief.items()}
+    found.update(parts)
+    found["ranks_other"] = max(0.0, ranks - sum(parts.values()))
+    found["model_back"] = model_back
+    found["total"] = found["checks"] + found["data"] + found["prepare_ranks"] + ranks + model_back
+    return {k: round(v, 2) for k, v in found.items()}
 
 
 declare(KerasEstimator, ESTIMATOR_PARAMS)

@@ -85,6 +85,8 @@ MODEL_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("custom_objects", "CustomObjects", None, "Keras custom objects for loading the model"),
     ("run_id", "RunId", None, "the store's run the model came from"),
     ("predict_batch_size", "PredictBatchSize", 1024, "rows per prediction in transform"),
+    ("fit_seconds", "FitSeconds", None, "where the fit's time went, in seconds: the checks, the data written, the"
+     " ranks (rank 0's start, TensorFlow's import among it, set-up, training, publishing) and the model's way back"),
 )
 
 

@@ -8,12 +8,15 @@ rank 0 first fetches the store's newest trusted checkpoint of ``runs/<run_id>`` 
 so a second ``fit`` with the same ``run_id`` resumes, and :class:`PublishCheckpoints` publishes
 each checkpoint it saves, with ``metrics.jsonl`` and ``config.yaml``
 (:class:`hvdkeras.spark.common.publish.RunMirror`). Rank 0 returns the history and the trained
-model. A rank whose setup is refused returns the one line instead of raising, for the driver to raise.
+model, and where its time went (``seconds``: its process's start to here, which is the interpreter and the
+imports, TensorFlow's among them; fetching the run; setting up; training; publishing). A rank whose setup is
+refused returns the one line instead of raising, for the driver to raise.
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from hvdkeras.common import log
@@ -93,9 +96,13 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
     import dataclasses
     import shutil
 
+    import psutil
+
     from hvdkeras import config as config_lib
     from hvdkeras.common import horovod_env
 
+    entered = time.time()
+    started = max(0.0, entered - psutil.Process().create_time())  # the interpreter and the imports, TF's among them
     local = local_folder()
     try:
         if horovod_env.launcher_rank() not in (0, None):
@@ -106,6 +113,7 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
                            shown=workdir if store.is_local() else store.fs.unstrip_protocol(workdir))
         try:
             mirror.fetch()
+            fetched = time.time()
         except Exception as exc:  # noqa: BLE001  each filesystem raises its own kinds
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             return {"error": f"cannot read the run {mirror.shown} from the store ({first})"}
@@ -114,16 +122,20 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
         try:
             outcome = _train(config_tree, spec, local)
         finally:
+            trained = time.time()
             failed = _publish(mirror, "fit again with the same run_id to resume from the store's last checkpoint")
         if failed is not None and not (isinstance(outcome, dict) and "error" in outcome):
             return {"error": failed}
+        if isinstance(outcome, dict) and "seconds" in outcome:
+            outcome["seconds"] = {"start": started, "fetch": fetched - entered, **outcome["seconds"],
+                                  "publish": time.time() - trained}
         return outcome
     finally:
         shutil.rmtree(local, ignore_errors=True)
 
 
 def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> Optional[Dict[str, Any]]:
-    """One rank's training; rank 0's ``{"history", "model", "size", "final"}``, other ranks' ``None``.
+    """One rank's training; rank 0's ``{"history", "model", "size", "final", "seconds"}``, other ranks' ``None``.
 
     Args:
         config_tree: the job's config as a dict (:func:`hvdkeras.config.from_dict`).
@@ -140,13 +152,16 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
     from hvdkeras.spark.keras.task import SparkTask
     from hvdkeras.training.trainer import Trainer
 
+    began = time.time()
     gpu_index = gpus.choose(spec.use_gpu, gpus.assigned() if spec.use_gpu else [], os.environ)
     best = _place_checkpoint_callback(spec.checkpoint_callback, workdir)
     try:
         config = config_lib.from_dict(config_tree, source="the estimator's parameters")
         trainer = Trainer.from_config(config, workdir, task=SparkTask(spec), gpus=None if spec.use_gpu else [],
                                       gpu_index=gpu_index)
+        built = time.time()
         final = trainer.fit()
+        fitted = time.time()
     except HvdkerasError as exc:
         return {"error": str(exc).splitlines()[0]}
     if not distributed.is_chief():
@@ -154,7 +169,8 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
     if best is not None and os.path.exists(best):
         _load_saved(trainer.model, best, spec.checkpoint_callback)
     return {"history": history_from(trainer.parts.files.metrics), "model": model_to_bytes(trainer.model),
-            "size": trainer.process.size, "final": final}
+            "size": trainer.process.size, "final": final,
+            "seconds": {"setup": built - began, "training": fitted - built}}
 
 
 def _place_checkpoint_callback(callback: Any, workdir: str) -> Optional[str]:

@@ -190,7 +190,8 @@ def run_checks(spark, store_path, too_many=True):
     out["fit"] = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
                   "checksum": checksum(keras_model.getModel()),
                   "checkpoints": sorted(os.listdir(os.path.join(store_path, "runs", "run1", "checkpoints"))),
-                  "run_id": keras_model.getRunId(), "kept": intermediate_data(store_path)}
+                  "run_id": keras_model.getRunId(), "kept": intermediate_data(store_path),
+                  "seconds": keras_model.getFitSeconds()}
 
     (train_data,) = [n for n in out["fit"]["kept"] if n.startswith("intermediate_train_data.")]
     train_path = f"{store.prefix_path}/{train_data}"
@@ -224,7 +225,8 @@ def run_checks(spark, store_path, too_many=True):
     piped = [r.label_prob.toArray().tolist() for r in from_pipeline.transform(few).orderBy("id").collect()]
     out["persist"] = {"loaded_same": bool(np.allclose(first, again, atol=1e-6)),
                       "pipeline_same": bool(np.allclose(first, piped, atol=1e-6)),
-                      "output_cols": loaded.getOutputCols(), "type": type(from_pipeline.stages[0]).__name__}
+                      "output_cols": loaded.getOutputCols(), "type": type(from_pipeline.stages[0]).__name__,
+                      "fit_seconds_kept": loaded.getFitSeconds() == keras_model.getFitSeconds()}
     try:
         keras_model.save(model_path)
         out["persist"]["save_twice"] = None

@@ -93,3 +93,14 @@ def test_gradient_compression_is_read_from_horovods_compression_object():
     with pytest.raises(SetupError, match=r"^gradient_compression must be Horovod's Compression.fp16 or Compression"
                                          r".none \(Received: gradient_compression=<class .*NotFp16'>\)$"):
         KerasEstimator(gradient_compression=NotFp16)._compression()
+
+
+def test_where_a_fits_time_went_adds_up_and_names_what_rank_0_did_not_see():
+    from hvdkeras.spark.keras.estimator import _fit_seconds
+
+    found = _fit_seconds({"checks": 0.5, "data": 3.0, "prepare_ranks": 0.25}, 20.0,
+                         {"start": 6.0, "fetch": 0.1, "setup": 3.0, "training": 8.0, "publish": 0.4}, 0.75)
+    assert list(found) == ["checks", "data", "prepare_ranks", "ranks", "rank_start", "rank_fetch", "rank_setup",
+                           "rank_training", "rank_publish", "ranks_other", "model_back", "total"]
+    assert found["ranks_other"] == 2.5  # Spark's start of the tasks and the results' way back
+    assert found["total"] == 24.5
