@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
+from hvdkeras.common.errors import SetupError
+
 # Spark ML's VectorUDT in Arrow: type 0 sparse (size, indices, values), 1 dense (values).
 _VECTOR_DENSE = 1
 _MODELS: Dict[str, Any] = {}  # this worker's loaded models, by their Keras file's SHA-256
@@ -69,6 +71,19 @@ def _as_matrix(column: Any, shape: Tuple[int, ...]) -> Any:
         flat = column.flatten().to_numpy(zero_copy_only=False)
         return flat.astype(np.float32).reshape((rows, *shape))
     return column.to_numpy(zero_copy_only=False).astype(np.float32).reshape((rows, *shape))
+
+
+def _feature(batch: Any, name: str, shape: Tuple[int, ...]) -> Any:
+    """Column ``name`` of ``batch`` as the model's input of ``shape``; one line when its rows do not fit it."""
+    try:
+        return _as_matrix(batch.column(name), shape)
+    except (ValueError, IndexError):
+        need = 1
+        for d in shape:
+            need *= d if d > 0 else 1
+        raise SetupError(f"feature column {name!r} holds rows that do not fit the model's input shape {shape}: every"
+                         f" row must hold {need} values{' (or a multiple)' if -1 in shape else ''}; fix or drop those"
+                         " rows before transform()") from None
 
 
 def _output_array(kind: str, values: Any) -> Any:
@@ -140,7 +155,7 @@ def predict_batches(batches: Iterator[Any], blob: bytes, custom_objects: Dict[st
             continue
         if model is None:
             model = _model(blob, custom_objects)
-        inputs = [_as_matrix(batch.column(name), shape) for name, shape in zip(features, input_shapes)]
+        inputs = [_feature(batch, name, shape) for name, shape in zip(features, input_shapes)]
         parts: List[List[Any]] = [[] for _ in kinds]
         for start in range(0, batch.num_rows, batch_size):
             chunk = [x[start:start + batch_size] for x in inputs]

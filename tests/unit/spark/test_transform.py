@@ -61,3 +61,17 @@ def test_batches_are_predicted_in_chunks_with_the_model_loaded_once(monkeypatch)
         (out,) = transform.predict_batches(iter([batch]), b"model", {}, ["x"], [(2,)], ["scalar"], ["pred"], 2)
         assert out.schema.names == ["x", "id", "pred"] and out.column(2).to_pylist() == [3.0] * 5
     assert loads == [b"model"] and calls == [2, 2, 1, 2, 2, 1]
+
+
+def test_rows_that_do_not_fit_the_input_are_one_line_naming_the_column():
+    from hvdkeras.common.errors import SetupError
+
+    uneven = pa.RecordBatch.from_arrays([pa.array([[1.0, 2.0], [3.0]])], names=["x"])
+    with pytest.raises(SetupError, match=r"^feature column 'x' holds rows that do not fit the model's input shape"
+                                         r" \(2,\): every row must hold 2 values; fix or drop those rows"):
+        transform._feature(uneven, "x", (2,))
+    sparse = pa.array([{"type": 0, "size": 2, "indices": [5], "values": [1.0]}], type=VECTOR)  # index past the size
+    with pytest.raises(SetupError, match=r"^feature column 'v' holds rows that do not fit"):
+        transform._feature(pa.RecordBatch.from_arrays([sparse], names=["v"]), "v", (2,))
+    assert transform._feature(pa.RecordBatch.from_arrays([pa.array([[1.0, 2.0]])], names=["x"]), "x",
+                              (2,)).tolist() == [[1, 2]]
