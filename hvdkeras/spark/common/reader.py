@@ -49,6 +49,17 @@ def rank_range(total: int, rank: int, size: int) -> Tuple[int, int]:
     return rank * total // size, (rank + 1) * total // size
 
 
+def _overlaps(counts: List[int], start: int, stop: int) -> Iterator[Tuple[int, int, int]]:
+    """The parts that rows ``[start, stop)`` take of consecutive parts of ``counts`` rows each (files, row groups):
+    ``(part, offset in it, rows)`` for each part they reach, in order."""
+    first = 0
+    for index, rows in enumerate(counts):
+        lo, hi = max(start, first), min(stop, first + rows)
+        if lo < hi:
+            yield index, lo - first, hi - lo
+        first += rows
+
+
 def _to_numpy(column: Any) -> np.ndarray:
     import pyarrow as pa
 
@@ -90,26 +101,19 @@ def stream_rows(store: FilesystemStore, path: str, rank: int, size: int, columns
     columns = list(columns)
     files = parquet_files(store, path) if files is None else files
     start, stop = rank_range(sum(rows for _, rows in files), rank, size)
-    first = 0
-    for name, rows in files:
-        lo, hi = max(start, first), min(stop, first + rows)
-        if lo < hi:
-            with store.fs.open(name, "rb") as f:
-                parquet = pq.ParquetFile(f)
-                group_first = first
-                for group in range(parquet.num_row_groups):
-                    group_rows = parquet.metadata.row_group(group).num_rows
-                    if max(lo, group_first) < min(hi, group_first + group_rows):
-                        at = group_first
-                        for batch in parquet.iter_batches(batch_size=chunk_rows, row_groups=[group], columns=columns,
-                                                          use_threads=False):
-                            b_lo, b_hi = max(lo, at), min(hi, at + batch.num_rows)
-                            if b_lo < b_hi:
-                                part = batch.slice(b_lo - at, b_hi - b_lo)
-                                yield {c: _to_numpy(part.column(part.schema.get_field_index(c))) for c in columns}
-                            at += batch.num_rows
-                    group_first += group_rows
-        first += rows
+    for index, offset, count in _overlaps([rows for _, rows in files], start, stop):
+        with store.fs.open(files[index][0], "rb") as f:
+            parquet = pq.ParquetFile(f)
+            groups = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
+            for group, group_offset, group_count in _overlaps(groups, offset, offset + count):
+                at = 0  # this group's rows before the batch
+                for batch in parquet.iter_batches(batch_size=chunk_rows, row_groups=[group], columns=columns,
+                                                  use_threads=False):
+                    lo, hi = max(group_offset, at), min(group_offset + group_count, at + batch.num_rows)
+                    if lo < hi:
+                        part = batch.slice(lo - at, hi - lo)
+                        yield {c: _to_numpy(part.column(part.schema.get_field_index(c))) for c in columns}
+                    at += batch.num_rows
 
 
 def read_rows(store: FilesystemStore, path: str, rank: int, size: int, columns: Iterable[str]) -> Dict[str, np.ndarray]:
@@ -131,14 +135,10 @@ def read_rows(store: FilesystemStore, path: str, rank: int, size: int, columns: 
     columns = list(columns)
     files = parquet_files(store, path)
     start, stop = rank_range(sum(rows for _, rows in files), rank, size)
-    tables, first = [], 0
-    for name, rows in files:
-        lo, hi = max(start, first), min(stop, first + rows)
-        if lo < hi:
-            with store.fs.open(name, "rb") as f:
-                table = pq.read_table(f, columns=columns)
-            tables.append(table.slice(lo - first, hi - lo))
-        first += rows
+    tables = []
+    for index, offset, count in _overlaps([rows for _, rows in files], start, stop):
+        with store.fs.open(files[index][0], "rb") as f:
+            tables.append(pq.read_table(f, columns=columns).slice(offset, count))
     table = pa.concat_tables(tables) if tables else None
     if table is None:
         return {c: np.zeros((0,)) for c in columns}

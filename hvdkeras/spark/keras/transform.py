@@ -10,6 +10,7 @@ in the worker (Spark reuses its Python workers) for every later partition and ``
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
@@ -78,9 +79,7 @@ def _feature(batch: Any, name: str, shape: Tuple[int, ...]) -> Any:
     try:
         return _as_matrix(batch.column(name), shape)
     except (ValueError, IndexError):
-        need = 1
-        for d in shape:
-            need *= d if d > 0 else 1
+        need = math.prod(d for d in shape if d > 0)
         raise SetupError(f"feature column {name!r} holds rows that do not fit the model's input shape {shape}: every"
                          f" row must hold {need} values{' (or a multiple)' if -1 in shape else ''}; fix or drop those"
                          " rows before transform()") from None
