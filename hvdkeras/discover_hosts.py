@@ -9,6 +9,9 @@ its output as the hosts now available. The file is ``$HVDKERAS_HOSTS_FILE``
 (``hosts.txt`` in the working directory when unset); edit it while the job runs to
 add or remove hosts. Blank lines and ``#`` comments are skipped; a missing file
 means no hosts yet (an empty answer, as Horovod expects while workers come up).
+Each line is checked at every discovery: a line that is not ``host`` or ``host:slots`` (a host
+name or an IPv4 address; Horovod splits at ``:``, so no IPv6) is left out with one line on
+stderr, since Horovod puts what it prints unquoted into its ssh commands.
 
 Installed with the package (no checkout needed) and imports nothing heavy: the
 command is Python's start-up and one file read.
@@ -17,7 +20,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, TextIO
+
+from hvdkeras.common import hostnames
+from hvdkeras.common.errors import LaunchError
 
 HOSTS_FILE_VARIABLE = "HVDKERAS_HOSTS_FILE"
 DEFAULT_HOSTS_FILE = "hosts.txt"
@@ -35,8 +41,33 @@ def host_lines(text: str) -> List[str]:
     return found
 
 
+def checked_lines(text: str, source: str, errors: Optional[TextIO] = None) -> List[str]:
+    """The hosts file's lines that are ``host`` or ``host:slots`` with a host name or IPv4 address.
+
+    Args:
+        text: The hosts file's text.
+        source: Where it came from, for the messages (``hosts file hosts.txt``).
+        errors: Where each refused line is said, in one line (default: stderr).
+
+    Returns:
+        The good lines, as written.
+    """
+    good = []
+    for line in host_lines(text):
+        try:
+            name, _ = hostnames.parse_entry(line, source, example="node-1:4")
+            if hostnames.is_ipv6(name):
+                raise LaunchError(f"{source}: entry {hostnames.shown(line)} is an IPv6 address, which Horovod's host"
+                                  " discovery cannot take (it splits host:slots at ':'); give the host's name")
+        except LaunchError as exc:
+            print(f"hvdkeras.discover_hosts: left out: {exc}", file=errors or sys.stderr)
+            continue
+        good.append(line)
+    return good
+
+
 def main(argv: Optional[List[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
-    """Prints the hosts file's host lines (nothing when the file is missing); returns 0."""
+    """Prints the hosts file's checked host lines (nothing when the file is missing); returns 0."""
     environ = os.environ if environ is None else environ
     path = environ.get(HOSTS_FILE_VARIABLE) or DEFAULT_HOSTS_FILE
     try:
@@ -44,7 +75,7 @@ def main(argv: Optional[List[str]] = None, environ: Optional[Mapping[str, str]] 
             text = f.read()
     except FileNotFoundError:
         return 0
-    for line in host_lines(text):
+    for line in checked_lines(text, f"hosts file {path}"):
         print(line)
     return 0
 

@@ -14,6 +14,7 @@ import shlex
 from typing import Optional, Sequence, Tuple
 
 from hvdkeras import discover_hosts
+from hvdkeras.common import hostnames
 from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.plan import Plan, hosts_text
 
@@ -62,12 +63,21 @@ def no_elastic(p: Plan, launcher: str) -> None:
                           f" {launcher}; use --launcher horovodrun or --set elastic.enabled=false")
 
 
+def no_ipv6(p: Plan, launcher: str) -> None:
+    """Raises LaunchError if a host is an IPv6 address: ``-H host:slots`` is split at ``:`` by ``launcher``."""
+    for h in p.hosts:
+        if hostnames.is_ipv6(h.name):
+            raise LaunchError(f"--hosts {h.name}: {launcher}'s -H host:slots cannot carry an IPv6 address (it splits"
+                              " at ':'); give the host by a name that resolves to it")
+
+
 def horovodrun_command(p: Plan) -> str:
     """``horovodrun -np N -H a:4,b:4 [--gloo] python -m hvdkeras.train ...`` (README's recipe).
 
     With ``elastic.enabled``: README's elastic recipe, a hosts file read by
     ``python -m hvdkeras.discover_hosts`` and ``--min-np``/``--max-np`` from the config.
     """
+    no_ipv6(p, "horovodrun")
     e = p.config.elastic
     if e.enabled:
         lines = "".join(f"{h.name}:{h.slots}\\n" for h in p.hosts)
@@ -105,6 +115,7 @@ def mpirun_args(p: Plan, hosts: bool = True) -> list[str]:
 def mpirun_command(p: Plan) -> str:
     """The mpirun command line for the plan, user arguments shell-quoted; raises LaunchError for elastic."""
     no_elastic(p, "mpirun")
+    no_ipv6(p, "mpirun")
     args = mpirun_args(p)
     return shell(args[:len(args) - len(p.train_args)], p.train_args)
 

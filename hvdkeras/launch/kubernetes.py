@@ -1,12 +1,40 @@
 """Kubernetes: a Kubeflow MPI Operator ``MPIJob`` running Horovod's mpirun recipe."""
 from __future__ import annotations
 
+import re
 from typing import Dict
 
 import yaml
 
+from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.commands import DEFAULT_IMAGE, job_name, mpirun_args, need_uniform, no_elastic
 from hvdkeras.launch.plan import Plan
+
+# An OCI image reference (the distribution project's grammar): [registry[:port]/]path[:tag][@digest].
+_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE = re.compile(rf"{_DOMAIN}{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+# What each container keeps. Both run as root, as the MPI Operator's Horovod example does, with every capability
+# dropped and no privilege escalation; the worker's sshd keeps the four it cannot start connections without.
+LAUNCHER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                     "seccompProfile": {"type": "RuntimeDefault"}}
+WORKER_SECURITY = {"allowPrivilegeEscalation": False,
+                   "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE", "SETUID", "SETGID", "SYS_CHROOT"]},
+                   "seccompProfile": {"type": "RuntimeDefault"}}
+SECURITY_COMMENT = (
+    "# securityContext: every capability dropped, no privilege escalation, the runtime's seccomp profile. The\n"
+    "# workers keep four for sshd, which mpirun reaches them through: NET_BIND_SERVICE (port 22), SETUID and\n"
+    "# SETGID (a session as the user who connects) and SYS_CHROOT (sshd's privilege separation).")
+
+
+def check_image(image: str) -> str:
+    """``image`` if it is an OCI image reference (``registry:5000/team/hvdkeras:1.0``); else LaunchError in one line."""
+    if len(image) > 255 or not IMAGE.fullmatch(image):
+        shown = repr(image) if len(repr(image)) <= 80 else repr(image)[:77] + "..."
+        raise LaunchError(f"--image {shown} is not an image reference ([registry[:port]/]name[:tag][@digest], lower"
+                          " case path, e.g. registry.example.com/team/hvdkeras:1.0)")
+    return image
 
 
 def kubernetes_manifest(p: Plan, image: str = DEFAULT_IMAGE) -> str:
@@ -16,6 +44,7 @@ def kubernetes_manifest(p: Plan, image: str = DEFAULT_IMAGE) -> str:
     ``mpirun`` recipe (the operator provides the host file, so no ``-H``).
     """
     no_elastic(p, "kubernetes")
+    check_image(image)
     slots = need_uniform(p, "kubernetes")
     name = job_name(p)
     limits: Dict[str, object] = {"cpu": p.cores_per_host}
@@ -32,10 +61,12 @@ def kubernetes_manifest(p: Plan, image: str = DEFAULT_IMAGE) -> str:
             "runPolicy": {"cleanPodPolicy": "Running"},
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
-                    {"name": "launcher", "image": image, "command": launcher_args[:1], "args": launcher_args[1:]},
+                    {"name": "launcher", "image": image, "command": launcher_args[:1], "args": launcher_args[1:],
+                     "securityContext": LAUNCHER_SECURITY},
                 ]}}},
                 "Worker": {"replicas": len(p.hosts), "template": {"spec": {"containers": [
-                    {"name": "worker", "image": image, "resources": {"limits": limits}},
+                    {"name": "worker", "image": image, "resources": {"limits": limits},
+                     "securityContext": WORKER_SECURITY},
                 ]}}},
             },
         },
@@ -47,6 +78,7 @@ def kubernetes_manifest(p: Plan, image: str = DEFAULT_IMAGE) -> str:
         "# MPI (python -m hvdkeras.build_horovod; `horovodrun --check-build` lists MPI), the config file at its",
         "# working directory, and sshd for the workers, as in the MPI Operator's Horovod example.",
         "# A --workdir should be a volume shared by the pods.",
+        SECURITY_COMMENT,
         "# kubectl apply -f <this file>",
     ]
     return "\n".join(header) + "\n" + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)

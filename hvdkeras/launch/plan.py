@@ -9,7 +9,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from hvdkeras import config as config_lib
-from hvdkeras.common import data_sizes, horovod_env, scaling
+from hvdkeras.common import data_sizes, horovod_env, hostnames, scaling
 from hvdkeras.common.errors import ConfigError, LaunchError
 from hvdkeras.common.horovod_env import ThreadBudget
 
@@ -23,17 +23,18 @@ class Host:
 
 
 def parse_hosts(text: str) -> Tuple[Host, ...]:
-    """``"a:4,b:4"`` -> (Host("a", 4), Host("b", 4)); a host without ``:slots`` has 1 slot (as in horovodrun)."""
+    """``"a:4,b:4"`` -> (Host("a", 4), Host("b", 4)); a host without ``:slots`` has 1 slot (as in horovodrun).
+
+    Each host must be a host name or an address (:func:`hvdkeras.common.hostnames.parse_entry`): Horovod puts them
+    unquoted into its ssh commands. Raises LaunchError in one line otherwise.
+    """
     hosts: List[Host] = []
+    source = f"--hosts {hostnames.shown(text)}"
     for entry in text.split(","):
-        entry = entry.strip()
-        name, _, slots = entry.partition(":")
-        if not name or (slots and not (slots.isdigit() and int(slots) > 0)):
-            raise LaunchError(f"--hosts entry {entry!r} in --hosts {text} must be host or host:slots with slots >= 1"
-                              " (e.g. --hosts a:4,b:4)")
+        name, slots = hostnames.parse_entry(entry.strip(), source)
         if any(h.name == name for h in hosts):
-            raise LaunchError(f"--hosts {text} lists {name} twice; give each host once with its slots")
-        hosts.append(Host(name, int(slots) if slots else 1))
+            raise LaunchError(f"{source} lists {name} twice; give each host once with its slots")
+        hosts.append(Host(name, slots or 1))
     return tuple(hosts)
 
 
@@ -45,6 +46,10 @@ def hosts_text(hosts: Sequence[Host]) -> str:
 def world(np_: Optional[int], hosts: Union[None, str, Sequence[Host]]) -> Tuple[int, Tuple[Host, ...]]:
     """The world size and hosts: ``np`` defaults to the hosts' slots (else 1), hosts to ``localhost:np``."""
     parsed = parse_hosts(hosts) if isinstance(hosts, str) and hosts else tuple(hosts or ())
+    for h in parsed:  # Host entries given directly are checked as --hosts' are
+        if not hostnames.is_host(h.name) or not 1 <= h.slots <= hostnames.MAX_SLOTS:
+            raise LaunchError(f"host {hostnames.shown(h.name)} with {h.slots} slots is not a host name (RFC 1123) or"
+                              f" an address with 1-{hostnames.MAX_SLOTS} slots")
     if np_ is not None and np_ < 1:
         raise LaunchError(f"--np must be >= 1; received: {np_}")
     if not parsed:

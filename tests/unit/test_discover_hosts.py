@@ -29,3 +29,15 @@ def test_the_installed_command_runs_through_the_shell_as_horovodrun_runs_it(tmp_
                          env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["localhost:2", "127.0.0.1:1"]
+
+
+def test_a_line_that_could_carry_a_command_is_left_out_saying_so(tmp_path, capsys):
+    hosts = tmp_path / "pool.txt"
+    hosts.write_text("a:4\nb;touch /tmp/pwn:2\n$(id)\nfd00::1:2\nc\n")
+    assert discover_hosts.main(environ={"HVDKERAS_HOSTS_FILE": str(hosts)}) == 0
+    out = capsys.readouterr()
+    assert out.out == "a:4\nc\n"
+    said = out.err.splitlines()
+    assert len(said) == 3 and all(line.startswith(f"hvdkeras.discover_hosts: left out: hosts file {hosts}: entry ")
+                                  for line in said), said
+    assert "IPv6" in said[2]
