@@ -85,6 +85,10 @@ def config_keys() -> list[tuple[str, str, str, str, str]]:
         for f in schema.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             choices = ", ".join(_yaml(c) for c in f.metadata.get("choices", ()))
+            key = f"{section.name}.{f.name}"
+            most = schema.LOSS_WEIGHT_MAX if key == "trainer.loss_weights" else schema.MAXIMA.get(key)
+            if most is not None:
+                choices = f"at most {int(most) if float(most).is_integer() else most:,}"
             rows.append((f"{section.name}.{f.name}", _type_name(hints[f.name]), _yaml(default), choices,
                          comments.get((cls.__name__, f.name), "")))
     return rows
@@ -97,8 +101,10 @@ def config_reference() -> str:
     out = ["# Configuration reference: every key", "",
            GENERATED.format(source="hvdkeras/config/schema.py"), "",
            "Every key of a config file, by section, with its type, default, allowed values and meaning, in the",
-           "order of `hvdkeras/config/schema.py`. How a config is read (defaults, then the file, then each `--set`),",
-           "the shipped configs, datasets and your own pieces: [config.md](config.md).", ""]
+           "order of `hvdkeras/config/schema.py`. Every number must be finite; the largest each may take is",
+           "`MAXIMA` there (a list's elements and a mapping's values each). How a config is read (defaults, then",
+           "the file, then each `--set`), the shipped configs, datasets and your own pieces: [config.md](config.md).",
+           ""]
     rows = config_keys()
     for section in schema.fields(schema.Config):
         cls = typing.get_type_hints(schema.Config)[section.name]

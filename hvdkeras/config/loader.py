@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import typing
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -39,12 +40,39 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def _shown(value: Any) -> str:
+    """``value`` for a one-line message: a huge integer by its size, anything else by its repr, cut to 80."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _source_text(text: str) -> str:
+    """A ``--set`` text as messages name its source: as given when it is short and printable, else its repr, cut."""
+    return text if text.isprintable() and len(text) <= 80 else _shown(text)
+
+
+def _check_maximum(value: Any, key: str, source: str) -> None:
+    """Raises ConfigError if a number of ``key`` (a tuple's elements, a mapping's values) is past its
+    :data:`~hvdkeras.config.schema.MAXIMA` entry (loss weights: ``LOSS_WEIGHT_MAX``)."""
+    limit = schema.LOSS_WEIGHT_MAX if key == "trainer.loss_weights" else schema.MAXIMA.get(key)
+    if limit is None or value is None:
+        return
+    values = value.values() if isinstance(value, Mapping) else value if isinstance(value, tuple) else (value,)
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > limit:
+            most = int(limit) if float(limit).is_integer() else limit
+            raise ConfigError(f"{key} in {source} must be at most {most}; received: {_shown(v)}")
+
+
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     """Checks ``value`` against the field type ``tp``; returns the typed value."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
 
     def bad() -> ConfigError:
-        return ConfigError(f"{key} in {source} must be {_type_name(tp)}; received: {value!r} ({type(value).__name__})")
+        return ConfigError(f"{key} in {source} must be {_type_name(tp)}; received: {_shown(value)}"
+                           f" ({type(value).__name__})")
 
     if origin is typing.Union:
         if value is None and type(None) in args:
@@ -79,14 +107,19 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
             return value
         raise bad()
     if tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string
+            number = float(value) if not isinstance(value, int) or abs(value) < 2**1000 else math.inf
+        elif isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise bad()
+        if number is None:
+            raise bad()
+        if not math.isfinite(number):
+            raise ConfigError(f"{key} in {source} must be a finite number; received: {_shown(value)}")
+        return number
     if tp is str and isinstance(value, str):
         return value
     raise bad()
@@ -113,6 +146,7 @@ def _build(cls: type, raw: Mapping[str, Any], sources: Mapping[str, str], prefix
         choices = fields[name].metadata.get("choices")
         if choices is not None and typed not in choices:
             raise ConfigError(f"{key} in {source} must be one of {', '.join(map(str, choices))}; received: {typed!r}")
+        _check_maximum(typed, key, source)
         kwargs[name] = typed
     return cls(**kwargs)
 
@@ -152,15 +186,19 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> List[str]:
 def parse_override(text: str) -> Tuple[List[str], Any]:
     """Parses ``a.b=value`` into (["a", "b"], yaml-parsed value)."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r} must look like section.key=value, e.g. --set optimizer.learning_rate=0.1")
+        raise ConfigError(f"--set {_shown(text)} must look like section.key=value, e.g. --set"
+                          " optimizer.learning_rate=0.1")
     path, _, raw = text.partition("=")
     parts = path.strip().split(".")
     if any(not p for p in parts):
-        raise ConfigError(f"--set {text!r} has an empty key; write section.key=value")
+        raise ConfigError(f"--set {_shown(text)} has an empty key; write section.key=value")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {text!r}: the value is not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ConfigError(f"--set {_shown(text)}: the value is not valid YAML ({str(exc).splitlines()[0]})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits; lists nested thousands deep
+        why = str(exc).splitlines()[0][:120]
+        raise ConfigError(f"--set {_shown(text)}: the value cannot be read ({why})") from None
     return parts, value
 
 
@@ -197,6 +235,10 @@ def read_yaml(path: str) -> Dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8; an integer of thousands of digits; nesting too deep
+        raise ConfigError(f"config file {path} cannot be read as YAML: {str(exc).splitlines()[0][:120]}") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
     if tree is None:
         return {}
     if not isinstance(tree, dict):
@@ -216,7 +258,7 @@ def load_unchecked(path: Optional[str] = None, overrides: Sequence[str] = ()) ->
         update: Any = value
         for part in reversed(parts):
             update = {part: update}
-        _merge(tree, update, sources, f"--set {text}")
+        _merge(tree, update, sources, f"--set {_source_text(text)}")
     folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
     return _with_convention(dataclasses.replace(_build(Config, tree, sources), sources=dict(sources), folder=folder))
 

@@ -15,6 +15,32 @@ def _choices(*values: Any) -> Dict[str, Any]:
     return {"choices": values}
 
 
+# The largest value each number may take (a tuple's elements each): counts and sizes past these would exhaust
+# memory or time before they did anything useful, and a typo such as an extra zero ends here in one line rather
+# than hours later. Every float must also be finite. Loss weights are bounded by LOSS_WEIGHT_MAX.
+MAXIMA: Dict[str, float] = {
+    "data.global_batch_size": 2**24, "data.per_rank_batch_size": 2**24, "data.eval_global_batch_size": 2**24,
+    "data.validation_fraction": 1.0, "data.image_shape": 2**16, "data.num_classes": 10**7,
+    "data.train_examples": 10**11, "data.eval_examples": 10**11, "data.shuffle_buffer": 10**8,
+    "data.parallel_calls": 1024, "data.prefetch": 1024, "data.private_threadpool_size": 4096,
+    "model.dropout": 1.0, "model.weight_decay": 1.0,
+    "optimizer.learning_rate": 1e6, "optimizer.base_batch_size": 2**24, "optimizer.momentum": 1.0,
+    "optimizer.weight_decay": 1.0, "optimizer.clipnorm": 1e12,
+    "schedule.warmup_epochs": 10**6, "schedule.boundaries": 10**6, "schedule.decay_rate": 1e6,
+    "schedule.end_lr_fraction": 1.0, "schedule.power": 1e3,
+    "trainer.epochs": 10**6, "trainer.steps_per_epoch": 10**9, "trainer.validation_freq": 10**6,
+    "trainer.label_smoothing": 1.0,
+    "checkpoint.every_epochs": 10**6, "checkpoint.keep": 10**4, "checkpoint.preemption_grace_s": 86400.0,
+    "horovod.backward_passes_per_step": 1024, "horovod.groups": 10**4, "horovod.stall_warning_seconds": 7 * 86400,
+    "horovod.stall_shutdown_seconds": 7 * 86400, "horovod.cycle_time_ms": 60000.0, "horovod.idle_wait_ms": 60000.0,
+    "horovod.fusion_threshold_mb": 65536, "horovod.cache_capacity": 10**6,
+    "runtime.seed": 2**31 - 1, "runtime.intra_op_threads": 4096, "runtime.inter_op_threads": 4096,
+    "runtime.profile_batches": 10**9,
+    "elastic.min_np": 2**20, "elastic.max_np": 2**20, "elastic.commit_every_batches": 10**6,
+}
+LOSS_WEIGHT_MAX = 1e6
+
+
 def is_import_path(name: Any) -> bool:
     """Whether a name (``model.name``, ``data.name``, ``trainer.loss``, a metric) is your own
     ``package.module:function`` rather than a built-in or Keras name. A TensorFlow Datasets name with a version
