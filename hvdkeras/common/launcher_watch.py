@@ -67,7 +67,7 @@ def divert(fds: Sequence[int], path: Optional[str] = None) -> str:
     if path is not None:
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            fd, target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), path
+            fd, target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644), path
         except OSError:
             pass
     if fd < 0:

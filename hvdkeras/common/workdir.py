@@ -218,8 +218,9 @@ def read_metrics(path: str) -> List[Dict[str, Any]]:
 
 
 def append_metrics(path: str, record: Dict[str, Any]) -> None:
-    """Appends one record as a line, flushed and synced to disk."""
-    with open(path, "a") as f:
+    """Appends one record as a line, flushed and synced to disk; never through a symbolic link at ``path`` (an
+    OSError, ELOOP, instead)."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644), "a") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())

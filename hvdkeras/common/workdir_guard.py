@@ -58,6 +58,18 @@ TRAINING_KEYS = (
 )
 
 
+CLAIM_ATTEMPTS = 20
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (it may have been removed, or replaced, since)."""
+    try:
+        here, there = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
 class Claim:
     """Rank 0's hold on a workdir: the open, locked lock file; :meth:`release` (also at exit) gives it up."""
 
@@ -74,8 +86,10 @@ class Claim:
         return self._fd is not None
 
     def release(self) -> None:
-        """Removes the lock file, then unlocks it (the kernel would unlock it at exit anyway); a workdir the
-        claim created and nothing was written into goes too."""
+        """Removes the lock file while still holding it, then unlocks it (the kernel would unlock it at exit
+        anyway); a workdir the claim created and nothing was written into goes too. A job that opened the file
+        before it went and locks it afterwards finds it is no longer the workdir's (:func:`claim` checks), so two
+        jobs never both hold the lock."""
         if self._fd is None:
             return
         try:
@@ -104,18 +118,33 @@ def claim(path: str) -> Claim:
     """
     created = not os.path.isdir(path)
     os.makedirs(path, exist_ok=True)
+    planted = [name for name in (LOCK_FILE,) + RUN_FILES if os.path.islink(os.path.join(path, name))]
+    if planted:
+        raise SetupError(f"--workdir {path} holds {planted[0]} as a symbolic link, which the run would write through;"
+                         " remove it (a run writes only files and folders of its own there)")
     lock_path = os.path.join(path, LOCK_FILE)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 4096).decode(errors="replace").strip() or "a process that has not said who it is"
-        os.close(fd)
-        job = launcher_job()
-        if job is not None and holder.startswith(f"job {job},"):
-            return Claim(path, None)
-        raise SetupError(f"--workdir {path} is in use by another job ({holder}): wait for it to end, stop it, or"
-                         " pass another --workdir") from None
+    for _ in range(CLAIM_ATTEMPTS):
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise SetupError(f"--workdir {path}: cannot open its lock file {LOCK_FILE} ({why})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode(errors="replace").strip() or "a process that has not said who it is"
+            os.close(fd)
+            job = launcher_job()
+            if job is not None and holder.startswith(f"job {job},"):
+                return Claim(path, None)
+            raise SetupError(f"--workdir {path} is in use by another job ({holder}): wait for it to end, stop it, or"
+                             " pass another --workdir") from None
+        if _same_file(fd, lock_path):
+            break
+        os.close(fd)  # locked a lock file its holder removed as it ended: the workdir's is a new one
+    else:
+        raise SetupError(f"--workdir {path}: its lock file kept changing under {CLAIM_ATTEMPTS} attempts to lock it;"
+                         " another job is starting and ending there: wait, or pass another --workdir")
     os.ftruncate(fd, 0)
     os.write(fd, (holder_line() + "\n").encode())
     os.fsync(fd)

@@ -14,7 +14,9 @@ and SHA-256. A rename is atomic, so a crash at any moment leaves the previous
 checkpoints intact and never a half-written one that looks complete.
 
 On resume the newest checkpoint whose files match its manifest is loaded; a damaged
-one (a file missing, truncated or changed, no manifest) is named in one warning line,
+one (a file missing, truncated or changed, no manifest, a manifest entry outside the
+folder or a symbolic link, a folder name that is not the epoch and batch its
+``meta.json`` records: renamed) is named in one warning line,
 moved aside as ``damaged-...`` (never deleted) and the next newest tried. A save
 that fails (a full disk, an I/O error) leaves the earlier checkpoints as they were
 and raises :class:`~hvdkeras.common.errors.CheckpointError` with one line. Old checkpoints
@@ -79,14 +81,40 @@ def _digest(path: str) -> str:
 
 
 def _files(folder: str) -> List[str]:
-    """Every file under ``folder`` but the manifest, as paths relative to it, sorted."""
+    """Every file under ``folder`` but the manifest, as paths relative to it, sorted (symbolic links included, not
+    followed)."""
     found = []
-    for root, _, names in os.walk(folder):
-        for name in names:
+    for root, dirs, names in os.walk(folder):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             rel = os.path.relpath(os.path.join(root, name), folder)
             if rel != MANIFEST:
                 found.append(rel)
     return sorted(found)
+
+
+def _inside(rel: Any) -> bool:
+    """Whether a manifest entry names a path inside its folder: relative, no ``..``, ``.`` or empty part."""
+    return (isinstance(rel, str) and not os.path.isabs(rel) and "\\" not in rel
+            and all(part not in ("", ".", "..") for part in rel.split("/")))
+
+
+def _position_problem(folder: str) -> Optional[str]:
+    """What is wrong between the folder's name (``epoch-0003``, ``epoch-0003-batch-0041``) and the epoch and batch
+    its ``meta.json`` records (None: they agree). A renamed checkpoint would otherwise resume somewhere else."""
+    match = _NAME.match(os.path.basename(os.path.normpath(folder)))
+    if match is None:
+        return None
+    named = (int(match.group(1)), int(match.group(2) or 0))
+    try:
+        with open(os.path.join(folder, META)) as f:
+            meta = json.load(f)
+        recorded = (meta["epoch"], meta.get("batch", 0))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"{META} does not say where it is ({type(exc).__name__})"
+    if recorded != named:
+        return (f"its name says epoch {named[0]}, batch {named[1]}, but its {META} says epoch {recorded[0]},"
+                f" batch {recorded[1]}: renamed")
+    return None
 
 
 def write_manifest(folder: str) -> None:
@@ -108,17 +136,29 @@ def verify(folder: str) -> Optional[str]:
         return f"{MANIFEST} is missing"
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"{MANIFEST} is unreadable ({type(exc).__name__})"
+    if not isinstance(entries, dict):
+        return f"{MANIFEST} is unreadable (its files are not a mapping)"
+    for rel in sorted(entries, key=str):
+        if not _inside(rel):
+            return f"{MANIFEST} lists {str(rel)[:80]!r}, outside its folder"
     for rel, want in sorted(entries.items()):
         path = os.path.join(folder, rel)
+        if os.path.islink(path) or any(os.path.islink(os.path.join(folder, *rel.split("/")[:i]))
+                                       for i in range(1, rel.count("/") + 1)):
+            return f"{rel} is a symbolic link"
         if not os.path.isfile(path):
             return f"{rel} is missing"
+        if not isinstance(want, dict) or not {"size", "sha256"} <= set(want):
+            return f"{MANIFEST}'s entry for {rel} has no size and SHA-256"
         size = os.path.getsize(path)
         if size != want["size"]:
             return f"{rel} has {size} bytes, the manifest says {want['size']}"
         if _digest(path) != want["sha256"]:
             return f"{rel} does not match its SHA-256 in the manifest"
     extra = sorted(set(_files(folder)) - set(entries))
-    return f"{extra[0]} is not in the manifest" if extra else None
+    if extra:
+        return f"{extra[0]} is not in the manifest"
+    return _position_problem(folder)
 
 
 def mount_point(path: str) -> str:

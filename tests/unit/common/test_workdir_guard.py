@@ -182,3 +182,73 @@ def test_start_over_moves_the_run_aside_and_deletes_nothing(tmp_path):
     assert sorted(os.listdir(workdir)) == ["notes.txt", "previous"]
     assert yaml.safe_load(open(os.path.join(moved, "config.yaml")))["optimizer"]["learning_rate"] == 0.05
     assert workdir_guard.start_over(str(workdir)) is None  # nothing left to move
+
+
+def test_a_job_that_locks_the_file_its_holder_just_removed_does_not_hold_the_workdir(tmp_path, monkeypatch):
+    # The interleaving that let two jobs hold "the" lock: B opens the lock file; A, ending, removes it and unlocks;
+    # C creates a new one and locks it; B then locks the removed one. B must find it is no longer the workdir's.
+    workdir = str(tmp_path / "w")
+    a = workdir_guard.claim(workdir)
+    real_flock, hooked, found = workdir_guard.fcntl.flock, [], {}
+
+    class Fcntl:
+        LOCK_EX, LOCK_NB = workdir_guard.fcntl.LOCK_EX, workdir_guard.fcntl.LOCK_NB
+
+        @staticmethod
+        def flock(fd, op):
+            if not hooked:  # B, between its open and its lock
+                hooked.append(True)
+                a.release()
+                found["c"] = workdir_guard.claim(workdir)
+            return real_flock(fd, op)
+
+    monkeypatch.setattr(workdir_guard, "fcntl", Fcntl)
+    with pytest.raises(SetupError, match=r"is in use by another job \(host .*, pid %d," % os.getpid()):
+        workdir_guard.claim(workdir)  # B
+    assert found["c"].held
+    found["c"].release()
+
+
+RACE = textwrap.dedent("""
+    import os, sys
+    from hvdkeras.common import workdir_guard
+    from hvdkeras.common.errors import SetupError
+    inside, clashes, held = os.path.join(sys.argv[1], "inside"), 0, 0
+    for _ in range(int(sys.argv[2])):
+        try:
+            claim = workdir_guard.claim(os.path.join(sys.argv[1], "w"))
+        except SetupError:
+            continue
+        held += 1
+        try:
+            os.close(os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            clashes += 1
+        else:
+            os.remove(inside)
+        claim.release()
+    print(held, clashes)
+""")
+
+
+def test_two_jobs_racing_for_a_workdir_never_hold_it_together(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path), "200"], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True, env=dict(os.environ, PYTHONPATH=REPO)) for _ in range(3)]
+    results = [tuple(map(int, p.communicate(timeout=120)[0].split())) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(held for held, _ in results) > 0 and [clashes for _, clashes in results] == [0, 0, 0], results
+
+
+def test_a_symbolic_link_planted_in_the_workdir_is_refused_before_anything_is_written(tmp_path):
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    os.symlink(victim, workdir / "metrics.jsonl")
+    with pytest.raises(SetupError, match=r"holds metrics.jsonl as a symbolic link, which the run would write through"):
+        workdir_guard.claim(str(workdir))
+    os.remove(workdir / "metrics.jsonl")
+    os.symlink(victim, workdir / workdir_guard.LOCK_FILE)
+    with pytest.raises(SetupError, match=r"holds .hvdkeras.lock as a symbolic link"):
+        workdir_guard.claim(str(workdir))
+    assert victim.read_text() == "keep me\n"

@@ -159,3 +159,59 @@ def test_other_write_errors_name_the_cause_and_the_intact_one(hvd_single, tmp_pa
 
     with pytest.raises(CheckpointError, match=r"cannot write checkpoint epoch 1 in .*Permission denied.*; no earlier"):
         store.save(1, Broken(), {})
+
+
+def _plain_checkpoints(tmp_path, epochs=(1, 2, 3)):
+    """Checkpoint folders as CheckpointStore.save lays them out (a data file, meta.json, the manifest last)."""
+    import json
+
+    for epoch in epochs:
+        folder = tmp_path / f"epoch-{epoch:04d}"
+        folder.mkdir()
+        (folder / "ckpt.data-00000-of-00001").write_bytes(bytes([epoch]) * 64)
+        (folder / "meta.json").write_text(json.dumps({"epoch": epoch, "batch": 0}))
+        checkpointing.write_manifest(str(folder))
+    return checkpointing.CheckpointStore(str(tmp_path), keep=0)
+
+
+def _manifest_with(folder, rel, content=b"x"):
+    import json
+
+    path = os.path.join(folder, "manifest.json")
+    manifest = json.loads(open(path).read())
+    manifest["files"][rel] = {"size": len(content), "sha256": __import__("hashlib").sha256(content).hexdigest()}
+    open(path, "w").write(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("tamper, said", [
+    ("rename", "its name says epoch 9, batch 0, but its meta.json says epoch 3, batch 0: renamed"),
+    ("dotdot", "manifest.json lists '../outside', outside its folder"),
+    ("absolute", "manifest.json lists '/etc/hostname', outside its folder"),
+    ("symlink", "ckpt.data-00000-of-00001 is a symbolic link"),
+])
+def test_a_renamed_or_tampered_checkpoint_is_damaged_kept_aside_and_the_one_before_is_used(tmp_path, tamper, said):
+    store = _plain_checkpoints(tmp_path)
+    bad = str(tmp_path / "epoch-0003")
+    if tamper == "rename":  # epoch-0003 -> epoch-0009 would skip six epochs
+        os.rename(bad, tmp_path / "epoch-0009")
+        bad = str(tmp_path / "epoch-0009")
+    elif tamper == "dotdot":
+        (tmp_path / "outside").write_bytes(b"x")
+        _manifest_with(bad, "../outside")
+    elif tamper == "absolute":
+        _manifest_with(bad, "/etc/hostname")
+    else:  # the data file swapped for a link to a file elsewhere with the same bytes
+        data = os.path.join(bad, "ckpt.data-00000-of-00001")
+        (tmp_path / "elsewhere").write_bytes(open(data, "rb").read())
+        os.remove(data)
+        os.symlink(tmp_path / "elsewhere", data)
+    lines = []
+    found = store.latest_intact(warn=lines.append)
+    assert found.position == (2, 0)
+    assert len(lines) == 1 and said in lines[0] and "\n" not in lines[0], lines
+    assert os.path.isdir(os.path.join(tmp_path, f"damaged-{os.path.basename(bad)}-1"))  # kept
+
+
+def test_a_checkpoint_whose_meta_and_name_agree_verifies(tmp_path):
+    store = _plain_checkpoints(tmp_path, epochs=(4,))
+    assert checkpointing.verify(store.latest().path) is None
