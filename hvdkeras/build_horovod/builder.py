@@ -4,12 +4,17 @@ Cache layout (default ``~/.cache/hvdkeras/wheels``, or ``$HVDKERAS_WHEEL_CACHE``
 
     sdist/horovod-0.28.1.tar.gz           the registry's source, checked by its sha256
     <build id>/horovod-0.28.1-*.whl       one wheel per build id (see plan.build_id)
-    <build id>/build.json                 what it was built against, patches included
+    <build id>/build.json                 what it was built against, patches included, and the wheel's sha256
     <build id>/build.log                  the compiler's output
 
 A folder appears under its build id only once its wheel is complete, so an interrupted
 build never leaves a wheel that looks usable. pip's own wheel cache is bypassed: it keys
 wheels by name and version only and would hand over one built against another TensorFlow.
+
+Nothing unchecked runs or installs: pip downloads the sdist with the pinned SHA-256 as a
+required hash, which it compares before it prepares anything (an sdist's metadata can run
+its setup code), and a cached wheel is installed only when it has the SHA-256 recorded when
+it was built. A cache other users can write to is refused: they could plant a Horovod.
 """
 from __future__ import annotations
 
@@ -56,16 +61,46 @@ def _sha256(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def check_cache(root: pathlib.Path) -> None:
+    """Raises BuildError if another user could write into the cache ``root`` (or its nearest existing parent)."""
+    path = root
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    st = path.stat()
+    if st.st_mode & 0o022 and not (st.st_mode & 0o1000):  # group- or world-writable, not sticky
+        raise BuildError(f"the wheel cache {path} can be written by other users (mode {st.st_mode & 0o777:o}), who"
+                         " could plant a Horovod there: chmod go-w it, or pass --cache-dir a folder of your own")
+    if path == root and st.st_uid != os.getuid():
+        raise BuildError(f"the wheel cache {path} belongs to another user (uid {st.st_uid}): pass --cache-dir a"
+                         " folder of your own")
+
+
 def fetch_sdist(root: pathlib.Path) -> pathlib.Path:
-    """The registry's horovod-0.28.1.tar.gz, downloaded once into the cache and checked by its digest."""
+    """The registry's horovod-0.28.1.tar.gz, downloaded once into the cache and checked by its digest.
+
+    pip gets the pinned SHA-256 as a required hash and compares it as the file arrives, before it prepares the
+    sdist's metadata, which can run its setup code: a source with another digest never runs.
+    """
     target = root / "sdist" / f"horovod-{HOROVOD_VERSION}.tar.gz"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             log(f"downloading the horovod=={HOROVOD_VERSION} source distribution")
+            pinned = os.path.join(tmp, "pinned.txt")
+            with open(pinned, "w") as f:
+                f.write(f"horovod=={HOROVOD_VERSION} --hash=sha256:{HOROVOD_SDIST_SHA256}\n")
+            download = os.path.join(tmp, "download")
             proc = subprocess.run(PIP + ["download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-                                         "-d", tmp, f"horovod=={HOROVOD_VERSION}"], capture_output=True, text=True)
-            found = glob.glob(os.path.join(tmp, f"horovod-{HOROVOD_VERSION}.tar.gz"))
+                                         "--require-hashes", "-r", pinned, "-d", download],
+                                  capture_output=True, text=True)
+            found = glob.glob(os.path.join(download, f"horovod-{HOROVOD_VERSION}.tar.gz"))
+            if "DO NOT MATCH THE HASHES" in proc.stderr:
+                found_digest = re.search(r"Got\s+([0-9a-f]{64})", proc.stderr)
+                served = found_digest.group(1)[:16] if found_digest else "?"
+                raise BuildError(f"the package index's horovod-{HOROVOD_VERSION}.tar.gz is not the registry's (sha256 "
+                                 f"{served}..., expected {HOROVOD_SDIST_SHA256[:16]}...):"
+                                 " refused before any of it ran; check where pip downloads from (PIP_INDEX_URL,"
+                                 " PIP_FIND_LINKS)")
             if proc.returncode != 0 or not found:
                 last = (proc.stderr.strip().splitlines() or ["no file downloaded"])[-1]
                 raise BuildError(f"could not download horovod=={HOROVOD_VERSION}'s source from the package index:"
@@ -76,6 +111,28 @@ def fetch_sdist(root: pathlib.Path) -> pathlib.Path:
         raise BuildError(f"{target} is not the registry's horovod-{HOROVOD_VERSION}.tar.gz (sha256 {got[:16]}..., "
                          f"expected {HOROVOD_SDIST_SHA256[:16]}...): delete it and run again")
     return target
+
+
+def cached_wheel(folder: pathlib.Path) -> pathlib.Path | None:
+    """The folder's wheel when it has the SHA-256 its ``build.json`` recorded when it was built; None when the folder
+    holds no wheel or was built before digests were recorded (build it again).
+
+    Raises:
+        BuildError: the wheel differs from what was built (one line naming it).
+    """
+    wheels = sorted(folder.glob("horovod-*.whl"))
+    try:
+        with open(folder / "build.json") as f:
+            recorded = json.load(f).get("wheel_sha256")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not wheels or not isinstance(recorded, str):
+        return None
+    got = _sha256(wheels[0])
+    if len(wheels) != 1 or got != recorded:
+        raise BuildError(f"the cached wheel {wheels[0]} is not the one built there (sha256 {got[:16]}..., recorded "
+                         f"{recorded[:16]}...): nothing installed; delete {folder} or pass --rebuild")
+    return wheels[0]
 
 
 def compile_error(log_text: str, source_dir: str = "") -> str:
@@ -111,10 +168,12 @@ def build_wheel(plan: BuildPlan, root: pathlib.Path, selected: Sequence[patch_fi
     """Builds (or finds in the cache) the wheel for ``plan`` with ``selected`` patches; returns its folder."""
     bid = build_id(plan, patch_files.digest(selected))
     folder = root / bid
-    wheels = sorted(folder.glob("horovod-*.whl"))
-    if wheels:
+    check_cache(root)
+    if cached_wheel(folder) is not None:
         log(f"reusing the cached wheel {folder}")
         return folder
+    if folder.exists():
+        log(f"building {folder} again: its wheel has no recorded SHA-256 (built before digests were kept)")
     sdist = fetch_sdist(root)
     root.mkdir(parents=True, exist_ok=True)
     work = tempfile.mkdtemp(prefix=f"{bid}.", dir=root)
@@ -150,7 +209,8 @@ def build_wheel(plan: BuildPlan, root: pathlib.Path, selected: Sequence[patch_fi
         shutil.move(os.path.join(work, "build.log"), staged)
         with open(os.path.join(staged, "build.json"), "w") as f:
             json.dump(dict(dataclasses.asdict(plan), build_id=bid, horovod=HOROVOD_VERSION,
-                           patches=[p.name for p in selected], build_seconds=round(seconds)), f, indent=1)
+                           patches=[p.name for p in selected], build_seconds=round(seconds),
+                           wheel_sha256=_sha256(os.path.join(staged, os.path.basename(built[0])))), f, indent=1)
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(staged, folder)  # the folder appears only complete
         log(f"built in {seconds / 60:.1f} min: {folder}")
@@ -170,10 +230,12 @@ def installed_build() -> str:
 def install(folder: pathlib.Path) -> None:
     """Installs the folder's wheel into this environment unless it is already the installed build."""
     bid = folder.name
+    wheel = cached_wheel(folder)
+    if wheel is None:
+        raise BuildError(f"{folder} holds no wheel with a recorded SHA-256: build it again (--rebuild)")
     if installed_build() == bid and _imports("horovod.tensorflow"):
         log(f"Horovod from {bid} is already installed")
         return
-    wheel = sorted(folder.glob("horovod-*.whl"))[0]
     proc = subprocess.run(PIP + ["install", "-q", "--no-cache-dir", "--force-reinstall", "--no-deps", str(wheel)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
