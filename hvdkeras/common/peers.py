@@ -36,12 +36,14 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import errno
+import hmac
 import os
+import secrets
 import selectors
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiveError, StallError
 
@@ -51,6 +53,11 @@ PROBE_TIMEOUT_S = 3.0
 # interpreter lock: a rank in a long TensorFlow or Horovod op has released it, so a running rank answers at once).
 REPLY_TIMEOUT_S = 3.0
 REPLY = b"!"
+# The token a probe sends a beacon to be answered: random per rank and run, exchanged with the ranks' addresses over
+# Horovod's own collective, so what reaches the port from elsewhere gets nothing. How long a connection may take to
+# send it before it is closed unanswered.
+TOKEN_BYTES = 16
+TOKEN_WAIT_S = 2.0
 # After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
 # leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
 LEAVE_WAIT_S = 30.0
@@ -65,11 +72,40 @@ def own_host() -> str:
     return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
 
 
-class Beacon:
-    """A listening socket on every address of this host (:attr:`port` is what peers probe), and a thread
-    answering each connection with one byte while this process runs."""
+def bind_address(environ: Optional[Mapping[str, str]] = None) -> str:
+    """The address this rank's beacon listens on: the job's interface, not every interface.
 
-    def __init__(self, host: str = "0.0.0.0"):
+    Horovod's Gloo interface (``HOROVOD_GLOO_IFACE``, which ``horovodrun`` sets) when it has an IPv4 address;
+    else the address :func:`own_host` resolves to when it is one of this host's; else every interface
+    (``0.0.0.0``), where the beacon still answers only the job's token.
+    """
+    environ = os.environ if environ is None else environ
+    import psutil
+
+    local = {iface: [a.address for a in addrs if a.family == socket.AF_INET]
+             for iface, addrs in psutil.net_if_addrs().items()}
+    iface = environ.get("HOROVOD_GLOO_IFACE", "")
+    if local.get(iface):
+        return local[iface][0]
+    mine = {a for addrs in local.values() for a in addrs}
+    try:
+        resolved = socket.gethostbyname(environ.get("HOROVOD_HOSTNAME") or socket.gethostname())
+    except OSError:
+        return "0.0.0.0"
+    return resolved if resolved in mine else "0.0.0.0"
+
+
+class Beacon:
+    """A listening socket (:attr:`port` is what peers probe), and a thread answering each connection with one
+    byte while this process runs; with a ``token``, only a connection that sends that token first is answered.
+
+    Args:
+        host: The address to listen on (:func:`bind_address`: the job's interface).
+        token: What a probe must send to be answered (None: every connection is).
+    """
+
+    def __init__(self, host: str = "0.0.0.0", token: Optional[bytes] = None):
+        self._token = token
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
@@ -78,30 +114,72 @@ class Beacon:
         # for this one to exit (the kernel caps it at net.core.somaxconn).
         self._sock.listen(1024)
         self._sock.setblocking(False)  # the thread accepts what the selector shows; a probe gone meanwhile is skipped
+        self.address = host
         self.port = self._sock.getsockname()[1]
         self._held: Optional[int] = None
         self._wake_r, self._wake_w = socket.socketpair()
+        self._pending: Dict[socket.socket, Tuple[float, bytes]] = {}  # connections yet to send the token
         self._thread = threading.Thread(target=self._answer, name="hvdkeras-beacon", daemon=True)
         self._thread.start()
 
     def _answer(self) -> None:
-        """Answers each connection with :data:`REPLY` and closes it, until :meth:`close` wakes it."""
+        """Answers each connection (that sent the token) with :data:`REPLY` and closes it, until :meth:`close`."""
         with selectors.DefaultSelector() as selector:
             selector.register(self._sock, selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
-            while not any(key.fileobj is self._wake_r for key, _ in selector.select()):
-                self._answer_one()
+            while True:
+                ready = selector.select(timeout=TOKEN_WAIT_S if self._pending else None)
+                if any(key.fileobj is self._wake_r for key, _ in ready):
+                    break
+                for key, _ in ready:
+                    if key.fileobj is self._sock:
+                        self._accept(selector)
+                    else:
+                        self._read_token(selector, key.fileobj)  # type: ignore[arg-type]
+                now = time.monotonic()
+                for conn, (deadline, _) in list(self._pending.items()):
+                    if now > deadline:  # no token in time: closed unanswered
+                        self._drop(selector, conn)
+            for conn in list(self._pending):
+                self._drop(selector, conn)
 
-    def _answer_one(self) -> None:
+    def _accept(self, selector: selectors.BaseSelector) -> None:
         try:
             conn, _ = self._sock.accept()
         except OSError:  # the prober gave up meanwhile
             return
-        with conn:
-            try:
-                conn.sendall(REPLY)
-            except OSError:
-                pass
+        if self._token is None:
+            with conn:
+                _send(conn)
+            return
+        conn.setblocking(False)
+        self._pending[conn] = (time.monotonic() + TOKEN_WAIT_S, b"")
+        selector.register(conn, selectors.EVENT_READ)
+
+    def _read_token(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
+        assert self._token is not None
+        deadline, got = self._pending[conn]
+        try:
+            chunk = conn.recv(len(self._token) - len(got))
+        except OSError:
+            chunk = b""
+        got += chunk
+        if not chunk:  # closed, or reset, before the whole token
+            self._drop(selector, conn)
+        elif len(got) >= len(self._token):
+            if hmac.compare_digest(got, self._token):
+                _send(conn)
+            self._drop(selector, conn)
+        else:
+            self._pending[conn] = (deadline, got)
+
+    def _drop(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
+        self._pending.pop(conn, None)
+        try:
+            selector.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
 
     def hold_until_exit(self) -> None:
         """Keeps the port listening until this process ends, even after :meth:`close`.
@@ -129,17 +207,28 @@ class Beacon:
         self.close()
 
 
-def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S, reply_timeout: Optional[float] = None) -> str:
+def _send(conn: socket.socket) -> None:
+    try:
+        conn.sendall(REPLY)
+    except OSError:
+        pass
+
+
+def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S, reply_timeout: Optional[float] = None,
+          token: bytes = b"") -> str:
     """:data:`ALIVE`, :data:`EXITED` or :data:`UNREACHABLE` for the beacon at ``host:port``.
 
-    With ``reply_timeout``, also waits that long for the beacon's answer: a connection the kernel accepted
-    but the process never answered is :data:`UNRESPONSIVE` (without it, the connection alone is :data:`ALIVE`).
+    With ``reply_timeout``, also sends ``token`` and waits that long for the beacon's answer: a connection the
+    kernel accepted but the process never answered is :data:`UNRESPONSIVE` (without it, the connection alone is
+    :data:`ALIVE`).
     """
     try:
         with socket.create_connection((host, port), timeout=timeout) as conn:
             if reply_timeout is None:
                 return ALIVE
             conn.settimeout(reply_timeout)
+            if token:
+                conn.sendall(token)
             try:
                 return ALIVE if conn.recv(1) == REPLY else EXITED  # closed unanswered: the process is ending
             except (socket.timeout, TimeoutError):
@@ -158,11 +247,19 @@ def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S, reply_timeout:
 
 @dataclasses.dataclass(frozen=True)
 class Peer:
-    """One rank's beacon address: its rank, host and port."""
+    """One rank's beacon: its rank, host (as messages name it), port, the token it answers, and the address it
+    listens on (empty: the host's)."""
 
     rank: int
     host: str
     port: int
+    token: bytes = b""
+    address: str = ""
+
+    @property
+    def reach(self) -> str:
+        """Where a probe connects: the beacon's own address, unless it listens on every interface."""
+        return self.address if self.address and self.address != "0.0.0.0" else self.host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,8 +279,13 @@ class PeerTable:
 
     @classmethod
     def from_gathered(cls, gathered: Sequence[Sequence[Any]], own_rank: int) -> "PeerTable":
-        """From ``[(host, port), ...]`` in rank order (one ``allgather`` of :func:`own_host` and the port)."""
-        return cls([Peer(r, str(h), int(p)) for r, (h, p) in enumerate(gathered)], own_rank)
+        """From ``[(host, port[, token hex, address]), ...]`` in rank order (one ``allgather`` of
+        :func:`own_host`, the beacon's port, its token and address)."""
+        peers = []
+        for r, entry in enumerate(gathered):
+            host, port, token, address = (list(entry) + ["", ""])[:4]
+            peers.append(Peer(r, str(host), int(port), bytes.fromhex(str(token)), str(address)))
+        return cls(peers, own_rank)
 
     def lost(self, timeout: float = PROBE_TIMEOUT_S, reply_timeout: Optional[float] = None) -> List[Finding]:
         """The other ranks that are not alive (gone, or there but not answering within ``reply_timeout``,
@@ -193,14 +295,14 @@ class PeerTable:
         if not others:
             return []
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(others))) as pool:
-            states = list(pool.map(lambda p: probe(p.host, p.port, timeout, reply_timeout), others))
+            states = list(pool.map(lambda p: probe(p.reach, p.port, timeout, reply_timeout, p.token), others))
         return [Finding(p, s) for p, s in zip(others, states) if s != ALIVE]
 
     def wait_until_gone(self, rank: int, timeout: float, stop: Callable[[], bool] = lambda: False) -> bool:
         """Waits until rank ``rank``'s process has exited or cannot be reached, at most ``timeout`` s, or
         ``stop()`` is true; whether it did (:func:`wait_until_gone`)."""
         peer = self.peers[rank]
-        return wait_until_gone(peer.host, peer.port, timeout, stop=stop)
+        return wait_until_gone(peer.reach, peer.port, timeout, stop=stop)
 
     def wait_until_root_gone(self, stop: Callable[[], bool] = lambda: False) -> bool:
         """Waits until rank 0's process is gone, at most :data:`LEAVE_WAIT_S` s, or ``stop()`` is true.
@@ -298,8 +400,9 @@ def watching(rank: int, gather_objects: Callable[[Any], Sequence[Any]],
         A context manager giving the :class:`PeerTable` (e.g. for
         :meth:`PeerTable.wait_until_root_gone` after a preemption).
     """
-    with Beacon() as beacon:
-        table = PeerTable.from_gathered(gather_objects((own_host(), beacon.port)), rank)
+    token = secrets.token_bytes(TOKEN_BYTES)
+    with Beacon(bind_address(), token) as beacon:
+        table = PeerTable.from_gathered(gather_objects((own_host(), beacon.port, token.hex(), beacon.address)), rank)
         try:
             yield table
         except SystemExit:  # leaving the process (a preemption's Preempted is one)

@@ -240,3 +240,45 @@ def test_the_checkpoint_to_resume_from_is_named_and_a_preempted_rank_waits_for_r
     started = time.monotonic()
     assert tables[0].wait_until_root_gone()  # rank 0 (here the closed port's) is gone: no wait
     assert time.monotonic() - started < 5
+
+
+# --------------------------------------------------------------------------- the beacon answers only the job
+
+
+def test_a_beacon_with_a_token_answers_only_a_probe_that_sends_it():
+    token = b"0123456789abcdef"
+    with peers.Beacon("127.0.0.1", token) as beacon:
+        assert peers.probe("127.0.0.1", beacon.port, reply_timeout=2, token=token) == peers.ALIVE
+        assert peers.probe("127.0.0.1", beacon.port, reply_timeout=0.5, token=b"f" * 16) == peers.EXITED  # closed
+        assert peers.probe("127.0.0.1", beacon.port, reply_timeout=0.5) == peers.UNRESPONSIVE  # nothing sent
+        with socket.create_connection(("127.0.0.1", beacon.port)) as outsider:  # an HTTP request, say
+            outsider.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            outsider.settimeout(3)
+            try:
+                answer = outsider.recv(16)
+            except ConnectionResetError:  # closed with the request's rest unread
+                answer = b""
+            assert answer == b""  # closed unanswered
+        assert peers.probe("127.0.0.1", beacon.port, reply_timeout=2, token=token) == peers.ALIVE  # still there
+
+
+def test_a_beacon_listens_on_the_jobs_interface_only(monkeypatch):
+    monkeypatch.setenv("HOROVOD_GLOO_IFACE", "lo")
+    assert peers.bind_address() == "127.0.0.1"
+    with peers.Beacon(peers.bind_address(), b"t" * 16) as beacon:
+        assert peers.probe("127.0.0.1", beacon.port, reply_timeout=2, token=b"t" * 16) == peers.ALIVE
+        assert peers.probe("127.0.0.2", beacon.port, timeout=1) == peers.EXITED  # another address: nobody listens
+    monkeypatch.setenv("HOROVOD_GLOO_IFACE", "no-such-iface")
+    monkeypatch.setenv("HOROVOD_HOSTNAME", "localhost")
+    assert peers.bind_address() == "127.0.0.1"
+    monkeypatch.setenv("HOROVOD_HOSTNAME", "no-such-host.invalid")
+    assert peers.bind_address() == "0.0.0.0"
+
+
+def test_the_table_probes_each_peer_with_its_token_at_its_address():
+    with peers.Beacon("127.0.0.1", b"a" * 16) as first, peers.Beacon("127.0.0.1", b"b" * 16) as second:
+        table = peers.PeerTable.from_gathered(
+            [("me", 9, "", ""), ("host-a", first.port, (b"a" * 16).hex(), "127.0.0.1"),
+             ("host-b", second.port, (b"x" * 16).hex(), "127.0.0.1")], own_rank=0)
+        found = table.lost(timeout=1, reply_timeout=0.5)
+    assert [(f.peer.rank, f.peer.host, f.state) for f in found] == [(2, "host-b", peers.EXITED)]  # wrong token
