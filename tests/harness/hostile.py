@@ -6,9 +6,12 @@ run); ``HVDKERAS_HOSTILE_EXAMPLES=N`` runs N cases each from a random seed, for 
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+from hvdkeras.common.errors import HvdkerasError
 
 SUITE_EXAMPLES = 150
 EXAMPLES_VAR = "HVDKERAS_HOSTILE_EXAMPLES"
@@ -32,3 +35,13 @@ ipv4 = st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t))
 host_entry = st.one_of(
     host_name, ipv4, st.tuples(host_name, st.integers(1, 64)).map(lambda t: f"{t[0]}:{t[1]}"),
     st.tuples(host_name, hostile_text).map("".join), hostile_text)
+
+
+def one_line(fn: Callable[[], Any]) -> Any:
+    """``fn()``'s result, or the message of the HvdkerasError it raised, which must be one line (any other exception
+    fails the test that calls it: hostile input never gets a traceback)."""
+    try:
+        return fn()
+    except HvdkerasError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 600, str(exc)
+        return str(exc)

@@ -20,6 +20,7 @@ from pyspark import keyword_only
 from pyspark.ml import Estimator
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 
+from hvdkeras import config as config_lib
 from hvdkeras.common import log, stack
 from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError
 from hvdkeras.runtime import compat
@@ -90,22 +91,38 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             raise SetupError("KerasEstimator needs loss= (a Keras loss, or one per output)")
         return optimizer, loss
 
+    def _whole(self, name: str, minimum: int, optional: bool = False) -> Optional[int]:
+        """Parameter ``name`` as a whole number of at least ``minimum`` (None when ``optional`` and unset); else a
+        SetupError in one line naming it."""
+        value = self.getOrDefault(name)
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise SetupError(f"{name} must be a whole number of at least {minimum}"
+                             f"{' or None' if optional else ''} (Received: {name}={shown})")
+        return int(value)
+
     def _config_tree(self, num_proc: int, optimizer: Any) -> Dict[str, Any]:
-        batch = int(self.getOrDefault("batch_size"))
-        val_batch = int(self.getOrDefault("val_batch_size") or batch)
-        seed = self.getOrDefault("random_seed")
-        return {
+        """The ranks' config as a dict, checked (:func:`hvdkeras.config.from_dict`): a parameter that is not a whole
+        number where one is needed, or past the config's bounds, is one line here, before anything is written."""
+        batch = self._whole("batch_size", 1) or 1  # never None: not optional
+        val_batch = self._whole("val_batch_size", 1, optional=True) or batch
+        seed = self._whole("random_seed", 0, optional=True)
+        tree = {
             "data": {"name": "spark", "global_batch_size": None, "per_rank_batch_size": batch,
                      "eval_global_batch_size": val_batch * num_proc},
             # Horovod's rule: one rank's rate x the ranks (the global batch over one rank's batch).
             "optimizer": {"learning_rate": compat.get_learning_rate(optimizer), "lr_scaling": "ranks"},
-            "trainer": {"epochs": int(self.getOrDefault("epochs")),
-                        "verbose": min(2, int(self.getOrDefault("verbose"))),
-                        "steps_per_epoch": self.getOrDefault("train_steps_per_epoch"), "export": False},
+            "trainer": {"epochs": self._whole("epochs", 1),
+                        "verbose": min(2, self._whole("verbose", 0) or 0),
+                        "steps_per_epoch": self._whole("train_steps_per_epoch", 1, optional=True), "export": False},
             "checkpoint": {"keep": 2},
             "horovod": {"compression": self._compression()},
-            "runtime": {"seed": 42 if seed is None else int(seed)},
+            "runtime": {"seed": 42 if seed is None else seed},
         }
+        config_lib.from_dict(tree, source="the estimator's parameters")  # bounds and types: a ConfigError, one line
+        return tree
 
     def _check_model_columns(self, model: Any, prepared: Any) -> Tuple[Tuple[int, ...], ...]:
         """Each input's shape; one line when a feature column's length does not fit its input."""
@@ -216,6 +233,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         optimizer, loss = self._compile_args(model)
         store, backend = self._store(), self._backend()
         getattr(backend, "check", lambda: None)()  # a duck-typed backend (run, num_processes) has none
+        self._config_tree(backend.num_processes(), optimizer)  # refused before anything is written
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
         with runs.RunLock(store, run_id):

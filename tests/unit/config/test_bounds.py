@@ -7,21 +7,12 @@ from hypothesis import strategies as st
 
 from hvdkeras import config as config_lib
 from hvdkeras import launch
-from hvdkeras.common.errors import ConfigError, HvdkerasError
+from hvdkeras.common.errors import ConfigError
 from hvdkeras.config import loader, schema
-from tests.harness.hostile import PROPERTY, hostile_text
+from tests.harness.hostile import PROPERTY, hostile_text, one_line
 from tests.unit.helpers import config_file
 
 DIGITS = config_file("digits.yaml")
-
-
-def one_line(fn):
-    """fn()'s result, or the HvdkerasError's message, which must be one line (anything else fails the test)."""
-    try:
-        return fn()
-    except HvdkerasError as exc:
-        assert "\n" not in str(exc) and len(str(exc)) < 600, str(exc)
-        return str(exc)
 
 
 @pytest.mark.parametrize("text", ["optimizer.learning_rate=.inf", "optimizer.learning_rate=-.inf",
