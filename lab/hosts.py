@@ -39,6 +39,7 @@ its rendezvous address from that interface on its own side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import ipaddress
 import json
@@ -49,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from hvdkeras.common import processes
 
@@ -58,6 +59,9 @@ SUBNET = ipaddress.ip_network("198.18.213.0/24")
 LAUNCHER_ADDR = "198.18.213.1"
 MIN_HOSTS, MAX_HOSTS = 2, 8
 PROBE_NS = "hvdtest-probe"
+# An outsider on the job's network: a namespace on the bridge with an address of the subnet and nothing else (no
+# sshd, not in any hosts file), from which tests send what an attacker on that network would (:func:`outsider`).
+OUTSIDER_NS, OUTSIDER_LINK, OUTSIDER_ADDR = "hvdtest-x", "hvdtest0-x", "198.18.213.250"
 SSHD = "/usr/sbin/sshd"
 INSTALL_HINT = "install openssh-server (make system-deps)"
 
@@ -249,6 +253,7 @@ def down(info: Optional[HostsInfo] = None) -> None:
             errors.append(res.stdout.strip())
     if _netns_exists(PROBE_NS):
         _run(["ip", "netns", "del", PROBE_NS], check=False)
+    _outsider_down()
     if info is not None:
         errors += [f"sshd {h.sshd_pid} still running" for h in info.hosts if h.sshd_pid and processes.alive(h.sshd_pid)]
     errors += [f"namespace {ns} still exists" for _, ns, _, _ in ALL_HOST_SPECS if _netns_exists(ns)]
@@ -256,6 +261,36 @@ def down(info: Optional[HostsInfo] = None) -> None:
                if _link_exists(dev)]
     if errors:
         raise RuntimeError("lab.hosts.down left something behind: " + "; ".join(errors))
+
+
+def _outsider_down() -> None:
+    if _netns_exists(OUTSIDER_NS):
+        processes.stop(_pids_in(OUTSIDER_NS))
+        _run(["ip", "netns", "del", OUTSIDER_NS], check=False)
+    if _link_exists(OUTSIDER_LINK):
+        _run(["ip", "link", "del", OUTSIDER_LINK], check=False)
+
+
+@contextlib.contextmanager
+def outsider(info: HostsInfo) -> Iterator[Host]:
+    """A namespace on the hosts' bridge at :data:`OUTSIDER_ADDR` (no sshd, in no hosts file, on no core of its
+    own): what reaches the job's network from a machine that is not the job's. Removed at the end."""
+    _outsider_down()
+    _run(["ip", "netns", "add", OUTSIDER_NS])
+    try:
+        inner = OUTSIDER_LINK + "i"
+        _run(["ip", "link", "add", OUTSIDER_LINK, "type", "veth", "peer", "name", inner])
+        _no_ipv6(OUTSIDER_LINK)
+        _run(["ip", "link", "set", inner, "netns", OUTSIDER_NS])
+        _run(["ip", "-n", OUTSIDER_NS, "link", "set", inner, "name", info.iface])
+        _no_ipv6(info.iface, OUTSIDER_NS)
+        _run(["ip", "link", "set", OUTSIDER_LINK, "master", info.iface, "up"])
+        _run(["ip", "-n", OUTSIDER_NS, "addr", "add", f"{OUTSIDER_ADDR}/{SUBNET.prefixlen}", "dev", info.iface])
+        _run(["ip", "-n", OUTSIDER_NS, "link", "set", info.iface, "up"])
+        _run(["ip", "-n", OUTSIDER_NS, "link", "set", "lo", "up"])
+        yield Host("outsider", OUTSIDER_NS, OUTSIDER_ADDR)
+    finally:
+        _outsider_down()
 
 
 def _no_ipv6(dev: str, netns: Optional[str] = None) -> None:

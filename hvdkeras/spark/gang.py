@@ -23,6 +23,8 @@ back) is cancelled with one line.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import os
 import shutil
 import socket
@@ -37,6 +39,7 @@ from hvdkeras.common.errors import RankFailedError, SetupError
 from hvdkeras.spark.common.gpus import GPUS_VAR
 
 GAVE_UP = "hvdkeras-gang-gave-up"
+RENDEZVOUS_SECRET_VAR = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # Horovod patch 0010: what each request must carry
 FAILED = "hvdkeras-gang-rank-failed"
 WATCH_INTERVAL_S = 1.0
 
@@ -98,8 +101,16 @@ def interface_of(address: str, nics: Optional[Sequence[str]] = None) -> Optional
     return None
 
 
-def rank_environment(slot: Slot, rendezvous: Tuple[str, int], iface: Optional[str]) -> Dict[str, str]:
-    """Horovod's settings for the rank in ``slot``, with Gloo's rendezvous at ``rendezvous`` (address, port)."""
+def rendezvous_secret(token: str) -> str:
+    """The secret every request to the gang's rendezvous carries (Horovod patch 0010), from the fit's relay token,
+    which each task has: what reaches the rendezvous' port from elsewhere is refused."""
+    return hmac.new(token.encode(), b"hvdkeras-gang-rendezvous", hashlib.sha256).hexdigest()
+
+
+def rank_environment(slot: Slot, rendezvous: Tuple[str, int], iface: Optional[str],
+                     secret: str = "") -> Dict[str, str]:
+    """Horovod's settings for the rank in ``slot``, with Gloo's rendezvous at ``rendezvous`` (address, port), which
+    requires ``secret`` of every request when it is given."""
     env = {
         "HOROVOD_HOSTNAME": slot.hostname, "HOROVOD_RANK": str(slot.rank), "HOROVOD_SIZE": str(slot.size),
         "HOROVOD_LOCAL_RANK": str(slot.local_rank), "HOROVOD_LOCAL_SIZE": str(slot.local_size),
@@ -110,6 +121,8 @@ def rank_environment(slot: Slot, rendezvous: Tuple[str, int], iface: Optional[st
     if iface:
         env["HOROVOD_GLOO_IFACE"] = iface
         env["NCCL_SOCKET_IFNAME"] = iface
+    if secret:
+        env[RENDEZVOUS_SECRET_VAR] = secret
     return env
 
 
@@ -125,12 +138,14 @@ class TaskSpec:
     nics: Optional[Tuple[str, ...]]
 
 
-def _start_rendezvous(host: str, plan: Sequence[Slot], verbose: int = 0) -> Any:
-    """Horovod's Gloo rendezvous server on ``host`` (that address alone), initialised for ``plan``."""
+def _start_rendezvous(host: str, plan: Sequence[Slot], secret: str, verbose: int = 0) -> Any:
+    """Horovod's Gloo rendezvous server on ``host`` (that address alone), initialised for ``plan``, answering only
+    requests that carry ``secret``."""
     from horovod.runner.common.util.hosts import SlotInfo
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
     server = RendezvousHTTPServer((host, 0), RendezvousHandler, verbose)
+    server.secret = secret  # what Horovod patch 0010's handlers require of every request
     server.init([SlotInfo(hostname=s.hostname, rank=s.rank, local_rank=s.local_rank, cross_rank=s.cross_rank,
                           size=s.size, local_size=s.local_size, cross_size=s.cross_size) for s in plan])
     threading.Thread(target=server.serve_forever, name="hvdkeras-rendezvous", daemon=True).start()
@@ -162,11 +177,13 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
     if slot.rank == 0 and not sender.start():  # the driver counts the gang's starts
         sender.close()
         raise RuntimeError(f"{GAVE_UP}: no retry left")
-    server = _start_rendezvous(hosts[index], plan) if slot.rank == 0 else None
+    secret = rendezvous_secret(spec.token)
+    server = _start_rendezvous(hosts[index], plan, secret) if slot.rank == 0 else None
     ports = ctx.allGather(str(server.server_address[1] if server is not None else 0))
     chief = next(i for i, s in enumerate(plan) if s.rank == 0)
     env = dict(spec.env)
-    env.update(rank_environment(slot, (hosts[chief], int(ports[chief])), interface_of(hosts[index], spec.nics)))
+    env.update(rank_environment(slot, (hosts[chief], int(ports[chief])), interface_of(hosts[index], spec.nics),
+                                secret))
     resources = ctx.resources()
     if "gpu" in resources:
         env[GPUS_VAR] = ",".join(str(a) for a in resources["gpu"].addresses)

@@ -15,6 +15,7 @@ task sends before its rank starts. The relay counts those starts, the attempts o
 """
 from __future__ import annotations
 
+import hmac
 import json
 import secrets
 import socket
@@ -84,7 +85,7 @@ class Relay:
         with conn, conn.makefile("r", encoding="utf-8", errors="replace", newline="\n") as lines:
             conn.settimeout(CONNECT_TIMEOUT_S)
             first = lines.readline(MAX_LINE)
-            if first.rstrip("\n") != self.token:
+            if not hmac.compare_digest(first.rstrip("\n").encode(errors="replace"), self.token.encode()):
                 return  # not one of this run's tasks: no answer
             conn.settimeout(None)
             for raw in lines:

@@ -2,7 +2,9 @@
 
 lab/hosts.py builds them (bridge + veths named ``hvdtest0``, 198.18.213.1 for the launcher,
 .2 and .3 for the hosts, an sshd in each host namespace with its own hostname) and removes them
-again. Needs root; elsewhere the module is skipped with the reason.
+again. Needs root; elsewhere the module is skipped with the reason. An outsider on the hosts' network (the lab's
+outsider namespace, 198.18.213.250) sends the launcher's ports what an attacker would while a Gloo job and an
+elastic job train, and must get nothing (Horovod patch 0010).
 """
 import contextlib
 import json
@@ -10,9 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 from hvdkeras.common.processes import kill_group
@@ -53,14 +57,15 @@ def hosts(tmp_path_factory):
         assert not os.path.exists(f"/sys/class/net/{info.iface}")
 
 
-@pytest.fixture(scope="module")
-def run(hosts, tmp_path_factory):
-    base = tmp_path_factory.mktemp("two_hosts_run")
-    workdir, report_dir = base / "work", base / "report"
-    cmd = [HOROVODRUN, "-np", "2", *hosts.horovodrun_args(), "--gloo", "--disable-cache",
-           sys.executable, SCRIPT, str(report_dir), str(workdir), DIGITS,
-           "trainer.epochs=2", "trainer.verbose=0", "checkpoint.keep=0", "runtime.intra_op_threads=1"]
-    job = launch(cmd, env=hosts.env(), timeout=180)
+def _report_command(hosts, base):
+    """The digits job over the two hosts, each rank reporting where it ran and its weights into ``base/report``."""
+    return [HOROVODRUN, "-np", "2", *hosts.horovodrun_args(), "--gloo", "--disable-cache",
+            sys.executable, SCRIPT, str(base / "report"), str(base / "work"), DIGITS,
+            "trainer.epochs=2", "trainer.verbose=0", "checkpoint.keep=0", "runtime.intra_op_threads=1"]
+
+
+def _reports(report_dir):
+    """Each rank's report (``host_and_report.py``): its results, where it ran, its weights."""
     reps = []
     for r in range(2):
         with open(report_dir / f"rank{r}.json") as f:
@@ -70,7 +75,14 @@ def run(hosts, tmp_path_factory):
         with np.load(report_dir / f"rank{r}.npz") as z:
             rep["weights"] = [z[k] for k in sorted(z.files, key=lambda k: int(k.split("_")[1]))]
         reps.append(rep)
-    return job, workdir, reps
+    return reps
+
+
+@pytest.fixture(scope="module")
+def run(hosts, tmp_path_factory):
+    base = tmp_path_factory.mktemp("two_hosts_run")
+    job = launch(_report_command(hosts, base), env=hosts.env(), timeout=180)
+    return job, base / "work", _reports(base / "report")
 
 
 def test_ranks_ran_on_two_different_hosts(hosts, run):
@@ -110,6 +122,72 @@ def test_only_rank_0_wrote_checkpoints(run):
     assert any("/checkpoints/" in p and p.endswith("ckpt") for p in written[0])
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml", "export", "metrics.jsonl"]
     assert sorted(os.listdir(workdir / "checkpoints")) == ["epoch-0001", "epoch-0002"]
+
+
+# ------------------------------------------------------------------ an outsider on the job's network
+
+OUTSIDER = os.path.join(SCRIPTS, "outsider.py")
+
+
+def _launcher_ports(pid):
+    """The TCP ports horovodrun's process listens on where the hosts reach it (its rendezvous, its services)."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return []
+    return sorted({c.laddr.port for c in conns
+                   if c.status == psutil.CONN_LISTEN and c.laddr.ip in (two_hosts.LAUNCHER_ADDR, "0.0.0.0", "::")})
+
+
+@contextlib.contextmanager
+def _outsider_at_the_launcher(hosts, proc, marker):
+    """While the block runs, about once a second, the lab's outsider sends ``scripts/outsider.py``'s requests (a
+    GET, a PUT and a DELETE of a rendezvous key, the elastic rank-and-size GET, a crafted pickle) to every port the
+    launcher ``proc`` listens on; yields the rounds' results, collected until the job ends."""
+    rounds, stop = [], threading.Event()
+    with two_hosts.outsider(hosts) as outsider:
+        def attack():
+            while not stop.is_set() and proc.poll() is None:
+                ports = _launcher_ports(proc.pid)
+                if ports:
+                    out = subprocess.run(outsider.command([sys.executable, OUTSIDER, str(marker)] +
+                                                          [f"{two_hosts.LAUNCHER_ADDR}:{p}" for p in ports],
+                                                          own_sysfs=False),
+                                         capture_output=True, text=True, timeout=60, cwd=REPO)
+                    if out.returncode == 0 and out.stdout.strip():
+                        rounds.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                stop.wait(1.0)
+
+        thread = threading.Thread(target=attack, name="outsider", daemon=True)
+        thread.start()
+        try:
+            yield rounds
+        finally:
+            stop.set()
+            thread.join(timeout=90)
+
+
+def _nothing_answered(rounds):
+    """Every request of every round refused: 403 from the rendezvous (at least once), no HTTP from the rest."""
+    answers = [status for found in rounds for port in found.values() for status in port.values()]
+    assert answers and 403 in answers, rounds
+    assert set(answers) <= {403, "no-http", "refused"}, rounds  # never 200, 404 or 400: nothing read or stored
+
+
+def test_an_outsider_gets_nothing_from_the_rendezvous_and_the_job_trains_as_an_undisturbed_one(hosts, run, tmp_path):
+    # Horovod patch 0010: the rendezvous listens on the launcher's address on the job's network and refuses every
+    # request without the job's secret; the run fixture's job, the same, trained with nobody on the network.
+    marker = tmp_path / "MARKER"
+    proc = start(_report_command(hosts, tmp_path), env=hosts.env())
+    with _outsider_at_the_launcher(hosts, proc, marker) as rounds:
+        out = finish(proc, timeout=180)
+    assert proc.returncode == 0, out[-3000:]
+    print(f"\nthe outsider sent {len(rounds)} rounds to the launcher's ports {sorted(set().union(*rounds))}")
+    _nothing_answered(rounds)
+    assert not marker.exists()
+    quiet, attacked = run[2], _reports(tmp_path / "report")
+    for a, b in zip(quiet[0]["weights"], attacked[0]["weights"]):
+        assert np.array_equal(a, b)  # bit for bit the job nobody disturbed
 
 
 # ------------------------------------------------------------------ a link that goes down (runs last here)
@@ -269,8 +347,9 @@ def _ssh_with_keepalive(hosts, tmp_path) -> str:
 
 
 def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_path):
-    """Issue 16: the job over the two hosts loses host b's link mid-epoch; the worker on host a rolls
-    back to its last commit and finishes alone, as it does for a killed process (test_elastic.py)."""
+    """The job over the two hosts loses host b's link mid-epoch; the worker on host a rolls back to its last
+    commit and finishes alone, as it does for a killed process (test_elastic.py); an outsider on the job's network
+    sends the launcher's ports its requests all along, and gets nothing."""
     host_a, host_b = hosts.hosts
     workdir, host_file, epochs = tmp_path / "work", tmp_path / "hosts", 14
     host_file.write_text(f"{host_a.addr}:1\n{host_b.addr}:1\n")
@@ -283,12 +362,17 @@ def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_pat
                "--gloo-timeout-seconds", str(GLOO_TIMEOUT_S)]  # host a's collective gives up sooner, as above
     proc = start(_train_on_hosts(hosts, workdir, "elastic.enabled=true", "elastic.commit_every_batches=5",
                                  f"trainer.epochs={epochs}", where=elastic), env=env)
-    with _link_to_cut(host_b, proc, workdir) as cut:
+    marker = tmp_path / "MARKER"
+    # The lab's outsider at the launcher's ports all along: the elastic rendezvous listens on every interface (it
+    # starts before the job's interfaces are known) and unpickles what workers PUT, so only its secret guards it.
+    with _outsider_at_the_launcher(hosts, proc, marker) as rounds, _link_to_cut(host_b, proc, workdir) as cut:
         wait_for_epochs(proc, workdir, 2, timeout=240)
         before = epochs_logged(workdir)
         down_at = cut()
         out = finish(proc, timeout=240)
         ended_s = time.time() - down_at
+    _nothing_answered(rounds)
+    assert not marker.exists()  # the crafted pickle PUT to worker_addresses was never unpickled
     resumed = [line for line in out.splitlines() if "rank 0/1: elastic resuming" in line]
     print(f"\nlink down after epoch {before}; the job ended {ended_s:.1f}s later; {resumed[:1]}")
     assert proc.returncode == 0, out[-4000:]

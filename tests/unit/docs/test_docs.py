@@ -13,7 +13,8 @@ from hvdkeras import config as config_lib
 from tests.unit.docs.test_references import TOOL
 from tests.unit.helpers import REPO
 
-DOCS = ["README.md"] + sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
+DOCS = ["README.md", "SECURITY.md"] + sorted(os.path.relpath(p, REPO)
+                                             for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
 TEXTS = {name: open(os.path.join(REPO, name)).read() for name in DOCS}
 # The folders and files a path in the docs may start with (runs/, /tmp/ and <workdir>/ are made at run time).
 TOP = ("hvdkeras/", "tests/", "tools/", "benchmarks/", "lab/", "configs/", "examples/", "stacks/", "docs/")

@@ -31,6 +31,10 @@ def test_a_ranks_environment_names_its_place_the_rendezvous_and_gloo():
     assert env["HOROVOD_CONTROLLER"] == env["HOROVOD_CPU_OPERATIONS"] == "gloo"
     assert env["HOROVOD_GLOO_IFACE"] == env["NCCL_SOCKET_IFNAME"] == "eth1"
     assert "HOROVOD_GLOO_IFACE" not in gang.rank_environment(slot, ("10.0.0.1", 4242), None)
+    assert "HOROVOD_GLOO_RENDEZVOUS_SECRET" not in env
+    secret = gang.rendezvous_secret("the fit's relay token")
+    assert len(secret) == 64 and secret != gang.rendezvous_secret("another fit's")
+    assert gang.rank_environment(slot, ("10.0.0.1", 4242), None, secret)["HOROVOD_GLOO_RENDEZVOUS_SECRET"] == secret
 
 
 def test_the_interface_of_an_address_is_the_one_holding_it():
