@@ -5,7 +5,7 @@ and the rerun resumes there), unless a rank is frozen when it comes (the ranks c
 the job leaves as preempted, losing what a kill loses); any other fault loses at most the batches since
 the last checkpoint (the rerun resumes from the newest checkpoint that is intact). So after every attempt that ends, the
 next attempt must resume at the newest checkpoint on disk that the soak itself did not damage
-(:attr:`Attempt.expected_next`), and a preemption must leave its ``preempted at`` line.
+(:attr:`benchmarks.soak.records.Attempt.expected_next`), and a preemption must leave its ``preempted at`` line.
 
 Where the job was when a fault hit is exact for a preemption (its line) and at start-up (nothing trained
 yet); otherwise it is estimated from ``metrics.jsonl`` as the fault found it (the last epoch logged and
@@ -13,60 +13,13 @@ when) and the run's step time, so the batches lost by a kill are marked approxim
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from benchmarks.soak import elastic as elastic_lib
-from benchmarks.soak.output import Position, Said, absolute
+from benchmarks.soak.output import Position, absolute
+from benchmarks.soak.records import STARTUP, TRAINING, Attempt, EpochEnd, Fault, Outcome
 from benchmarks.soak.schedule import DAMAGE, FREEZE, NODE_FAIL, PREEMPT, THAW
-
-STARTUP, TRAINING = "start-up", "training"
-
-
-@dataclasses.dataclass
-class Attempt:
-    """One run of the job's command under the restart loop."""
-
-    index: int
-    start: float  # seconds since the soak began
-    end: float
-    status: Optional[int]  # the launcher's exit status (None: killed by the soak as a hang)
-    said: Said
-    hang: bool = False
-    expected_next: Optional[Position] = None  # the newest checkpoint the soak did not damage, when it ended
-    left_behind: List[str] = dataclasses.field(default_factory=list)  # processes still there after it ended
-    checkpoints: Dict[str, Position] = dataclasses.field(default_factory=dict)  # the folders on disk when it ended
-
-
-@dataclasses.dataclass
-class Fault:
-    """One fault as injected, with what the job had written when it came."""
-
-    index: int
-    kind: str
-    at: float  # seconds since the soak began
-    attempt: int
-    phase: str  # STARTUP (before the attempt said where it starts) or TRAINING
-    detail: str = ""
-    freeze_s: float = 0.0
-    freeze_end: str = ""
-    epoch_logged: int = 0  # the last epoch in metrics.jsonl when it came
-    logged_at: Optional[float] = None  # when that line was written (the file's mtime, soak seconds)
-    step_time_s: Optional[float] = None  # one batch's wall time in the last epoch logged (loop.batch_seconds)
-    newest_checkpoint: Optional[Position] = None
-    injected: bool = True  # False: nothing to hit (the rank had gone, no disk of its own)
-    back_at: Optional[float] = None  # an elastic job's host available again (host_leave: written back)
-
-
-@dataclasses.dataclass(frozen=True)
-class EpochEnd:
-    """An epoch's record in the job's ``metrics.jsonl`` as the soak saw it appear (a Spark fit's: its lines come
-    late, its metrics do not)."""
-
-    at: float  # seconds since the soak began, when the record was written (the file's time)
-    epoch: int  # epochs done
-    train_s: Optional[float] = None  # the epoch's training wall time (its train_time_s)
 
 
 def back_at(position: int, attempt: Attempt, epoch_ends: Sequence[EpochEnd], steps: int) -> Optional[float]:
@@ -78,25 +31,6 @@ def back_at(position: int, attempt: Attempt, epoch_ends: Sequence[EpochEnd], ste
             per_batch = (end.train_s or 0.0) / steps
             return end.at - (end.epoch * steps - position) * per_batch
     return None
-
-
-@dataclasses.dataclass
-class Outcome:
-    """What one fault cost."""
-
-    fault: Fault
-    ended_attempt: bool  # the job stopped (the fault was the last one in an attempt that failed)
-    hang: bool = False
-    position: Optional[int] = None  # batches trained when it came (exact or estimated)
-    exact: bool = False
-    resumed: Optional[int] = None  # where the next attempt that trained resumed, in batches
-    promised: Optional[int] = None  # where it had to resume
-    lost: Optional[int] = None  # batches trained again
-    allowed: Optional[int] = None  # batches the promise allows to lose
-    wall_lost_s: Optional[float] = None
-    held: bool = True
-    note: str = ""
-    rejoined_s: Optional[float] = None  # an elastic job: the full world again, this long after the host was back
 
 
 def position_at(fault: Fault, attempt: Attempt, start_abs: int, steps: int) -> tuple:
@@ -164,9 +98,9 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
             previous = by_index.get(fault.attempt - 1)
             start_abs = absolute(attempt.said.resumed or (previous.expected_next if previous else None) or (0, 0),
                                  steps)
-            out = Outcome(fault, ended_attempt=False)
-            out.position, out.exact = position_at(fault, attempt, start_abs, steps)
-            found.append(elastic_lib.judge(out, attempt, steps, start_abs, elastic))
+            position, exact = position_at(fault, attempt, start_abs, steps)
+            verdict = elastic_lib.judge(fault, attempt, position, exact, steps, start_abs, elastic)
+            found.append(_judged(fault, position, exact, verdict))
             continue
         failing = attempt.said.failing_at
         if failing is not None and fault.at > failing:  # a rank had already ended: the job was going down anyway
@@ -223,6 +157,14 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
             out.note = (out.note + "; " if out.note else "") + "the attempt hung and was killed"
         found.append(out)
     return found
+
+
+def _judged(fault: Fault, position: int, exact: bool, verdict: elastic_lib.Verdict) -> Outcome:
+    """The :class:`Outcome` of a fault an elastic job went on through, from its position and the elastic verdict."""
+    return Outcome(fault, ended_attempt=verdict.ended_attempt, hang=verdict.hang, position=position, exact=exact,
+                   resumed=verdict.resumed, promised=verdict.promised, lost=verdict.lost, allowed=verdict.allowed,
+                   wall_lost_s=verdict.wall_lost_s, held=verdict.held, note=verdict.note,
+                   rejoined_s=verdict.rejoined_s)
 
 
 def unprompted(faults: List[Fault], attempts: List[Attempt]) -> List[Attempt]:

@@ -18,13 +18,11 @@ job, and :mod:`benchmarks.soak.accounting` judges it as a kill.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 from benchmarks.soak.output import Said, absolute
+from benchmarks.soak.records import Attempt, Fault
 from benchmarks.soak.schedule import HOST_LEAVE, KILL_RANK
-
-if TYPE_CHECKING:
-    from benchmarks.soak.accounting import Attempt, Outcome
 
 SURVIVED_KINDS = (HOST_LEAVE, KILL_RANK)  # the kinds an elastic job goes on through, without a restart
 
@@ -50,49 +48,65 @@ def survived_in_place(kind: str, said: Said, at: float, promise: Promise) -> boo
     return kind in SURVIVED_KINDS and size_at(said, at) == promise.full_size
 
 
-def judge(out: "Outcome", attempt: "Attempt", steps: int, start_abs: int, promise: Promise) -> "Outcome":
-    """Fills in ``out`` (its ``position`` already estimated) for a fault the job had to go on through."""
-    fault, said, full = out.fault, attempt.said, promise.full_size
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a fault the job had to go on through cost, and whether the promise held: the fields of its
+    :class:`~benchmarks.soak.records.Outcome` this module judges, which the caller writes into its record."""
+
+    held: bool = True
+    ended_attempt: bool = False  # the job ended instead of going on
+    hang: bool = False
+    resumed: Optional[int] = None  # where the smaller world resumed, in batches
+    promised: Optional[int] = None  # the last epoch end logged when the fault came: a commit
+    lost: Optional[int] = None
+    allowed: Optional[int] = None  # elastic.commit_every_batches
+    wall_lost_s: Optional[float] = None
+    note: str = ""
+    rejoined_s: Optional[float] = None  # the full world again, this long after the host was back
+
+
+def judge(fault: Fault, attempt: Attempt, position: int, exact: bool, steps: int, start_abs: int,
+          promise: Promise) -> Verdict:
+    """The :class:`Verdict` on ``fault``, which the job had to go on through, at ``position`` batches (``exact`` or
+    estimated) in ``attempt``, which started at ``start_abs``. Reads its arguments, writes none of them."""
+    said, full = attempt.said, promise.full_size
     after = [w for w in said.worlds if w.at > fault.at]
     shrunk = next((w for w in after if w.size < full), None)
     if shrunk is None:
-        out.held = False
         if attempt.status != 0 or attempt.hang:
-            out.ended_attempt, out.hang = True, attempt.hang
-            out.note = f"the job ended (status {attempt.status}) instead of going on with fewer ranks"
-        else:
-            out.note = "the job never went on with fewer ranks"
-        return out
-    out.resumed = absolute(shrunk.position, steps)
-    out.promised = max(start_abs, fault.epoch_logged * steps)  # the last epoch end logged: a commit
-    out.lost = max(0, out.position - out.resumed)
-    out.allowed = promise.commit_every
-    out.wall_lost_s = round(max(0.0, shrunk.at - fault.at + (out.position - out.resumed) * (fault.step_time_s or 0.0)),
-                            2)
+            return Verdict(held=False, ended_attempt=True, hang=attempt.hang,
+                           note=f"the job ended (status {attempt.status}) instead of going on with fewer ranks")
+        return Verdict(held=False, note="the job never went on with fewer ranks")
+    held = True
+    resumed = absolute(shrunk.position, steps)
+    promised = max(start_abs, fault.epoch_logged * steps)  # the last epoch end logged: a commit
+    wall_lost_s = round(max(0.0, shrunk.at - fault.at + (position - resumed) * (fault.step_time_s or 0.0)), 2)
     notes = [f"{full}->{shrunk.size} ranks {shrunk.at - fault.at:.1f}s after it"]
-    if out.resumed < out.promised:
-        out.held = False
+    if resumed < promised:
+        held = False
         notes.append("rolled back past the last epoch end logged")
     back = fault.back_at if fault.back_at is not None else fault.at
     rejoined = next((w for w in after if w.at > shrunk.at and w.size >= full), None)
+    rejoined_s = None
     if rejoined is None:
-        out.held = False
+        held = False
         notes.append(f"never back to {full} ranks" + (" (the job finished first: raise --epochs)"
                                                       if attempt.status == 0 else
                                                       f" (the attempt ended, status {attempt.status})"))
     else:
-        out.rejoined_s = round(rejoined.at - back, 1)
-        notes.append(f"->{rejoined.size} ranks {out.rejoined_s:g}s after the host was back"
+        rejoined_s = round(rejoined.at - back, 1)
+        notes.append(f"->{rejoined.size} ranks {rejoined_s:g}s after the host was back"
                      f" ({rejoined.at - shrunk.at:.1f}s with fewer ranks)")
-        if out.rejoined_s > promise.rejoin_limit_s:
-            out.held = False
+        if rejoined_s > promise.rejoin_limit_s:
+            held = False
             notes.append(f"later than the {promise.rejoin_limit_s:g}s promised")
-    if not out.exact:
+    if not exact:
         notes.append(f"lost estimated, against at most {promise.commit_every} since the last commit")
-    out.note = "; ".join(notes)
-    return out
+    return Verdict(held=held, resumed=resumed, promised=promised, lost=max(0, position - resumed),
+                   allowed=promise.commit_every, wall_lost_s=wall_lost_s, note="; ".join(notes),
+                   rejoined_s=rejoined_s)
 
 
-def world_changed(attempts: Sequence["Attempt"], full_size: int) -> bool:
+def world_changed(attempts: Sequence[Attempt], full_size: int) -> bool:
     """Whether any attempt trained in a world other than the full one (its end then cannot equal a quiet run's)."""
     return any(w.size != full_size for a in attempts for w in a.said.worlds)

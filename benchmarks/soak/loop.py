@@ -21,8 +21,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from benchmarks.soak import elastic as elastic_lib
 from benchmarks.soak import faults as fault_lib
 from benchmarks.soak import output
-from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, EpochEnd, Fault
 from benchmarks.soak.attempt import Running, left_behind
+from benchmarks.soak.records import STARTUP, TRAINING, Attempt, EpochEnd, Fault
 from benchmarks.soak.schedule import (
     DAMAGE,
     FREEZE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional
 
-from benchmarks.soak.accounting import Attempt, Outcome
+from benchmarks.soak.records import Attempt, Outcome
 
 
 def by_kind(outs: List[Outcome]) -> Dict[str, Dict[str, Any]]:

@@ -10,6 +10,8 @@ import hvdkeras
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(hvdkeras.__file__))
 REPO = os.path.dirname(PACKAGE_DIR)
+# The folders of Python the repository runs: no module pair in them imports each other, even for types only.
+CYCLE_FREE = ("hvdkeras", "benchmarks", "lab", "tools")
 
 
 def _module_name(path):
@@ -17,18 +19,21 @@ def _module_name(path):
     return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
 
 
-def _modules():
+def _modules(folders=("hvdkeras",)):
     found = {}
-    for root, _, files in os.walk(PACKAGE_DIR):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(root, name)
-                found[_module_name(path)] = path
+    for folder in folders:
+        for root, dirs, files in os.walk(os.path.join(REPO, folder)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    found[_module_name(path)] = path
     return found
 
 
 def _imports(name, path, modules):
-    """The package's own modules that ``name`` imports anywhere in its file, function level included."""
+    """The modules of ``modules`` that ``name`` imports anywhere in its file, function level and
+    ``if TYPE_CHECKING:`` included."""
     tree = ast.parse(open(path).read(), path)
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
     out = set()
@@ -52,8 +57,8 @@ def _imports(name, path, modules):
     return out
 
 
-def _graph():
-    modules = _modules()
+def _graph(folders=("hvdkeras",)):
+    modules = _modules(folders)
     return {name: _imports(name, path, modules) for name, path in modules.items()}
 
 
@@ -83,11 +88,21 @@ def _cycle(graph):
     return None
 
 
-def test_the_package_has_no_import_cycle():
-    graph = _graph()
-    assert len(graph) > 30 and "hvdkeras.training.trainer" in graph  # the parser sees the whole package
+def test_the_repository_has_no_import_cycle():
+    graph = _graph(CYCLE_FREE)
+    # the parser sees every folder, the soak's modules and the tools' scripts included
+    assert len(graph) > 30 and "hvdkeras.training.trainer" in graph
+    assert {"benchmarks.soak.accounting", "benchmarks.soak.elastic", "lab.slurm", "tools.fp16_accuracy"} <= set(graph)
+    assert {"lab.hosts", "hvdkeras.common.processes"} <= graph["lab.slurm"]  # edges in a folder and across them
+    assert "benchmarks.soak.records" in graph["benchmarks.soak.elastic"]
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_an_import_for_types_only_is_an_edge(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n")
+    assert _imports("pkg.a", str(path), {"pkg.a": str(path), "pkg.b": ""}) == {"pkg.b"}
 
 
 def test_the_top_of_the_package_holds_at_most_ten_modules():

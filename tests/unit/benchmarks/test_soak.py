@@ -11,9 +11,9 @@ import time
 import pytest
 
 from benchmarks.soak import accounting, faults, output, report, schedule
-from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
 from benchmarks.soak.attempt import left_behind
 from benchmarks.soak.output import Said
+from benchmarks.soak.records import STARTUP, TRAINING, Attempt, Fault
 from hvdkeras.common import processes
 
 STEPS = 22

@@ -1,15 +1,17 @@
 """benchmarks.soak's elastic mode: the host_leave fault's plan and hosts file, the workers' current ranks, the worlds
 an elastic job's output announces, and the accounting of a fault the job goes on through (no processes, no
 TensorFlow, no Horovod)."""
+import copy
+import dataclasses
 import os
 import threading
 
 import pytest
 
 from benchmarks.soak import accounting, elastic, faults, output, report, schedule
-from benchmarks.soak.accounting import TRAINING, Attempt, Fault
 from benchmarks.soak.loop import Job, Loop
 from benchmarks.soak.output import Said, World
+from benchmarks.soak.records import TRAINING, Attempt, Fault
 
 STEPS = 22
 BATCH2, BATCH1 = "(global batch 64 = 2 x 32, lr 0.1)", "(global batch 64 = 1 x 64, lr 0.1)"  # the driver's words
@@ -150,6 +152,24 @@ def test_a_kill_of_the_last_worker_is_a_restarts_fault_judged_against_the_checkp
     (out,) = accounting.outcomes([kill], attempts, STEPS, PROMISE)
     assert out.ended_attempt and out.held and (out.resumed, out.promised) == (8 * STEPS, 8 * STEPS)
     assert out.rejoined_s is None
+
+
+def test_judge_returns_its_verdict_and_writes_into_none_of_its_arguments():
+    fault = _leave()
+    attempt = _attempt(0, 0, [World(1.0, 2, (0, 0)), World(23.0, 1, (9, 5)), World(50.0, 2, (16, 0))])
+    fault_before, attempt_before = copy.deepcopy(fault), copy.deepcopy(attempt)
+    verdict = elastic.judge(fault, attempt, 8 * STEPS + 5, False, STEPS, 0, PROMISE)
+    assert isinstance(verdict, elastic.Verdict)
+    assert (verdict.held, verdict.ended_attempt, verdict.rejoined_s) == (True, False, 15.0)
+    assert (verdict.resumed, verdict.promised, verdict.lost, verdict.allowed) == (9 * STEPS + 5, 8 * STEPS, 0, 5)
+    assert fault == fault_before and attempt == attempt_before
+    ended = _attempt(0, 1, [World(1.0, 2, (0, 0))])
+    ended_before = copy.deepcopy(ended)
+    verdict = elastic.judge(fault, ended, 8 * STEPS + 5, False, STEPS, 0, PROMISE)
+    assert (verdict.held, verdict.ended_attempt, verdict.resumed, verdict.wall_lost_s) == (False, True, None, None)
+    assert ended == ended_before and fault == fault_before
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verdict.held = True  # type: ignore[misc]
 
 
 def test_the_world_changed_when_any_attempt_trained_on_fewer_ranks():

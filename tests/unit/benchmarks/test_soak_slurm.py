@@ -7,8 +7,8 @@ import time
 import pytest
 
 from benchmarks.soak import accounting, schedule, slurm_job
-from benchmarks.soak.accounting import STARTUP, TRAINING, Attempt, Fault
 from benchmarks.soak.output import Said
+from benchmarks.soak.records import STARTUP, TRAINING, Attempt, Fault
 
 STEPS = 22
 

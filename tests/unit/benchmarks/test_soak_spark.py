@@ -88,8 +88,8 @@ def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_and_timed_by_its_metri
     # came at 199 s, long after the kill at 60 s; the metrics had logged epoch 12 at 59 s, 0.1 s a batch. The retry
     # wrote epoch 13 at 110 s (2.2 s of training): it was back at the fault's batch (12 x 22 + 10) 1.2 s before.
     from benchmarks.soak import accounting
-    from benchmarks.soak.accounting import TRAINING, Attempt, EpochEnd, Fault
     from benchmarks.soak.output import Said
+    from benchmarks.soak.records import TRAINING, Attempt, EpochEnd, Fault
 
     steps = 22
     attempts = [Attempt(0, 30.0, 81.0, 1, Said(resumed=(10, 0), resumed_at=80.0, steps=steps), expected_next=(12, 0)),
@@ -117,7 +117,7 @@ def test_a_fault_in_a_fit_whose_lines_come_late_is_placed_and_timed_by_its_metri
 
 def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
     from benchmarks.soak import report
-    from benchmarks.soak.accounting import TRAINING, Fault, Outcome
+    from benchmarks.soak.records import TRAINING, Fault, Outcome
 
     kill = Outcome(Fault(0, schedule.KILL_RANK, 60.0, 0, TRAINING), ended_attempt=True, lost=10, wall_lost_s=None)
     went_on = Outcome(Fault(1, schedule.DAMAGE, 90.0, 1, TRAINING), ended_attempt=False, lost=0, wall_lost_s=0.0)
