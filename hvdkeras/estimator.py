@@ -48,12 +48,14 @@ this module fails with one line saying so, and nothing else in hvdkeras is affec
 from __future__ import annotations
 
 import atexit
+import functools
 import inspect
 import shutil
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from hvdkeras.runtime import compat
@@ -72,7 +74,6 @@ from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.gradient_exchange.compression import horovod_compression
 from hvdkeras.runtime import distributed
 from hvdkeras.training import assembly, optimizers
-from hvdkeras.training import data as data_lib
 
 tf_estimator = _ESTIMATOR
 v1 = tf.compat.v1
@@ -183,7 +184,8 @@ class HorovodEstimator:
             raise ValueError("give exactly one of model_fn or keras_model")
         if model_dir is None:
             raise ValueError("model_dir is required: rank 0 keeps its checkpoints and summaries there")
-        distributed.init_horovod()
+        if not distributed.initialized():  # the config path's assembly.start has initialised it already
+            distributed.init_horovod()
         self.rank, self.size = distributed.rank(), distributed.size()
         self.model_dir = model_dir  # rank 0's, the one that matters
         if self.rank == distributed.ROOT_RANK:
@@ -310,23 +312,51 @@ def keras_estimator(keras_model, model_dir: str, runtime: RuntimeConfig = Runtim
 def learning_rate_tensor(cfg, scaled_lr: float, steps_per_epoch: int, size: int):
     """The configured warmup and schedule at the current global step, as a graph tensor.
 
-    The formulas are :mod:`hvdkeras.common.schedules`' own, evaluated per step.
+    The rate is :func:`hvdkeras.common.schedules.rate_from_config`'s, the one the trainer's callbacks apply,
+    evaluated at the step's fractional epoch.
     """
-    multiplier = schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs)
-    warmup = cfg.schedule.warmup_epochs
-    staircase = cfg.schedule.name in ("constant", "step")
-
-    def lr_at(step):
-        epoch = float(step) / steps_per_epoch
-        if epoch < warmup:
-            return float(schedules.warmup_lr(epoch, scaled_lr, warmup,
-                                             scaling.warmup_start_lr(cfg.optimizer, scaled_lr)))
-        return float(scaled_lr * multiplier(float(int(epoch)) if staircase else epoch))
-
+    rate = schedules.rate_from_config(cfg.schedule, cfg.trainer.epochs, scaled_lr,
+                                      scaling.warmup_start_lr(cfg.optimizer, scaled_lr))
     step = v1.train.get_or_create_global_step()
-    lr = tf.numpy_function(lambda s: __import__("numpy").float32(lr_at(int(s))), [step], tf.float32)
+    lr = tf.numpy_function(lambda s: np.float32(rate(int(s) / steps_per_epoch)), [step], tf.float32)
     lr.set_shape([])
     return lr
+
+
+def _per_example(metric: Any) -> Optional[Callable]:
+    """A Keras metric's per-example function (a name, a function, or a mean-of-values metric object such as
+    accuracy); None for a metric that is not a mean of per-example values (AUC, precision)."""
+    if isinstance(metric, str):
+        metric = tf.keras.metrics.get(metric)
+    fn = getattr(metric, "_fn", None)  # Keras' MeanMetricWrapper: accuracy, crossentropies, errors
+    if fn is not None:
+        return functools.partial(fn, **getattr(metric, "_fn_kwargs", {}))
+    if callable(metric) and not isinstance(metric, tf.keras.metrics.Metric):
+        return metric
+    return None
+
+
+def eval_metric_ops(task_metrics: Any, loss: Any, labels: Any, probabilities: Any) -> Dict[str, Any]:
+    """The task's metrics as ``tf.compat.v1`` means over every example (summed over ranks by
+    :class:`SumMetricStatesHook`), plus ``loss_per_example``: the task's loss per example.
+
+    Raises:
+        ConfigError: a metric that is not a mean of per-example values, or a model with several outputs.
+    """
+    if isinstance(task_metrics, dict):
+        raise ConfigError("trainer.api=estimator trains a model with one output: trainer.metrics by output is for"
+                          " trainer.api=keras")
+    ops = {}
+    for metric in task_metrics:
+        fn = _per_example(metric)
+        name = metric if isinstance(metric, str) else getattr(metric, "name", getattr(metric, "__name__", "?"))
+        if fn is None:
+            raise ConfigError(f"trainer.metrics: {name} is not a mean over examples, which the estimator API"
+                              " computes (accuracy, crossentropies, errors); use trainer.api=keras for it")
+        ops[name] = v1.metrics.mean(fn(labels, probabilities))
+    per_example = loss.call(labels, probabilities) if hasattr(loss, "call") else loss(labels, probabilities)
+    ops["loss_per_example"] = v1.metrics.mean(per_example)
+    return ops
 
 
 def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
@@ -338,22 +368,21 @@ def train_from_config(cfg, workdir: str) -> Dict[str, Any]:
 
 
 def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
-    # the same process setup and parts as the Keras trainer's (hvdkeras.training.assembly): the horovod section's
-    # settings reach Horovod before hvd.init, then pinning, threads and seeds; the task's data, model and loss
+    # the trainer's assembly: the horovod section's settings reach Horovod before hvd.init (once), then pinning,
+    # threads and seeds; the task's data (the steps agreed by the ranks), model, loss and metrics; no checkpoint
+    # callback: the Estimator keeps its own checkpoints, by global step
     world = assembly.start(cfg, workdir)
     v1.logging.set_verbosity(v1.logging.WARN)  # Estimator's per-step INFO lines, times every rank
-    parts = assembly.assemble(cfg, world, workdir=workdir, agree=False, with_model=False)
+    parts = assembly.assemble(cfg, world, workdir=workdir, with_model=False, with_checkpoints=False)
     parts.write_config()
     rank, size = world.rank, world.size
     files, task, probe, scaled_lr = parts.files, parts.task, parts.data, parts.scaled_lr
-    view = parts.job.for_world(size)
     cfg = parts.config
-    shard = data_lib.Shard(rank, size)
-
-    def datasets():
-        return task.datasets(view, shard, cfg.trainer.steps_per_epoch, world.threads.intra_op)
-
     steps_per_epoch = probe.steps_per_epoch
+
+    def datasets():  # a new dataset in each of the Estimator's graphs; the ranks agreed on the steps above
+        return assembly.build_data(parts.job, rank, size, world.threads.intra_op, agree=False, task=task,
+                                   steps=steps_per_epoch)
 
     def model_fn(features, labels, mode, params):
         model = task.model(cfg, probe)
@@ -362,14 +391,12 @@ def _train_from_config(cfg, workdir: str) -> Dict[str, Any]:
         predictions = tf.argmax(probabilities, axis=-1)
         if mode == tf_estimator.ModeKeys.PREDICT:
             return tf_estimator.EstimatorSpec(mode, predictions={"class": predictions, "probabilities": probabilities})
-        loss = task.loss(cfg, probe)(labels, probabilities)
+        task_loss = task.loss(cfg, probe)
+        loss = task_loss(labels, probabilities)
         loss += tf.add_n(model.losses) if model.losses else 0.0
-        eval_metric_ops = {
-            "accuracy": v1.metrics.accuracy(labels, predictions),
-            "loss_per_example": v1.metrics.mean(tf.keras.losses.sparse_categorical_crossentropy(labels, probabilities)),
-        }
         if mode == tf_estimator.ModeKeys.EVAL:
-            return tf_estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=eval_metric_ops)
+            return tf_estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=eval_metric_ops(
+                task.metrics(cfg, probe), task_loss, labels, probabilities))
         lr = learning_rate_tensor(cfg, params["learning_rate"], steps_per_epoch, size)
         optimizer = distributed_optimizer(optimizers.build_v1(cfg.optimizer, lr), cfg.horovod)
         update_ops = list(model.updates) + v1.get_collection(v1.GraphKeys.UPDATE_OPS)  # batch-norm statistics

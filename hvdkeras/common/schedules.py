@@ -90,3 +90,36 @@ def multiplier_from_config(schedule: ScheduleConfig, total_epochs: int) -> Calla
     if schedule.name == "polynomial":
         return polynomial_decay(schedule.warmup_epochs, total_epochs, schedule.end_lr_fraction, schedule.power)
     raise ValueError(f"unknown schedule {schedule.name!r}")
+
+
+def is_staircase(schedule: ScheduleConfig) -> bool:
+    """Whether the rate after the warmup changes at epoch boundaries only (``constant``, ``step``), not per batch."""
+    return schedule.name in ("constant", "step")
+
+
+def rate_from_config(schedule: ScheduleConfig, total_epochs: int, initial_lr: float,
+                     start_lr: float) -> Callable[[float], float]:
+    """The configured rate at a fractional epoch: the warmup from ``start_lr``, then ``initial_lr`` times the
+    decay's multiplier, at the epoch's start for a staircase schedule (:func:`is_staircase`).
+
+    What the trainer's callbacks apply batch by batch, as one function (the ``tf.estimator`` front door evaluates
+    it at each global step).
+
+    Args:
+        schedule: The config's schedule section.
+        total_epochs: The epochs trained (``trainer.epochs``).
+        initial_lr: The scaled rate.
+        start_lr: The warmup's first rate (:func:`hvdkeras.common.scaling.warmup_start_lr`).
+
+    Returns:
+        ``lr(epoch)`` for a fractional epoch.
+    """
+    multiplier = multiplier_from_config(schedule, total_epochs)
+    staircase = is_staircase(schedule)
+
+    def rate(epoch: float) -> float:
+        if epoch < schedule.warmup_epochs:
+            return warmup_lr(epoch, initial_lr, schedule.warmup_epochs, start_lr)
+        return initial_lr * multiplier(float(int(epoch)) if staircase else epoch)
+
+    return rate

@@ -12,7 +12,8 @@ On a resize, ``elastic.on_resize`` decides:
 
 Either way the rate is :func:`hvdkeras.common.scaling.scaled_learning_rate` of the new
 world's global batch, printed with the resume line. The data section of each world
-is :meth:`hvdkeras.training.assembly.JobConfig.data_for_world` (:func:`hvdkeras.common.scaling.for_resized_world`).
+is :meth:`hvdkeras.training.assembly.JobConfig.data_config_for_world`
+(:func:`hvdkeras.common.scaling.for_resized_world`).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ class ElasticDriver:
         """One attempt at the rest of the training in the current world (re-run by Horovod after a reset)."""
         cfg, trainer, job = self.config, self.trainer, self.parts.job
         size, rank = distributed.size(), distributed.rank()
-        data_cfg = job.data_for_world(size)
+        data_cfg = job.data_config_for_world(size)
         config_lib.validate_for_world(job.for_world(size), size)
         self.data = trainer.data_for_world(rank, size)
         scaled_lr = scaling.scaled_learning_rate(cfg.optimizer, cfg.data, scaling.world_batches(data_cfg)[0])

@@ -77,6 +77,11 @@ def init_horovod() -> None:
     hvd.init()
 
 
+def initialized() -> bool:
+    """Whether Horovod is initialised in this process (by :func:`init` or :func:`init_horovod`)."""
+    return bool(hvd.is_initialized())
+
+
 def rank() -> int:
     """This process's Horovod rank."""
     return hvd.rank()

@@ -78,7 +78,7 @@ class JobConfig:
         return cls(requested=config, resolved=resolved, auto=auto_reasons(config, resolved, process),
                    initial_size=process.size)
 
-    def data_for_world(self, size: int) -> config_lib.DataConfig:
+    def data_config_for_world(self, size: int) -> config_lib.DataConfig:
         """The data section ``size`` ranks train with: the world's global batches written in.
 
         A world of another size than the initial one (elastic) follows ``elastic.on_resize``
@@ -88,17 +88,18 @@ class JobConfig:
         return scaling.for_resized_world(cfg.data, cfg.elastic.on_resize, self.initial_size, size)
 
     def for_world(self, size: int) -> config_lib.Config:
-        """The resolved config as ``size`` ranks see it: :meth:`data_for_world` as its data section."""
-        return dataclasses.replace(self.resolved, data=self.data_for_world(size))
+        """The resolved config as ``size`` ranks see it: [:meth:`data_config_for_world`] as its data section."""
+        return dataclasses.replace(self.resolved, data=self.data_config_for_world(size))
 
 
 # --------------------------------------------------------------------------- the parts
 
 
 def build_data(job: JobConfig, rank: int, size: int, threads: Optional[int], agree: bool = True,
-               task: Optional[tasks.Task] = None) -> data_lib.Datasets:
+               task: Optional[tasks.Task] = None, steps: Optional[int] = None) -> data_lib.Datasets:
     """This rank's data for ``size`` ranks, from ``task`` (default: the config's,
-    :func:`hvdkeras.training.tasks.for_config`).
+    :func:`hvdkeras.training.tasks.for_config`), ``steps`` per epoch (default: ``trainer.steps_per_epoch``, else
+    as many as the data holds).
 
     With ``agree`` (a collective), every rank runs the smallest number of steps any
     rank can serve, so no rank waits in an allreduce for one that ran out of data.
@@ -109,7 +110,7 @@ def build_data(job: JobConfig, rank: int, size: int, threads: Optional[int], agr
     def build(steps: Optional[int]) -> data_lib.Datasets:
         return task.datasets(view, data_lib.Shard(rank, size), steps, threads)
 
-    data = build(job.resolved.trainer.steps_per_epoch)
+    data = build(steps or job.resolved.trainer.steps_per_epoch)
     if agree:
         steps = distributed.agree_min(data.steps_per_epoch, name="hvdkeras.steps_per_epoch")
         if steps != data.steps_per_epoch:
@@ -272,7 +273,8 @@ def start(config: config_lib.Config, workdir: Optional[str] = None,
 
 
 def assemble(config: config_lib.Config, world: distributed.ProcessInfo, task: Optional[tasks.Task] = None, *,
-             workdir: Optional[str], agree: bool = True, with_model: bool = True) -> Parts:
+             workdir: Optional[str], agree: bool = True, with_model: bool = True,
+             with_checkpoints: bool = True) -> Parts:
     """A run's parts from ``config``, the ``world`` (:func:`start`'s) and ``task``.
 
     Args:
@@ -282,6 +284,8 @@ def assemble(config: config_lib.Config, world: distributed.ProcessInfo, task: Op
         workdir: the run's folder; ``None``: a job that writes nothing (no checkpoint callback).
         agree: the ranks agree on the steps per epoch (a collective; not before an elastic state sync).
         with_model: build and compile the model (``False``: the parts have ``model=None``).
+        with_checkpoints: build the run's position on its checkpoints and the checkpoint callback (``False``: a
+            position without a store and no callback, for a front door that keeps its own, as ``tf.estimator``).
 
     Returns:
         The parts; building them writes no file.
@@ -302,6 +306,9 @@ def assemble(config: config_lib.Config, world: distributed.ProcessInfo, task: Op
                                                      scaling.global_batch(resolved.data, world.size))
     except ConfigError as exc:
         raise config_lib.locate(config, exc) from None
+    if not with_checkpoints:
+        return Parts(job=job, workdir=workdir, process=world, task=task, data=data, model=model,
+                     scaled_lr=scaled_lr, position=RunPosition(), backup=None)
     position = make_position(resolved, workdir)
     return Parts(job=job, workdir=workdir, process=world, task=task, data=data, model=model, scaled_lr=scaled_lr,
                  position=position, backup=make_backup(resolved, workdir, position))

@@ -125,7 +125,7 @@ class Trainer:
             initial_lr=scaled_lr,
             warmup_epochs=cfg.schedule.warmup_epochs,
             lr_schedule=schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs),
-            staircase=cfg.schedule.name in ("constant", "step"),
+            staircase=schedules.is_staircase(cfg.schedule),
             momentum_correction=cfg.schedule.momentum_correction,
             steps_per_epoch=steps_per_epoch,
             initial_batch=self.position.start[1],
@@ -196,15 +196,15 @@ class Trainer:
         cfg = self.config
         epochs, steps = cfg.trainer.epochs, data.steps_per_epoch
         epoch, batch = checkpointing.next_position(epoch, batch, steps)
-        parts = []
+        segments = []  # (dataset, steps, first epoch, last epoch, batches skipped): one fit each
         if epoch < epochs and batch:
-            parts.append((data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch))
+            segments.append((data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch))
             epoch += 1
         if epoch < epochs:
-            parts.append((data.train(epoch, epochs), steps, epoch, epochs, 0))
+            segments.append((data.train(epoch, epochs), steps, epoch, epochs, 0))
         validate = data.validation is not None and cfg.trainer.validation_freq > 0
         history: Dict[str, List[float]] = {}
-        for dataset, n, first, last, skip in parts:
+        for dataset, n, first, last, skip in segments:
             self.position.continue_at(first, skip)  # weights are in place: restored, synced or trained
             callbacks = (self.callbacks(scaled_lr, steps, size) + list(self.parts.task.callbacks(cfg))
                          + list(extra_callbacks()))

@@ -33,7 +33,7 @@ from hvdkeras.spark.keras.params import ESTIMATOR_PARAMS, NO_EFFECT, check_kwarg
 from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
 from hvdkeras.spark.keras.remote import train
 from hvdkeras.spark.keras.serialization import model_from_bytes, model_to_bytes
-from hvdkeras.spark.keras.task import SparkTaskSpec, architecture, describe, portable
+from hvdkeras.spark.keras.task import SparkTaskSpec, architecture, describe, to_portable
 
 __all__ = ["KerasEstimator", "KerasModel"]  # KerasModel: where models saved before the split name it
 
@@ -171,8 +171,9 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
     def _job(self, model: Any, optimizer: Any, loss: Any) -> Dict[str, str]:
         """What a run's checkpoints were trained by (:func:`hvdkeras.spark.common.runs.check_same_job`)."""
-        return {"model": architecture(model), "optimizer": describe(portable(optimizer, "optimizer")),
-                "loss": describe(portable(loss, "loss")), "loss_weights": describe(self.getOrDefault("loss_weights")),
+        return {"model": architecture(model), "optimizer": describe(to_portable(optimizer, "optimizer")),
+                "loss": describe(to_portable(loss, "loss")),
+                "loss_weights": describe(self.getOrDefault("loss_weights")),
                 **{name: describe(self.getOrDefault(name)) for name in (
                     "feature_cols", "label_cols", "sample_weight_col", "label_shapes", "batch_size", "random_seed",
                     "train_steps_per_epoch", "shuffle_buffer_size")},
@@ -282,9 +283,9 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         spec = SparkTaskSpec(
             store=store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
             label_shapes=tuple(tuple(s) if s else None for s in label_shapes) if label_shapes else None,
-            loss=portable(loss, "loss"), loss_weights=self.getOrDefault("loss_weights"),
-            metrics=portable(self.getOrDefault("metrics") or [], "metric"),
-            optimizer=portable(optimizer, "optimizer"), custom_objects=custom_objects,
+            loss=to_portable(loss, "loss"), loss_weights=self.getOrDefault("loss_weights"),
+            metrics=to_portable(self.getOrDefault("metrics") or [], "metric"),
+            optimizer=to_portable(optimizer, "optimizer"), custom_objects=custom_objects,
             callbacks=tuple(self.getOrDefault("callbacks") or ()),
             shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"),
             inmemory_cache_all=bool(self.getOrDefault("inmemory_cache_all")),

@@ -25,7 +25,7 @@ from hvdkeras.common.errors import SetupError
 from hvdkeras.spark.common.store import Store
 
 FORMAT = "hvdkeras-json-1"  # metadata["format"]; absent in the earlier, pickled format
-# Parameters saved as Keras serializes them (see task.portable), by the kind of object they hold.
+# Parameters saved as Keras serializes them (see task.to_portable), by the kind of object they hold.
 PORTABLE = {"optimizer": "optimizer", "loss": "loss", "metrics": "metric"}
 MODEL_FILE = "model.keras"
 
@@ -64,7 +64,7 @@ def to_json(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (list, tuple)):
-        if len(value) == 2 and isinstance(value, tuple) and value[0] == "keras":  # task.portable's form
+        if len(value) == 2 and isinstance(value, tuple) and value[0] == "keras":  # task.to_portable's form
             config = json.loads(json.dumps(value[1], default=_plain))
             return {"$keras": True, "config": config}
         return [to_json(v) for v in value]
@@ -89,7 +89,7 @@ def _plain(value: Any) -> Any:
 
 
 def from_json(value: Any) -> Any:
-    """The value :func:`to_json` wrote (a Keras config as :func:`hvdkeras.spark.keras.task.restore` reads it)."""
+    """The value :func:`to_json` wrote (a Keras config as :func:`hvdkeras.spark.keras.task.from_portable` reads it)."""
     if isinstance(value, list):
         return [from_json(v) for v in value]
     if not isinstance(value, dict):
@@ -137,7 +137,7 @@ class ParamsWriter(MLWriter):
         import pyspark
 
         from hvdkeras.spark.keras.serialization import model_to_bytes
-        from hvdkeras.spark.keras.task import portable
+        from hvdkeras.spark.keras.task import to_portable
 
         store = Store.create(path)
         if store.exists(path + "/metadata") and not self.shouldOverwrite:
@@ -145,7 +145,7 @@ class ParamsWriter(MLWriter):
         instance = self.instance
         params = {p.name: instance.getOrDefault(p.name) for p in instance.params  # the defaults come with the class
                   if instance.isSet(p) and p.name not in self.skip}
-        params.update({name: portable(params[name], kind) for name, kind in PORTABLE.items() if name in params})
+        params.update({name: to_portable(params[name], kind) for name, kind in PORTABLE.items() if name in params})
         saved: Dict[str, Any] = {}
         for name, value in params.items():
             try:
@@ -188,7 +188,7 @@ class ParamsReader(MLReader):
             SetupError: ``path`` holds no saved model of this class, or (in safe mode) something that runs code.
         """
         from hvdkeras.spark.keras.serialization import model_from_bytes
-        from hvdkeras.spark.keras.task import restore
+        from hvdkeras.spark.keras.task import from_portable
 
         name = self.cls.__name__
         store = Store.create(path)
@@ -208,7 +208,7 @@ class ParamsReader(MLReader):
         else:
             params = self._from_pickles(path, metadata["paramMap"])
         custom_objects = params.get("custom_objects")
-        params.update({name: restore(params[name], kind, custom_objects) for name, kind in PORTABLE.items()
+        params.update({name: from_portable(params[name], kind, custom_objects) for name, kind in PORTABLE.items()
                        if name in params})
         if store.exists(f"{path}/{MODEL_FILE}"):
             params["model"] = model_from_bytes(store.read(f"{path}/{MODEL_FILE}"), custom_objects,

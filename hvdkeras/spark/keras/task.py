@@ -59,7 +59,7 @@ def architecture(model: Any) -> str:
 
 
 def describe(value: Any) -> str:
-    """A loss, metric or optimizer that :func:`portable` made travel, as one short line that is the same in every
+    """A loss, metric or optimizer that :func:`to_portable` made travel, as one short line that is the same in every
     process: a Keras object as ``SGD(learning_rate=0.1, momentum=0.0, ...)`` (its settings but its name, which
     Keras numbers by how many a process made, and those left at None), anything else as JSON."""
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "keras" and isinstance(value[1], dict):
@@ -81,28 +81,28 @@ def _short_float(value: Any) -> Any:
     return value
 
 
-def portable(value: Any, kind: str) -> Any:
+def to_portable(value: Any, kind: str) -> Any:
     """A loss, metric or optimizer in a form that travels to the ranks: names and functions as they are,
     Keras objects as Keras serializes them (``("keras", config)``); lists and dicts item by item."""
     if isinstance(value, (list, tuple)):
-        return [portable(v, kind) for v in value]
+        return [to_portable(v, kind) for v in value]
     if isinstance(value, dict):
-        return {k: portable(v, kind) for k, v in value.items()}
+        return {k: to_portable(v, kind) for k, v in value.items()}
     if isinstance(value, str) or value is None or (callable(value) and not hasattr(value, "get_config")):
         return value
     module = {"loss": keras.losses, "metric": keras.metrics, "optimizer": keras.optimizers}[kind]
     return ("keras", module.serialize(value))
 
 
-def restore(value: Any, kind: str, custom_objects: Optional[Dict[str, Any]] = None) -> Any:
-    """The object :func:`portable` made travel."""
+def from_portable(value: Any, kind: str, custom_objects: Optional[Dict[str, Any]] = None) -> Any:
+    """The object :func:`to_portable` made travel."""
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "keras":
         module = {"loss": keras.losses, "metric": keras.metrics, "optimizer": keras.optimizers}[kind]
         return module.deserialize(value[1], custom_objects=custom_objects or {})
     if isinstance(value, list):
-        return [restore(v, kind, custom_objects) for v in value]
+        return [from_portable(v, kind, custom_objects) for v in value]
     if isinstance(value, dict):
-        return {k: restore(v, kind, custom_objects) for k, v in value.items()}
+        return {k: from_portable(v, kind, custom_objects) for k, v in value.items()}
     return value
 
 
@@ -116,10 +116,10 @@ class SparkTaskSpec:
         model: the model as :func:`model_to_bytes` wrote it.
         input_shapes: each model input's shape without the batch (``-1`` for an unknown size).
         label_shapes: the shape each label column is reshaped to, or ``None`` each: as read.
-        loss: the loss(es), :func:`portable`.
+        loss: the loss(es), :func:`to_portable`.
         loss_weights: each output's weight in the loss, or ``None``.
-        metrics: the metrics, :func:`portable`.
-        optimizer: the optimizer, :func:`portable`; its ``learning_rate`` is one rank's, the trainer scales it.
+        metrics: the metrics, :func:`to_portable`.
+        optimizer: the optimizer, :func:`to_portable`; its ``learning_rate`` is one rank's, the trainer scales it.
         custom_objects: Keras' custom objects for loading the model and its pieces.
         callbacks: your Keras callbacks.
         shuffle_buffer_size: the shuffle buffer of each rank (``None``: all its rows).
@@ -266,11 +266,11 @@ class SparkTask(Task):
 
     def loss(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """Your loss(es)."""
-        return restore(self.spec.loss, "loss", self.spec.custom_objects)
+        return from_portable(self.spec.loss, "loss", self.spec.custom_objects)
 
     def metrics(self, config: config_lib.Config, data: data_lib.Datasets) -> Union[List[Any], Dict[str, List[Any]]]:
         """Your metrics."""
-        return restore(self.spec.metrics, "metric", self.spec.custom_objects) or []
+        return from_portable(self.spec.metrics, "metric", self.spec.custom_objects) or []
 
     def loss_weights(self, config: config_lib.Config, data: data_lib.Datasets) -> Any:
         """Your loss weights."""
@@ -278,7 +278,7 @@ class SparkTask(Task):
 
     def optimizer(self, config: config_lib.Config, learning_rate: float) -> Any:
         """Your optimizer, at ``learning_rate`` (one rank's rate scaled to the global batch)."""
-        optimizer = restore(self.spec.optimizer, "optimizer", self.spec.custom_objects)
+        optimizer = from_portable(self.spec.optimizer, "optimizer", self.spec.custom_objects)
         compat.set_learning_rate(optimizer, learning_rate)
         return optimizer
 

@@ -94,17 +94,17 @@ def _mlp(units):
 
 
 def test_a_jobs_description_is_the_same_in_every_process_and_tells_jobs_apart():
-    from hvdkeras.spark.keras.task import architecture, describe, portable
+    from hvdkeras.spark.keras.task import architecture, describe, to_portable
 
     # Keras numbers layer and optimizer names by how many a process made: the description leaves them out.
     assert architecture(_mlp(8)) == architecture(_mlp(8))
     assert architecture(_mlp(8)) != architecture(_mlp(16))
     assert architecture(_mlp(8)).startswith("2 layers, 58 parameters, architecture ")
-    sgd = describe(portable(keras.optimizers.SGD(0.1), "optimizer"))
-    assert sgd == describe(portable(keras.optimizers.SGD(0.1), "optimizer"))
+    sgd = describe(to_portable(keras.optimizers.SGD(0.1), "optimizer"))
+    assert sgd == describe(to_portable(keras.optimizers.SGD(0.1), "optimizer"))
     assert sgd.startswith("SGD(") and "learning_rate=0.1," in sgd and "name" not in sgd
-    assert sgd != describe(portable(keras.optimizers.SGD(0.2), "optimizer"))
-    assert describe(portable("mse", "loss")) == '"mse"'
+    assert sgd != describe(to_portable(keras.optimizers.SGD(0.2), "optimizer"))
+    assert describe(to_portable("mse", "loss")) == '"mse"'
 
 
 @pytest.mark.parametrize("rank", [0, 1])
