@@ -47,3 +47,20 @@ def test_multiplier_from_config_starts_the_decay_after_warmup():
     mult = schedules.multiplier_from_config(cfg.schedule, cfg.trainer.epochs)
     assert mult(2) == pytest.approx(1.0) and mult(6) == pytest.approx(0.75) and mult(10) == pytest.approx(0.5)
     assert schedules.multiplier_from_config(config_lib.ScheduleConfig(), 10)(7) == 1.0  # constant
+
+
+@pytest.mark.parametrize("name, staircase", [("constant", True), ("step", True), ("cosine", False),
+                                             ("polynomial", False)])
+def test_the_staircase_rule_is_written_once(name, staircase):
+    assert schedules.is_staircase(config_lib.ScheduleConfig(name=name)) is staircase
+
+
+def test_the_rate_warms_up_per_batch_then_decays_per_epoch_or_per_batch():
+    step = config_lib.load(None, ["schedule.name=step", "schedule.warmup_epochs=1", "schedule.boundaries=[2]",
+                                  "trainer.epochs=4"])
+    rate = schedules.rate_from_config(step.schedule, step.trainer.epochs, initial_lr=1.0, start_lr=0.5)
+    assert rate(0.0) == 0.5 and rate(0.5) == pytest.approx(0.75)  # warmup, per batch
+    assert rate(1.5) == 1.0 and rate(2.0) == pytest.approx(0.1) and rate(2.9) == pytest.approx(0.1)  # staircase
+    cosine = config_lib.load(None, ["schedule.name=cosine", "trainer.epochs=4"])
+    rate = schedules.rate_from_config(cosine.schedule, cosine.trainer.epochs, initial_lr=1.0, start_lr=1.0)
+    assert rate(2.0) == pytest.approx(0.5) and rate(1.5) == pytest.approx(0.5 * (1 + math.cos(math.pi * 1.5 / 4)))
