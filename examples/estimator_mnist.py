@@ -1,4 +1,4 @@
-"""A classic tf.estimator model_fn made Horovod-distributed with hvdkeras.estimator.
+"""A classic tf.estimator model_fn made Horovod-distributed with hvdkeras.tf_estimator.
 
 Lines that differ from the single-process script end with ``# HVD``. MNIST comes
 from TensorFlow Datasets (prepare it with `tfds build mnist`); ``--mock_examples N``
@@ -12,7 +12,7 @@ import contextlib
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from hvdkeras import estimator as hvd_estimator  # HVD
+from hvdkeras import tf_estimator as hvd_estimator  # HVD
 
 v1 = tf.compat.v1
 parser = argparse.ArgumentParser()

@@ -154,7 +154,7 @@ class ScheduleConfig:
 class TrainerConfig:
     """Training loop: API, epochs, steps, validation, progress output, losses and metrics, checks, exports."""
 
-    # keras: hvdkeras.training.trainer (model.fit); estimator: hvdkeras.estimator (tf.estimator, TF 2.15 only).
+    # keras: hvdkeras.training.trainer (model.fit); estimator: hvdkeras.tf_estimator (tf.estimator, TF 2.15 only).
     api: str = dataclasses.field(default="keras", metadata=_choices("keras", "estimator"))
     epochs: int = 10  # epochs to train (a resumed run continues to this many)
     # Optimizer steps per epoch on every rank; None: as many full global batches as the data holds.

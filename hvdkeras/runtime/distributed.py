@@ -73,7 +73,7 @@ ROOT_RANK = 0
 
 def init_horovod() -> None:
     """``hvd.init()`` alone, without :func:`init`'s environment, pinning, threads and seeds: the Estimator API,
-    whose session config pins and budgets each rank (:func:`hvdkeras.estimator.session_config`)."""
+    whose session config pins and budgets each rank (:func:`hvdkeras.tf_estimator.session_config`)."""
     hvd.init()
 
 

@@ -3,7 +3,7 @@
 The rate is :func:`hvdkeras.common.scaling.scaled_learning_rate` (the linear scaling rule);
 the wrapper is :func:`hvdkeras.gradient_exchange.DistributedOptimizer` with the
 options of the config's ``horovod`` section. :data:`V1` is the same names as
-``tf.compat.v1.train`` optimizers, for the Estimator path (:mod:`hvdkeras.estimator`):
+``tf.compat.v1.train`` optimizers, for the Estimator path (:mod:`hvdkeras.tf_estimator`):
 a name added here reaches both.
 """
 from __future__ import annotations

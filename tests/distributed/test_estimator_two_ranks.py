@@ -1,4 +1,4 @@
-"""hvdkeras.estimator on two real ranks, through the API, the config path and the example (the API's Estimators and
+"""hvdkeras.tf_estimator on two real ranks, through the API, the config path and the example (the API's Estimators and
 the example in one job)."""
 import os
 

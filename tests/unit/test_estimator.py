@@ -1,4 +1,4 @@
-"""hvdkeras.estimator pieces that need no second rank."""
+"""hvdkeras.tf_estimator pieces that need no second rank."""
 import os
 import subprocess
 import sys
@@ -16,7 +16,7 @@ needs_estimator = pytest.mark.skipif(bool(compat.estimator_unavailable()), reaso
 @needs_estimator
 def test_session_config_pins_the_local_gpu_or_sets_the_thread_budget(hvd_single):
     from hvdkeras.common import horovod_env
-    from hvdkeras.estimator import session_config
+    from hvdkeras.tf_estimator import session_config
 
     gpu = session_config(RuntimeConfig(), num_gpus=4, local_rank=2, local_size=4)
     assert gpu.gpu_options.visible_device_list == "2" and gpu.gpu_options.allow_growth
@@ -32,7 +32,7 @@ def test_learning_rate_tensor_follows_the_schedule_formulas(hvd_single):
     import tensorflow as tf
 
     from hvdkeras import config as config_lib
-    from hvdkeras.estimator import learning_rate_tensor
+    from hvdkeras.tf_estimator import learning_rate_tensor
 
     cfg = config_lib.load(None, ["schedule.warmup_epochs=2", "schedule.name=step", "schedule.boundaries=[3]",
                                  "trainer.epochs=5"])
@@ -56,7 +56,7 @@ def test_distributed_optimizer_takes_the_default_horovod_config(hvd_single, monk
     """The config's compression (``none``, the default; ``auto`` decided before Horovod sees it) reaches Horovod."""
     import horovod.tensorflow as hvd
 
-    from hvdkeras import estimator
+    from hvdkeras import tf_estimator as estimator
     from hvdkeras.config import HorovodConfig
 
     seen = {}
@@ -72,7 +72,7 @@ def test_distributed_optimizer_takes_the_default_horovod_config(hvd_single, monk
 def test_import_fails_in_one_line_without_tf_estimator():
     code = ("import tensorflow as tf; tf.estimator = None\n"
             "import hvdkeras.training.trainer, hvdkeras.callbacks  # unaffected\n"
-            "try:\n    import hvdkeras.estimator\nexcept ImportError as e:\n    print('ERR', e)\n")
+            "try:\n    import hvdkeras.tf_estimator\nexcept ImportError as e:\n    print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     lines = [line for line in out.stdout.splitlines() if line.startswith("ERR")]
@@ -83,7 +83,7 @@ def test_import_fails_in_one_line_without_tf_estimator():
 @pytest.mark.skipif(not compat.estimator_unavailable(), reason=f"the {compat.STACK} stack has tf.estimator")
 def test_stack_without_estimator_refuses_the_estimator_path_in_one_line(tmp_path):
     with pytest.raises(ImportError) as err:
-        import hvdkeras.estimator  # noqa: F401
+        import hvdkeras.tf_estimator  # noqa: F401
     assert len(str(err.value).splitlines()) == 1 and "keras2 stack" in str(err.value)
     out = subprocess.run([sys.executable, "-m", "hvdkeras.train", "--config",
                           os.path.join(REPO, "configs", "estimator_digits.yaml"), "--workdir", str(tmp_path / "w")],
@@ -93,3 +93,15 @@ def test_stack_without_estimator_refuses_the_estimator_path_in_one_line(tmp_path
     assert out.returncode == 2 and len(lines) == 1, out.stdout + out.stderr
     assert lines[0].startswith("hvdkeras: error: tf.estimator is not available") and "keras2 stack" in lines[0]
     assert not (tmp_path / "w").exists()  # refused before anything was written
+
+
+@needs_estimator
+def test_the_old_module_name_still_imports_with_one_warning_line():
+    code = ("import warnings; warnings.simplefilter('default')\n"
+            "from hvdkeras.estimator import HorovodEstimator\n"
+            "import hvdkeras.tf_estimator as new; assert HorovodEstimator is new.HorovodEstimator; print('same')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=REPO)
+    assert out.stdout.strip() == "same", out.stderr[-2000:]
+    said = [line for line in out.stderr.splitlines() if "FutureWarning" in line]
+    assert len(said) == 1 and "hvdkeras.estimator is now hvdkeras.tf_estimator" in said[0], out.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""Run under horovodrun: hvdkeras.estimator.HorovodEstimator with a classic model_fn on two ranks.
+"""Run under horovodrun: hvdkeras.tf_estimator.HorovodEstimator with a classic model_fn on two ranks.
 
     python estimator_check.py MODEL_DIR MAX_STEPS [keras]
     python estimator_check.py MODEL_DIR:MAX_STEPS[:keras] [MODEL_DIR:MAX_STEPS[:keras] ...]
@@ -21,7 +21,7 @@ tensorflow_import.load()  # first, as the command lines import TensorFlow: quiet
 import numpy as np
 import tensorflow as tf
 
-from hvdkeras import estimator as hvd_estimator
+from hvdkeras import tf_estimator as hvd_estimator
 from hvdkeras.runtime import distributed
 
 atexit.register(gc.freeze)  # skip the interpreter's last garbage collection, over TensorFlow's objects: ~1 s a rank
