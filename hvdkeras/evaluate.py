@@ -13,17 +13,24 @@ is written. Every error a user can fix is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
+from absl import flags
+
 from hvdkeras import config as config_lib
-from hvdkeras.common import log, workdir_guard
-from hvdkeras.common.errors import CheckpointError, HvdkerasError
+from hvdkeras.common import command_line, log, workdir_guard
+from hvdkeras.common.errors import CheckpointError
 from hvdkeras.common.workdir import Workdir
+
+# The command's own flags (hvdkeras.common.command_line): --config, --set and --workdir are hvdkeras.train's names too.
+FLAGS = command_line.flag_values()
+flags.DEFINE_string("config", None, "the YAML config the checkpoints were trained with", flag_values=FLAGS)
+flags.DEFINE_string("workdir", None, "the run's folder (its checkpoints/ are evaluated)", flag_values=FLAGS)
+flags.DEFINE_multi_string("set", [], "override one config field (as for training). Repeatable.", flag_values=FLAGS)
+REQUIRED = ("config", "workdir")  # checked by main, in one line; the reference marks them
 
 
 def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float], str]:
@@ -51,36 +58,34 @@ def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float],
     return metrics, found.path
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m hvdkeras.evaluate", description=__doc__.split("\n\n")[1])
-    parser.add_argument("--config", required=True, help="the YAML config the checkpoints were trained with")
-    parser.add_argument("--workdir", required=True, help="the run's folder (its checkpoints/ are evaluated)")
-    parser.add_argument("--set", action="append", default=[], metavar="section.key=value",
-                        help="override one config field (as for training). Repeatable.")
-    return parser
+def main(argv: List[str]) -> int:
+    """Evaluates ``--workdir``'s latest intact checkpoint (the flags parsed into :data:`FLAGS`); returns 0. An error
+    the user can fix is raised (:func:`run` says it in one line, exit status 2)."""
+    if len(argv) > 1:
+        command_line.fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
+    missing = [f"--{name}" for name in REQUIRED if not FLAGS[name].value]
+    if missing:
+        command_line.fail(f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} required, e.g. --config"
+                          " configs/digits.yaml --workdir runs/digits")
+    cfg = config_lib.load(FLAGS.config, FLAGS.set)
+    if cfg.trainer.api != "keras":
+        raise config_lib.ConfigError("python -m hvdkeras.evaluate evaluates the Keras path's checkpoints;"
+                                     " trainer.api=estimator evaluates in its own train_and_evaluate")
+    checkpoints = Workdir(FLAGS.workdir).checkpoints
+    if not os.path.isdir(checkpoints):
+        raise CheckpointError(f"{checkpoints} does not exist; pass the --workdir a training wrote")
+    workdir_guard.check_same_training(FLAGS.workdir, cfg, training=False)
+    from hvdkeras.runtime import tensorflow_import
 
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """Evaluates ``--workdir``'s latest intact checkpoint; returns the exit status (0, or 2 on a user error)."""
-    args = _parser().parse_args(argv)
-    try:
-        cfg = config_lib.load(args.config, args.set)
-        if cfg.trainer.api != "keras":
-            raise config_lib.ConfigError("python -m hvdkeras.evaluate evaluates the Keras path's checkpoints;"
-                                         " trainer.api=estimator evaluates in its own train_and_evaluate")
-        checkpoints = Workdir(args.workdir).checkpoints
-        if not os.path.isdir(checkpoints):
-            raise CheckpointError(f"{checkpoints} does not exist; pass the --workdir a training wrote")
-        workdir_guard.check_same_training(args.workdir, cfg, training=False)
-        from hvdkeras.runtime import tensorflow_import
-
-        tensorflow_import.load()
-        evaluate(cfg, args.workdir)
-    except HvdkerasError as exc:
-        log.command_error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return 2
+    tensorflow_import.load()
+    evaluate(cfg, FLAGS.workdir)
     return 0
 
 
+def run() -> None:
+    """``python -m hvdkeras.evaluate``: :func:`main` under :func:`hvdkeras.common.command_line.run`."""
+    command_line.run(main, FLAGS, __doc__ or "")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -23,19 +23,22 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-import sys
 import time
 
-from absl import app, flags
+from absl import flags
+
+from hvdkeras.common import command_line
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before anything imports TensorFlow
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("config", None, "YAML config file.")
-flags.DEFINE_multi_string("set", [], "Config override section.key=value (repeatable).")
-flags.DEFINE_integer("mock_examples", 0, "Serve the TFDS dataset from tfds.testing.mock_data with this many examples.")
-flags.DEFINE_integer("rounds", 4, "Measured rounds of each kind (after one warm-up round each).")
-flags.DEFINE_integer("batches", 20, "Batches per round.")
+# The command's own flags (hvdkeras.common.command_line): --config and --set are hvdkeras.train's names too.
+FLAGS = command_line.flag_values()
+flags.DEFINE_string("config", None, "YAML config file.", flag_values=FLAGS)
+flags.DEFINE_multi_string("set", [], "Config override section.key=value (repeatable).", flag_values=FLAGS)
+flags.DEFINE_integer("mock_examples", 0, "Serve the TFDS dataset from tfds.testing.mock_data with this many examples.",
+                     flag_values=FLAGS)
+flags.DEFINE_integer("rounds", 4, "Measured rounds of each kind (after one warm-up round each).", flag_values=FLAGS)
+flags.DEFINE_integer("batches", 20, "Batches per round.", flag_values=FLAGS)
 
 
 def _time_pipeline(datasets, batches: int) -> float:
@@ -78,18 +81,21 @@ def measure(cfg, rounds: int, batches: int):
 
 
 def main(argv):
-    """Measures the input pipeline and the training step; rank 0 prints the medians (exit status 2 without --config)."""
-    del argv
+    """Measures the input pipeline and the training step; rank 0 prints the medians. An error the user can fix (no
+    ``--config``, a config that does not load) is one line and exit status 2, before TensorFlow loads."""
     from hvdkeras import config as config_lib
     from hvdkeras.runtime import tensorflow_import
 
+    if len(argv) > 1:
+        command_line.fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
     if not FLAGS.config:
-        print("hvdkeras: error: --config is required", file=sys.stderr)
-        sys.exit(2)
+        command_line.fail("--config is required, e.g. --config configs/cifar10_resnet56.yaml")
+    if FLAGS.rounds < 1 or FLAGS.batches < 1:
+        command_line.fail(f"--rounds and --batches must be at least 1; received: {FLAGS.rounds}, {FLAGS.batches}")
+    cfg = config_lib.load(FLAGS.config, FLAGS.set)
     tensorflow_import.load()  # before anything else imports it (hvdkeras.runtime.tensorflow_import)
     from hvdkeras.runtime import distributed
 
-    cfg = config_lib.load(FLAGS.config, FLAGS.set)
     mock = contextlib.nullcontext()
     if FLAGS.mock_examples:
         # An explicit import: tensorflow-datasets 4.9.7 loads tfds.testing lazily and not always on access.
@@ -119,9 +125,8 @@ def main(argv):
 
 
 def run():
-    """Runs :func:`main` under absl, whichever module started it, with this docstring as ``--help``."""
-    sys.modules["__main__"].__doc__ = __doc__
-    app.run(main)
+    """Runs :func:`main` (:func:`hvdkeras.common.command_line.run`), with this docstring as ``--help``."""
+    command_line.run(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,14 @@ file is copied to.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
-import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hvdkeras.common import log
+from absl import flags
+
+from hvdkeras.common import command_line, log
 from hvdkeras.common.errors import ReportError
 from hvdkeras.common.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
 
@@ -38,6 +38,13 @@ PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
     ("Learning rate", "learning rate (end of epoch)", (("lr", "lr", "-"),)),
 )
 DEFAULT_UNIT = "images"  # the built-in tasks'; what the throughput panel names when the records hold no rate
+USAGE = "python -m hvdkeras.report <workdir> [--out FILE] [--title TEXT]"
+# The command's own flags (hvdkeras.common.command_line): importing the library adds none to its program's.
+FLAGS = command_line.flag_values()
+flags.DEFINE_string("out", None, "PNG to write (default: <workdir>/report.png)", flag_values=FLAGS)
+flags.DEFINE_string("title", None, "heading of the picture (default: the workdir's name)", flag_values=FLAGS)
+# absl has no positional arguments: the one argument, as the reference (tools/reference_docs.py) shows it.
+ARGUMENTS = (("workdir", "a training workdir holding metrics.jsonl (or the metrics.jsonl file itself)"),)
 _RATE = re.compile(r"^(?!val_)([a-z][a-z0-9_]*?)_per_sec$")
 
 
@@ -218,32 +225,32 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
     return path
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m hvdkeras.report``: draws a workdir's ``metrics.jsonl`` into a PNG; returns 0, or 2 on an error."""
-    parser = argparse.ArgumentParser(
-        prog="python -m hvdkeras.report",
-        description="Draws <workdir>/metrics.jsonl (loss, accuracy, learning rate, throughput by epoch) into a PNG;"
-                    " a model with several outputs gets each output's loss and accuracy as well.")
-    parser.add_argument("workdir", help="a training workdir holding metrics.jsonl (or the metrics.jsonl file itself)")
-    parser.add_argument("--out", default=None, help="PNG to write (default: <workdir>/report.png)")
-    parser.add_argument("--title", default=None, help="heading of the picture (default: the workdir's name)")
-    args = parser.parse_args(argv)
-
-    if os.path.isfile(args.workdir):
-        path, workdir = args.workdir, os.path.dirname(args.workdir) or "."
+def main(argv: Sequence[str]) -> int:
+    """Draws the workdir's ``metrics.jsonl`` into a PNG (``argv``: the program and the workdir, the flags parsed into
+    :data:`FLAGS`); returns 0, or 2 after an error (one line)."""
+    if len(argv) != 2:
+        given = f"; received: {' '.join(argv[1:])}" if argv[1:] else ""
+        command_line.fail(f"give one workdir, e.g. {USAGE}{given}")
+    if os.path.isfile(argv[1]):
+        path, workdir = argv[1], os.path.dirname(argv[1]) or "."
     else:
-        path, workdir = os.path.join(args.workdir, METRICS_FILE), args.workdir
-    out = args.out or os.path.join(workdir, REPORT_FILE)
+        path, workdir = os.path.join(argv[1], METRICS_FILE), argv[1]
+    out = FLAGS.out or os.path.join(workdir, REPORT_FILE)
     try:
         records = read_records(path, workdir)
-        title = args.title or os.path.basename(os.path.normpath(os.path.abspath(workdir)))
+        title = FLAGS.title or os.path.basename(os.path.normpath(os.path.abspath(workdir)))
         plot_metrics(records, out, title=title)
-    except (ReportError, OSError) as exc:
-        print(f"hvdkeras: error: {exc}", file=sys.stderr)
+    except OSError as exc:  # a folder it cannot write, a disk full: the user's to fix, in one line
+        log.command_error(command_line.error_line(exc))
         return 2
     print(f"wrote {out}")
     return 0
 
 
+def run() -> None:
+    """``python -m hvdkeras.report``: :func:`main` under :func:`hvdkeras.common.command_line.run`."""
+    command_line.run(main, FLAGS, __doc__ or "")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

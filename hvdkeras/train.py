@@ -16,11 +16,11 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep its C++ chatter out
 
-from absl import app, flags
+from absl import flags
 
 from hvdkeras import config as config_lib
-from hvdkeras.common import log, workdir_guard
-from hvdkeras.common.errors import HvdkerasError, SetupError
+from hvdkeras.common import command_line, workdir_guard
+from hvdkeras.common.errors import SetupError
 from hvdkeras.common.horovod_env import launcher_rank
 from hvdkeras.common.workdir import check_writable
 from hvdkeras.launch import cli as dry_run
@@ -37,12 +37,6 @@ flags.DEFINE_enum("resume", "auto", ["auto", "force"], "auto: resume from --work
                   "changed); force: resume anyway, where this stack can load them.")
 flags.DEFINE_bool("dry_run", False, "Print world size, batches, scaled lr, steps, Horovod and thread settings and "
                   "the launch command or file for --launcher; start nothing.")
-
-
-def _fail(message: str) -> None:
-    """One line on stderr (:func:`hvdkeras.common.log.command_error`), then exit status 2."""
-    log.command_error(message)
-    sys.exit(2)
 
 
 def _leave_after_preemption(status: int) -> None:
@@ -109,34 +103,34 @@ def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
 
 
 def main(argv):
-    """Trains with ``--config`` (or prints the launch with ``--dry_run``); a user error exits with status 2."""
+    """Trains with ``--config`` (or prints the launch with ``--dry_run``). An error the user can fix is raised
+    (:func:`run` says it in one line, exit status 2)."""
+    fail = command_line.fail
     if len(argv) > 1:
-        _fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
+        fail(f"unexpected arguments {' '.join(argv[1:])}; overrides go through --set section.key=value")
     if not FLAGS.config:
-        _fail("--config is required, e.g. --config configs/digits.yaml")
+        fail("--config is required, e.g. --config configs/digits.yaml")
     workdir = FLAGS.workdir or os.path.join("runs", os.path.splitext(os.path.basename(FLAGS.config))[0])
     given = dry_run.flags_given()
     if given and not FLAGS.dry_run:
-        _fail(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --dry_run"
-              " (without it, a launcher starts the processes)")
-    try:
-        if FLAGS.dry_run:
-            dry_run.main(FLAGS.config, FLAGS.set, FLAGS.workdir, workdir)
-        else:
-            cfg = config_lib.load(FLAGS.config, FLAGS.set)
-            if FLAGS.fresh and FLAGS.resume == "force":
-                _fail("--fresh starts over and --resume=force resumes: pass one of them")
-            if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
-                _own_workdir(cfg, workdir)
-            _train(cfg, workdir)
-    except HvdkerasError as exc:
-        _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        fail(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --dry_run"
+             " (without it, a launcher starts the processes)")
+    if FLAGS.dry_run:
+        dry_run.main(FLAGS.config, FLAGS.set, FLAGS.workdir, workdir)
+        return
+    cfg = config_lib.load(FLAGS.config, FLAGS.set)
+    if FLAGS.fresh and FLAGS.resume == "force":
+        fail("--fresh starts over and --resume=force resumes: pass one of them")
+    if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
+        _own_workdir(cfg, workdir)
+    _train(cfg, workdir)
 
 
 def run():
-    """Runs :func:`main` under absl, which exits with its status, then freezes the garbage collector."""
+    """Runs :func:`main` under absl (:func:`hvdkeras.common.command_line.run`: an error the user can fix, a flag absl
+    cannot parse too, is one line and exit status 2), then freezes the garbage collector."""
     try:
-        app.run(main)
+        command_line.run(main)
     finally:
         _quick_teardown()
 

@@ -6,7 +6,8 @@ and every command line and console script (docs/commands.md, from their argument
 
 tests/unit/docs/test_references.py fails when either file differs from what this prints, so a key, a
 flag or a default changed in the code without the docs fails the suite. Nothing here imports
-TensorFlow: the schema, absl's flag definitions and argparse's parsers are read as they are.
+TensorFlow: the schema, absl's flag definitions and argparse's parsers are read as they are (each command
+but hvdkeras.train defines its absl flags on a FlagValues of its own, so all are imported into this one process).
 """
 from __future__ import annotations
 
@@ -192,13 +193,16 @@ def argparse_options(parser: argparse.ArgumentParser) -> tuple[Option, ...]:
     return tuple(options)
 
 
-def absl_options(module: str) -> tuple[Option, ...]:
-    """The absl flags ``module`` defines (imported: it must not import TensorFlow at the top)."""
+def absl_options(module: str, values: typing.Any = None, required: typing.Sequence[str] = ()) -> tuple[Option, ...]:
+    """The absl flags ``module`` defines on ``values`` (its own ``FlagValues``; absl's ``FLAGS`` when ``None``), in
+    the order it defines them, those in ``required`` marked so (the module checks them). The module is imported: it
+    must not import TensorFlow at the top."""
     from absl import flags
 
     __import__(module)
+    values = flags.FLAGS if values is None else values
     options = []
-    for flag in flags.FLAGS.get_flags_for_module(module):
+    for flag in values.get_flags_for_module(module):
         name = f"--{flag.name}"
         enum = getattr(flag.parser, "enum_values", None)
         if enum:
@@ -206,6 +210,8 @@ def absl_options(module: str) -> tuple[Option, ...]:
         elif flag.flag_type() != "bool":
             name += f"={flag.name.upper()}"
         default = "(repeatable)" if isinstance(flag, flags.MultiFlag) else _default_text(flag.default)
+        if flag.name in required:
+            default = "(required)"
         text = " ".join(flag.help.split()).removesuffix("; repeat this option to specify a list of values")
         if enum:
             text = text.removeprefix("<" + "|".join(enum) + ">: ")
@@ -213,20 +219,9 @@ def absl_options(module: str) -> tuple[Option, ...]:
     return tuple(options)
 
 
-def absl_options_from_source(path: str) -> tuple[Option, ...]:
-    """The absl flags a module's source defines with literal arguments, read without importing it (its flags
-    would clash with another command line's in one process)."""
-    options = []
-    for node in ast.walk(ast.parse(open(path).read())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr.startswith("DEFINE_")):
-            continue
-        kind = node.func.attr[len("DEFINE_"):]
-        name, default, text = (ast.literal_eval(a) for a in node.args[:3])
-        shown = f"--{name}" + ("" if kind == "bool" else f"={name.upper()}")
-        options.append(Option(shown, "(repeatable)" if kind.startswith("multi") else _default_text(default),
-                              " ".join(text.split())))
-    return tuple(options)
+def positional_options(arguments: typing.Sequence[tuple[str, str]]) -> tuple[Option, ...]:
+    """A command's arguments that are not flags, ``(name, help)`` each (absl parses flags only)."""
+    return tuple(Option(name, "(required)", " ".join(text.split())) for name, text in arguments)
 
 
 def _summary(module: str) -> str:
@@ -244,7 +239,7 @@ def console_scripts() -> dict[str, str]:
 
 def commands() -> list[Command]:
     """Every command line of the package, in the order a user meets them."""
-    from hvdkeras import discover_hosts, evaluate, report
+    from hvdkeras import discover_hosts, evaluate, input_bench, report
     from hvdkeras.build_horovod import __main__ as build_horovod
     from hvdkeras.launch import commands as launch_commands
 
@@ -259,24 +254,37 @@ def commands() -> list[Command]:
                 " line naming the difference and the ways out (`--fresh`, `--resume=force`, another"
                 " `--workdir`). Exit status 2 on a user error, 75 after a preemption."),
         Command("python -m hvdkeras.evaluate", "hvdkeras.evaluate", _summary("hvdkeras.evaluate"),
-                argparse_options(evaluate._parser())),
+                absl_options("hvdkeras.evaluate", evaluate.FLAGS, evaluate.REQUIRED),
+                "Run it under a launcher like training, or alone (one process). Exit status 2 on a user error."),
         Command("python -m hvdkeras.report", "hvdkeras.report", _summary("hvdkeras.report"),
-                argparse_options(argparse_parser(lambda: report.main([])))),
+                positional_options(report.ARGUMENTS) + absl_options("hvdkeras.report", report.FLAGS),
+                "The flags may come before or after the workdir. Exit status 2 on a user error (a missing or"
+                " empty `metrics.jsonl` too)."),
         Command("python -m hvdkeras.input_bench", "hvdkeras.input_bench", _summary("hvdkeras.input_bench"),
-                absl_options_from_source(os.path.join(REPO, "hvdkeras", "input_bench.py")),
-                "Run it under a launcher like training, with the job's config."),
+                absl_options("hvdkeras.input_bench", input_bench.FLAGS),
+                "Run it under a launcher like training, with the job's config. Exit status 2 on a user error."),
         Command("python -m hvdkeras.build_horovod", "hvdkeras.build_horovod.__main__",
                 _summary("hvdkeras.build_horovod.__main__"),
-                argparse_options(argparse_parser(lambda: build_horovod.parse_args([])))),
+                argparse_options(argparse_parser(lambda: build_horovod.parse_args([]))),
+                "Not absl but argparse, and its own failure line: it is the install's step that builds Horovod, with"
+                " the `--no-install`, `--no-smoke` and `--cache-dir` spellings `tools/install_stack.sh`, the tests"
+                " and [stacks.md](stacks.md) use (absl would spell a boolean's negation `--noinstall`), and any"
+                " failure of the build or its checks is one line, `[build_horovod] FAILED: ...`, with exit status 1"
+                " ([stacks.md](stacks.md#horovod-on-current-tensorflow-python--m-hvdkerasbuild_horovod))."),
         Command("python -m hvdkeras.discover_hosts", "hvdkeras.discover_hosts", _summary("hvdkeras.discover_hosts"),
-                (), f"No arguments. The hosts file is `${discover_hosts.HOSTS_FILE_VARIABLE}`"
-                    f" (`{discover_hosts.DEFAULT_HOSTS_FILE}` in the working directory when unset);"
-                    " [elastic.md](elastic.md) shows it in a launch."),
+                (), f"No arguments, so no flag library: Horovod runs it about once a second, and it stays Python's"
+                    f" start-up and one file read. The hosts file is `${discover_hosts.HOSTS_FILE_VARIABLE}`"
+                    f" (`{discover_hosts.DEFAULT_HOSTS_FILE}` in the working directory when unset); a line that is"
+                    " not `host` or `host:slots` is left out with one line on stderr, and the status stays 0 (a"
+                    " discovery that fails would stop the job). [elastic.md](elastic.md) shows it in a launch."),
         Command("python -m hvdkeras.launch", "hvdkeras.launch.commands", _summary("hvdkeras.launch.__main__"),
-                argparse_options(argparse_parser(lambda: launch_commands.main([])))),
+                absl_options("hvdkeras.launch.commands", launch_commands.COMMAND_FLAGS, launch_commands.REQUIRED),
+                "Exit status 2 on a flag it cannot take."),
         Command("python -m hvdkeras.spark.rank", "hvdkeras.spark.rank", _summary("hvdkeras.spark.rank"), (),
                 "Not for typing: each Spark task of `hvdkeras.spark.run` starts it with the files it wrote, and"
-                " Horovod's settings in its environment ([how the ranks start](spark.md#how-the-ranks-start))."),
+                " Horovod's settings in its environment ([how the ranks start](spark.md#how-the-ranks-start)). Two"
+                " file names and no flags, so no flag library; the function it runs is the caller's, and its error"
+                " is a traceback and exit status 1, which the driver shows with the rank's other lines."),
     ]
 
 
@@ -287,7 +295,12 @@ def commands_reference() -> str:
            GENERATED.format(source="the argument parsers"), "",
            "Every command line of the package with every flag, its default and its help text, as the parsers"
            " define them. Each", "module runs with `python -m` from any environment where hvdkeras is installed;"
-           " two are console scripts too.", ""]
+           " two are console scripts too.", "",
+           "The flags are absl's (`absl.flags`), as the design has them, but where a command's section says why"
+           " not: `--flag value` and `--flag=value` both work, a boolean is `--flag` or `--noflag`, and `--help`"
+           " lists them. An error the user can fix, a flag that cannot be parsed included, ends a command with"
+           " one line on stderr, `hvdkeras: error: ...`, and exit status 2; any other exception is a bug and keeps"
+           " its traceback (`hvdkeras/common/command_line.py`).", ""]
     for command in commands():
         out += [f"## `{command.run}`", "", command.summary, ""]
         for script, target in sorted(scripts.items()):

@@ -7,14 +7,16 @@ What every launcher's renderer shares: the launcher names, the training command,
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
-from typing import Optional, Sequence, Tuple
+import sys
+from typing import List, Optional, Sequence, Tuple
+
+from absl import flags
 
 from hvdkeras import discover_hosts
-from hvdkeras.common import hostnames
+from hvdkeras.common import command_line, hostnames
 from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.plan import Plan, hosts_text
 
@@ -120,12 +122,27 @@ def mpirun_command(p: Plan) -> str:
     return shell(args[:len(args) - len(p.train_args)], p.train_args)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m hvdkeras.launch --mpirun-flags [--gpus]``: prints the mpirun flags (for the Makefile)."""
-    parser = argparse.ArgumentParser(prog="python -m hvdkeras.launch")
-    parser.add_argument("--mpirun-flags", action="store_true", required=True,
-                        help="print the flags of Horovod's Open MPI recipe, shell-quoted")
-    parser.add_argument("--gpus", action="store_true", help="GPU hosts: add NCCL's transport report")
-    args = parser.parse_args(argv)
-    print(" ".join(shlex.quote(flag) for flag in mpirun_flags(args.gpus)))
+# python -m hvdkeras.launch's own flags (hvdkeras.common.command_line), apart from the dry run's (hvdkeras.launch.cli).
+COMMAND = "python -m hvdkeras.launch"
+COMMAND_FLAGS = command_line.flag_values()
+flags.DEFINE_bool("mpirun-flags", False, "print the flags of Horovod's Open MPI recipe, shell-quoted",
+                  flag_values=COMMAND_FLAGS)
+flags.DEFINE_bool("gpus", False, "GPU hosts: add NCCL's transport report", flag_values=COMMAND_FLAGS)
+REQUIRED = ("mpirun-flags",)  # checked by _print_mpirun_flags, in one line; the reference marks it
+
+
+def _print_mpirun_flags(argv: List[str]) -> int:
+    if len(argv) > 1:
+        command_line.fail(f"unexpected arguments {' '.join(argv[1:])}; usage: {COMMAND} --mpirun-flags [--gpus]")
+    if not COMMAND_FLAGS["mpirun-flags"].value:
+        command_line.fail(f"--mpirun-flags is required: {COMMAND} --mpirun-flags [--gpus] prints the mpirun flags")
+    print(" ".join(shlex.quote(flag) for flag in mpirun_flags(COMMAND_FLAGS.gpus)))
     return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m hvdkeras.launch --mpirun-flags [--gpus]``: prints the mpirun flags (for the Makefile); returns the
+    exit status (2 after a flag it cannot take, said in one line)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    return command_line.call(_print_mpirun_flags, COMMAND_FLAGS, [COMMAND, *words],
+                             f"{COMMAND} --mpirun-flags [--gpus]: prints the mpirun flags (for the Makefile).")

@@ -200,6 +200,20 @@ def test_mpirun_flags_for_the_makefile(capsys, argv, gpus):
     assert launch.mpirun_flags(True) == launch.MPIRUN_FLAGS + ("-x", "NCCL_DEBUG=INFO")
 
 
+@pytest.mark.parametrize("argv, says", [
+    ([], "--mpirun-flags is required: python -m hvdkeras.launch --mpirun-flags [--gpus] prints the mpirun flags"),
+    (["--mpirun-flags", "--gpu"], "Unknown command line flag 'gpu'"),
+    (["--mpirun-flags", "extra"], "unexpected arguments extra; usage: python -m hvdkeras.launch --mpirun-flags"),
+])
+def test_mpirun_flags_command_line_errors_are_one_line_with_status_2(capsys, argv, says):
+    with pytest.raises(SystemExit) as stopped:
+        launch.main(argv)
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"hvdkeras: error: {says}") and captured.out == ""
+
+
 def test_slurm_script_counts_and_command(tmp_path):
     script = launch.render_command(digits_plan(), "slurm")
     lines = script.splitlines()

@@ -7,9 +7,15 @@ import sys
 import pytest
 
 from hvdkeras import report
+from hvdkeras.common import command_line
 from tests.unit.helpers import REPO
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def run_report(*args):
+    """``python -m hvdkeras.report ARGS`` in this process: its exit status."""
+    return command_line.call(report.main, report.FLAGS, ["python -m hvdkeras.report", *args])
 
 
 def write_jsonl(path, records, extra_lines=()):
@@ -67,14 +73,17 @@ def test_plot_metrics_one_epoch_and_nan(tmp_path):
 
 def test_main_writes_report_png_into_the_workdir(tmp_path, capsys):
     write_jsonl(tmp_path / "metrics.jsonl", synthetic_records(), extra_lines=['{"epoch": 6, "loss": 0.'])
-    assert report.main([str(tmp_path)]) == 0
+    assert run_report(str(tmp_path)) == 0
     assert_png(tmp_path / "report.png")
     captured = capsys.readouterr()
     assert f"wrote {tmp_path / 'report.png'}" in captured.out
     assert "skipped 1 line(s)" in captured.err  # the cut-off last line
     # --out, and the file itself instead of its workdir
-    assert report.main([str(tmp_path / "metrics.jsonl"), "--out", str(tmp_path / "x.png")]) == 0
+    assert run_report(str(tmp_path / "metrics.jsonl"), "--out", str(tmp_path / "x.png")) == 0
     assert_png(tmp_path / "x.png")
+    # flags before the workdir, --name=value, and each run from the defaults (no --out left over from the last)
+    assert run_report("--title=again", str(tmp_path)) == 0
+    assert f"wrote {tmp_path / 'report.png'}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("content", [None, "", "\n\n", '{"loss": 1.0}\n'])
@@ -82,7 +91,7 @@ def test_missing_or_empty_metrics_is_one_line_with_status_2(tmp_path, capsys, co
     path = tmp_path / "metrics.jsonl"
     if content is not None:
         path.write_text(content)
-    assert report.main([str(tmp_path)]) == 2
+    assert run_report(str(tmp_path)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("hvdkeras: error: ")
     assert str(path) in err and "python -m hvdkeras.train --config" in err
@@ -96,6 +105,46 @@ def test_command_line_error_exit_status(tmp_path):
     assert proc.stderr.strip() == (
         f"hvdkeras: error: {tmp_path / 'nowhere' / 'metrics.jsonl'} does not exist; rank 0 writes it while"
         f" training, e.g. python -m hvdkeras.train --config configs/digits.yaml --workdir {tmp_path / 'nowhere'}")
+
+
+@pytest.mark.parametrize("args, says", [
+    ((), "give one workdir, e.g. python -m hvdkeras.report <workdir>"),
+    (("a", "b"), "give one workdir, e.g. python -m hvdkeras.report <workdir> [--out FILE] [--title TEXT];"
+                 " received: a b"),
+    (("a", "--out"), "Missing value for flag --out; --help lists the flags"),
+    (("a", "--bogus=x.png"), "Unknown command line flag 'bogus'; --help lists the flags"),
+])
+def test_a_bad_command_line_is_one_line_with_status_2(tmp_path, args, says):
+    proc = subprocess.run([sys.executable, "-m", "hvdkeras.report", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"hvdkeras: error: {says}")
+    assert not os.listdir(tmp_path)
+
+
+def test_a_png_it_cannot_write_is_one_line_with_status_2(tmp_path, capsys):
+    write_jsonl(tmp_path / "metrics.jsonl", synthetic_records())
+    (tmp_path / "taken").write_text("a file, not a folder")
+    assert run_report(str(tmp_path), "--out", str(tmp_path / "taken" / "report.png")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("hvdkeras: error: ") and "taken" in line
+
+
+def test_help_lists_the_flags_with_status_0():
+    proc = subprocess.run([sys.executable, "-m", "hvdkeras.report", "--help"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("A picture of a run: ``python -m hvdkeras.report <workdir>")
+    assert "  --out: PNG to write" in proc.stdout and "  --title: heading" in proc.stdout
+
+
+def test_importing_the_library_defines_no_flag_of_the_process():
+    """hvdkeras.report is a library too: its flags are its own, not absl's process-wide ones."""
+    from absl import flags
+
+    assert "out" not in flags.FLAGS and "title" not in flags.FLAGS
+    assert {"out", "title"} <= set(report.FLAGS)
 
 
 def test_a_model_of_several_outputs_gets_each_outputs_loss_and_accuracy_drawn(tmp_path):

@@ -44,6 +44,17 @@ def test_config_is_required_and_overrides_go_through_set():
                                                           " overrides go through --set section.key=value"]
 
 
+def test_a_flag_absl_cannot_parse_is_one_line_with_status_2(tmp_path):
+    for args, says in ((("--confg", "configs/digits.yaml"),
+                        "Unknown command line flag 'confg'. Did you mean: config ?"),
+                       (("--config", "configs/digits.yaml", "--resume=maybe"),
+                        "flag --resume=maybe: value should be one of <auto|force>")):
+        proc = run_train(*args, "--workdir", str(tmp_path / "w"))
+        assert proc.returncode == 2
+        assert error_lines(proc) == [f"hvdkeras: error: {says}; --helpshort lists the flags"]
+    assert not (tmp_path / "w").exists()
+
+
 def test_anything_but_a_users_error_keeps_its_traceback(tmp_path):
     """A bug (here an ImportError from a broken install) is not hidden behind one line."""
     code = ("import sys\nimport hvdkeras.train as cli\n"
