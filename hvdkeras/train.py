@@ -65,7 +65,7 @@ def _train(cfg: config_lib.Config, workdir: str) -> None:
     if cfg.trainer.api == "estimator":
         if compat.estimator_unavailable():
             raise SetupError(compat.estimator_unavailable())
-        from hvdkeras.estimator import train_from_config
+        from hvdkeras.tf_estimator import train_from_config
 
         train_from_config(cfg, workdir)
         return

@@ -20,7 +20,8 @@ STEPS = re.compile(r"steps per epoch (\d+)")
 FINAL = re.compile(r"final validation \([^)]*\): (.*)")
 RANK_EXIT = re.compile(r"^Process \d+ exit with status code (-?\d+)")  # horovodrun's line as each rank ends
 CHECKPOINT_NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")
-# The elastic driver's line on every rank whenever a world forms (hvdkeras.elastic.driver): rank/size, position.
+# The elastic driver's line on every rank whenever a world forms (hvdkeras.training.drivers.elastic):
+# rank/size, position.
 ELASTIC = re.compile(r"rank (\d+)/(\d+): elastic (?:starting|resuming) at epoch (\d+), batch (\d+) ")
 KERAS_STEPS = re.compile(r"(?:^|\s|:)(\d+)/\1 - \d")  # Keras's epoch line ("22/22 - 2s - ..."): an elastic job's steps
 

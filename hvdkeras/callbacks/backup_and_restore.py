@@ -156,7 +156,10 @@ class BackupAndRestore(keras.callbacks.Callback):
         """Restores the latest backup unless the start is decided; starts ``fit`` at its epoch."""
         if not self.position.decided:
             self.restore(self.model)
-        epoch, _ = self.position.begin_fit()
+        # The position's one mover in this fit, unless another callback counts batches where this one does not
+        # (the elastic commit without preemption here): then it reads the position that one moves.
+        self.position.claim_moves(self, counts_batches=self.preemption)
+        epoch, _ = self.position.start
         compat.start_fit_at_epoch(self.model, epoch)
         divergence.start(self.model)
         if distributed.is_chief():
@@ -175,14 +178,16 @@ class BackupAndRestore(keras.callbacks.Callback):
                                             interval_s=self.check_interval_s)
 
     def on_epoch_begin(self, epoch, logs=None):
-        """Moves the position to epoch index ``epoch``."""
-        self.position.begin_epoch(epoch)
+        """Moves the position to epoch index ``epoch`` (when this callback moves it)."""
+        if self.position.moved_by(self):
+            self.position.begin_epoch(epoch)
 
     def on_train_batch_end(self, batch, logs=None):
         """With ``preemption``: counts the batch and stops every rank here once they agree on a signal."""
         if self._agreement is None:
             return
-        self.position.end_batch(batch)
+        if self.position.moved_by(self):
+            self.position.end_batch(batch)
         steps = (self.params or {}).get("steps") or 0
         if not self._agreement.decide(self.signal_flag.pending):
             return
@@ -197,7 +202,8 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         """Saves every ``every_epochs`` epochs and the last (rank 0), after the ranks' weights are compared."""
-        self.position.end_epoch(epoch)
+        if self.position.moved_by(self):
+            self.position.end_epoch(epoch)
         completed = epoch + 1
         metrics = {k: float(v) for k, v in (logs or {}).items()}
         if self._stop_at_epoch_end:

@@ -11,6 +11,6 @@ from hvdkeras.callbacks.elastic_state import (  # noqa: F401
     UpdateBatchStateCallback,
     UpdateEpochStateCallback,
 )
-from hvdkeras.elastic import KerasState, run  # noqa: F401
+from hvdkeras.runtime.elastic_state import KerasState, run  # noqa: F401
 
 __all__ = ["CommitStateCallback", "KerasState", "UpdateBatchStateCallback", "UpdateEpochStateCallback", "run"]

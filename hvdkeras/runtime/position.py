@@ -39,6 +39,9 @@ class RunPosition:
         self._start: Optional[Tuple[int, int]] = None  # where the next fit starts, once decided
         self._offset = 0  # batches of the current epoch done before this fit (a resumed partial epoch)
         self._ran = 0  # training steps of the current epoch that returned in this fit (step_ran)
+        self._mover: Any = None  # the one callback that moves the position in this fit (claim_moves)
+        self._mover_counts_batches = False
+        self._begun = False  # begin_fit ran for the fit decided last
 
     # ------------------------------------------------------------------ resuming
 
@@ -61,6 +64,7 @@ class RunPosition:
             distributed.broadcast_variables(model.variables)
             distributed.broadcast_variables(compat.optimizer_variables(optimizer))
         self._start = self.restored.position if self.restored else (0, 0)
+        self._new_fit()
         return self._start
 
     def restore_on_chief(self, model: Any) -> Tuple[int, int]:
@@ -96,6 +100,33 @@ class RunPosition:
         """The next ``fit`` starts at epoch index ``epoch``, its first epoch counted from batch ``batch``
         (a fit over the rest of an interrupted epoch); the weights are taken as they are."""
         self._start = (epoch, batch)
+        self._new_fit()
+
+    def _new_fit(self) -> None:
+        """The next ``fit`` has no mover yet and has not begun."""
+        self._mover, self._mover_counts_batches, self._begun = None, False, False
+
+    # ------------------------------------------------------------------ the one mover
+
+    def claim_moves(self, callback: Any, counts_batches: bool) -> None:
+        """``callback`` offers to move the position in this ``fit`` (from its ``on_train_begin``).
+
+        Exactly one callback moves it on each hook: the first to offer, unless a later one counts every batch
+        and the first does not (a :class:`hvdkeras.callbacks.BackupAndRestore` without preemption has no batch
+        hooks); the others read it. The mover begins the fit (:meth:`begin_fit`) once.
+
+        Args:
+            callback: the callback offering.
+            counts_batches: whether it moves the position after every batch.
+        """
+        if self._mover is None or (counts_batches and not self._mover_counts_batches):
+            self._mover, self._mover_counts_batches = callback, counts_batches
+        if self._mover is callback and not self._begun:
+            self.begin_fit()
+
+    def moved_by(self, callback: Any) -> bool:
+        """Whether ``callback`` is the one that moves the position in this ``fit``."""
+        return self._mover is callback
 
     @property
     def start(self) -> Tuple[int, int]:
@@ -117,11 +148,13 @@ class RunPosition:
             raise RuntimeError("RunPosition.begin_fit before restore() or continue_at(): the start is unknown")
         self.epoch, self._offset = self._start
         self.batch, self._ran = self._offset, 0
+        self._begun = True
         return self._start
 
     def end_fit(self) -> None:
         """The ``fit`` ended: a later one decides its start again."""
         self._start = None
+        self._new_fit()
 
     # ------------------------------------------------------------------ moving (from the callbacks' hooks)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from horovod.common.elastic import ObjectState
 from horovod.tensorflow import elastic as _horovod_elastic
 
-from hvdkeras.elastic import KerasState, run
 from hvdkeras.runtime import compat
+from hvdkeras.runtime.elastic_state import KerasState, run
 
 __all__ = ["ObjectState", "TensorFlowKerasState", "TensorFlowState", "run"]
 

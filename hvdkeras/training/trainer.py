@@ -16,7 +16,7 @@ Files under the workdir (:mod:`hvdkeras.common.workdir`) are written by rank 0 o
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Type, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import horovod
 import tensorflow as tf
@@ -25,19 +25,13 @@ from hvdkeras import config as config_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
 from hvdkeras.common import log, scaling, schedules
-from hvdkeras.elastic.driver import ElasticDriver
-from hvdkeras.runtime import checkpointing, compat, distributed
+from hvdkeras.runtime import compat, distributed
 from hvdkeras.runtime import export as export_lib
 from hvdkeras.runtime.compat import keras
 from hvdkeras.runtime.position import RunPosition
 from hvdkeras.training import assembly, tasks
 from hvdkeras.training import data as data_lib
-from hvdkeras.training.drivers.plain import PlainDriver
-
-
-def driver_for(config: config_lib.Config) -> Type[Union[PlainDriver, ElasticDriver]]:
-    """The driver class ``config`` asks for: elastic with ``elastic.enabled``, else plain."""
-    return ElasticDriver if config.elastic.enabled else PlainDriver
+from hvdkeras.training.drivers import driver_for
 
 
 class Trainer:
@@ -184,9 +178,9 @@ class Trainer:
                   extra_callbacks: Callable[[], List[Any]] = lambda: []) -> Dict[str, List[float]]:
         """Trains from batch ``batch`` of epoch index ``epoch`` to ``trainer.epochs``; the history of the epochs.
 
-        The drivers' one way to train. The position is first taken through
-        :func:`hvdkeras.runtime.checkpointing.next_position`. A partial epoch (a run preempted
-        mid-epoch) is a ``fit`` of its own over that epoch's batches from ``batch`` on
+        The drivers' one way to train, from a position the driver took through
+        :func:`hvdkeras.runtime.checkpointing.next_position` once (``batch`` below the epoch's steps). A partial
+        epoch (a run preempted mid-epoch) is a ``fit`` of its own over that epoch's batches from ``batch`` on
         (the same shuffle, ``skip(batch)``), the learning-rate callbacks counting from
         ``batch``; whole epochs follow in one ``fit``, with validation as configured.
         Before each ``fit`` the run's position is set where it starts
@@ -195,7 +189,9 @@ class Trainer:
         """
         cfg = self.config
         epochs, steps = cfg.trainer.epochs, data.steps_per_epoch
-        epoch, batch = checkpointing.next_position(epoch, batch, steps)
+        if not 0 <= batch < steps:
+            raise ValueError(f"fit_range starts at batch {batch} of an epoch of {steps} steps: take the position"
+                             " through checkpointing.next_position first")
         segments = []  # (dataset, steps, first epoch, last epoch, batches skipped): one fit each
         if epoch < epochs and batch:
             segments.append((data.train(epoch, epoch + 1).skip(batch), steps - batch, epoch, epoch + 1, batch))

@@ -244,3 +244,11 @@ def test_the_dry_run_of_every_shipped_config_on_every_launcher_imports_neither_t
             "        assert launch.describe(p) and launch.render_command(p, launcher)\n")
     assert _heavy_modules_after(code) == "[]"
     assert len(configs) >= 6
+
+
+def test_what_trains_imports_nothing_of_the_elastic_api():
+    # hvdkeras/elastic/ is Horovod's elastic API for scripts (names only); the drivers use the layers below it.
+    graph = _graph()
+    found = {(m, d) for m, deps in graph.items() if m.startswith("hvdkeras.training") for d in deps
+             if d == "hvdkeras.elastic" or d.startswith("hvdkeras.elastic.")}
+    assert not found, found

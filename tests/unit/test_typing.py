@@ -16,7 +16,7 @@ STRICT_FLAGS = {"disallow_any_generics", "disallow_subclassing_any", "disallow_u
 # assembly, the trainer, the drivers and their contract, and the task interface.
 PUBLIC_API = {"hvdkeras.runtime.position", "hvdkeras.training.assembly", "hvdkeras.training.trainer",
               "hvdkeras.training.drivers", "hvdkeras.training.drivers.loop", "hvdkeras.training.drivers.plain",
-              "hvdkeras.elastic.driver", "hvdkeras.training.tasks"}
+              "hvdkeras.training.drivers.elastic", "hvdkeras.training.tasks"}
 
 
 def _mypy():

@@ -2,7 +2,7 @@
 
 * :class:`~hvdkeras.training.drivers.plain.PlainDriver`: a fixed world; resume from the latest
   intact checkpoint on every rank, train, a lost rank ends the job with one line;
-* :class:`~hvdkeras.elastic.driver.ElasticDriver`: Horovod's elastic mode; the world
+* :class:`~hvdkeras.training.drivers.elastic.ElasticDriver`: Horovod's elastic mode; the world
   may shrink and grow, the position is committed in memory and the data and rate follow
   the world.
 
@@ -12,3 +12,15 @@ run is and how it resumes is the parts' :class:`hvdkeras.runtime.position.RunPos
 training continues from ``(epoch, batch)`` is :func:`hvdkeras.runtime.checkpointing.next_position`,
 for both.
 """
+from __future__ import annotations
+
+from typing import Type, Union
+
+from hvdkeras import config as config_lib
+from hvdkeras.training.drivers.elastic import ElasticDriver
+from hvdkeras.training.drivers.plain import PlainDriver
+
+
+def driver_for(config: config_lib.Config) -> Type[Union[PlainDriver, ElasticDriver]]:
+    """The driver class ``config`` asks for: elastic with ``elastic.enabled``, else plain."""
+    return ElasticDriver if config.elastic.enabled else PlainDriver

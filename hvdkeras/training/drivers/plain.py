@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 
 from hvdkeras.common import horovod_env, log, peers, signals
 from hvdkeras.common.errors import ConfigError, PeerLostError, PeerUnresponsiveError, StallError
-from hvdkeras.runtime import distributed
+from hvdkeras.runtime import checkpointing, distributed
 from hvdkeras.training.drivers.loop import Loop
 
 
@@ -72,7 +72,8 @@ class PlainDriver:
         epochs = cfg.trainer.epochs
         trainer.write_config()
         trainer.preflight(parts.data)
-        start, batch = self.resume_position()
+        # where training continues: a checkpoint at an epoch's last batch is the next epoch's start
+        start, batch = checkpointing.next_position(*self.resume_position(), parts.data.steps_per_epoch)
         self.start_lines(start, batch)
         final: Dict[str, float] = {}
         if start < epochs:

@@ -20,9 +20,10 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from hvdkeras import config as config_lib
+from hvdkeras.callbacks.commit_position import CommitPositionCallback
 from hvdkeras.common import log, scaling
-from hvdkeras.elastic import CommitPositionCallback, KerasState, run
 from hvdkeras.runtime import checkpointing, distributed
+from hvdkeras.runtime.elastic_state import KerasState, run
 from hvdkeras.training.drivers.loop import Loop
 
 
