@@ -57,3 +57,18 @@ def test_the_wheel_carries_the_one_version(wheel_names, wheel):
     import hvdkeras
 
     assert os.path.basename(wheel).startswith(f"hvdkeras-{hvdkeras.__version__}-")
+
+
+def test_setup_py_defers_to_pyproject():
+    # Tools and habits that call setup.py get the one version pyproject.toml declares, and nothing is left behind.
+    import subprocess
+    import sys
+
+    import hvdkeras
+
+    before = set(os.listdir(REPO))
+    out = subprocess.run([sys.executable, "setup.py", "--version"], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == hvdkeras.__version__
+    assert set(os.listdir(REPO)) == before  # no egg-info, no build folder
