@@ -29,6 +29,26 @@ fi
 CONSTRAINTS="$STACK_DIR/constraints.txt"
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 
+# What the long part (the pinned stack, then Horovod compiled from source) needs, checked first: one line each.
+prerequisite() { echo "[install] FAILED: $*" >&2; exit 2; }
+[ -n "$PYTHON" ] && "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+  || prerequisite "Python 3.11 is needed (found ${PYTHON:-none}: $("${PYTHON:-false}" -V 2>&1)); install python3.11 and python3.11-venv, or set PYTHON=/path/to/python3.11"
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null \
+  || prerequisite "$PYTHON cannot make a venv with pip (no venv or ensurepip module); install python3.11-venv"
+command -v c++ >/dev/null || command -v g++ >/dev/null \
+  || prerequisite "no C++ compiler (c++ or g++): Horovod is compiled from source; install g++ (Debian/Ubuntu: sudo apt-get install g++)"
+command -v make >/dev/null || prerequisite "no make; install make"
+TF_PIN=$(sed -n 's/^tensorflow-cpu==\([0-9.]*\).*/\1/p' "$CONSTRAINTS")
+if PYTHONPATH="$HERE" "$PYTHON" -c "
+import sys
+from hvdkeras.build_horovod.plan import LLVM_HEADERS_FROM
+sys.exit(tuple(int(x) for x in '$TF_PIN'.split('.')[:2]) < LLVM_HEADERS_FROM)" 2>/dev/null; then
+  PYTHONPATH="$HERE" "$PYTHON" -c "from hvdkeras.build_horovod.plan import find_llvm_include; find_llvm_include()" \
+    2>/dev/null || prerequisite "TensorFlow $TF_PIN's headers need LLVM's (llvm/ADT/ArrayRef.h) to build Horovod, and none were found: install llvm-dev (sudo make system-deps), or set HVDKERAS_LLVM_INCLUDE=<dir>"
+fi
+command -v java >/dev/null \
+  || echo "[install] note: no java on PATH: hvdkeras.spark needs Java 17+ (sudo make system-deps installs it); the Spark tests will skip"
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[install] creating $VENV with $PYTHON (stack $STACK)"
   "$PYTHON" -m venv "$VENV"

@@ -1,0 +1,47 @@
+"""tools/install_stack.sh checks what its long part needs first: one line each, before any venv or download."""
+import os
+import shutil
+import subprocess
+import sys
+
+from tests.unit.helpers import REPO
+
+SCRIPT = os.path.join(REPO, "tools", "install_stack.sh")
+
+
+def _install(tmp_path, stack="keras2", env=None):
+    venv = tmp_path / "venv"
+    out = subprocess.run(["bash", SCRIPT, str(venv), stack], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHON": sys.executable, **(env or {})})
+    return out, venv
+
+
+def _one_failed_line(out):
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("[install] FAILED: "), out.stderr
+    return lines[0]
+
+
+def test_another_python_is_one_line_before_anything_is_made(tmp_path):
+    fake = tmp_path / "python3.10"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = -V ]; then echo 'Python 3.10.12'; exit 0; fi\nexit 1\n")
+    fake.chmod(0o755)
+    out, venv = _install(tmp_path, env={"PYTHON": str(fake)})
+    assert "Python 3.11 is needed (found " in _one_failed_line(out) and "Python 3.10.12" in out.stderr
+    assert not venv.exists()
+
+
+def test_no_compiler_is_one_line(tmp_path):
+    bin_dir = tmp_path / "bin"  # what the script runs, without c++ or g++
+    bin_dir.mkdir()
+    for tool in ("dirname", "ls", "tr", "sed", "make", "sh", "bash", "cat"):
+        found = shutil.which(tool)
+        if found:
+            os.symlink(found, bin_dir / tool)
+    out, venv = _install(tmp_path, env={"PATH": str(bin_dir)})
+    assert "no C++ compiler" in _one_failed_line(out) and not venv.exists()
+
+
+def test_missing_llvm_headers_are_one_line_for_a_stack_whose_tensorflow_needs_them(tmp_path):
+    out, venv = _install(tmp_path, stack="keras3", env={"HVDKERAS_LLVM_INCLUDE": str(tmp_path / "no-llvm")})
+    assert "headers need LLVM's (llvm/ADT/ArrayRef.h)" in _one_failed_line(out) and not venv.exists()
