@@ -2,14 +2,19 @@
 test_scaling)."""
 import concurrent.futures
 import hashlib
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
 from hvdkeras import config as config_lib
+from hvdkeras.common.data_sizes import BUILT_IN, DIGITS_FILE
 from hvdkeras.common.errors import ConfigError
+from hvdkeras.common.scaling import for_world
 from hvdkeras.training import data
+from tests.unit.helpers import REPO
 
 
 def epochs_of(ds, steps):
@@ -27,6 +32,15 @@ def test_shards_are_disjoint_and_cover_everything():
         assert set().union(*shards) == set(range(n))
         assert sum(len(s) for s in shards) == n
 
+
+def test_the_built_in_names_are_registered_whichever_module_of_the_package_is_imported_first():
+    # contract.py holds the registry and builtin.py registers in it: the package imports both either way
+    code = ("from hvdkeras.training.data import contract\n"
+            "from hvdkeras.common.data_sizes import BUILT_IN\n"
+            "assert sorted(contract.names()) == sorted(BUILT_IN), contract.names()\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert sorted(data.names()) == sorted(BUILT_IN)
 
 def test_digits_per_rank_batches_and_shapes():
     cfg = digits_cfg(global_batch_size=64)
@@ -167,7 +181,7 @@ def test_an_iterator_of_the_default_pipeline_ends_at_once_after_a_long_read():
 
 def test_the_shipped_digits_are_scikit_learns_file_and_read_as_load_digits_gives_them():
     # The file is scikit-learn's digits.csv.gz byte for byte (hvdkeras/resources/README.md).
-    with open(data.DIGITS_FILE, "rb") as f:
+    with open(DIGITS_FILE, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == (
             "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22")
     pixels, labels = data.digits_arrays()
@@ -199,7 +213,7 @@ def global_seed_0():
 
 def test_your_own_data_is_sharded_shuffled_per_epoch_and_validated_once_over_ranks(global_seed_0):
     cfg = config_lib.load(None, ["data.name=own:data", "data.global_batch_size=8", "data.shuffle_buffer=100"]).data
-    parts = [data.from_function(_own(), data.for_world(cfg, 2),
+    parts = [data.from_function(_own(), for_world(cfg, 2),
                                 data.Shard(r, 2), seed=3, steps=None) for r in range(2)]
     assert [p.steps_per_epoch for p in parts] == [(100 // 2) // 4] * 2  # the smaller part decides, as for TFDS
     assert parts[0].input_shape == (3,) and parts[0].per_rank_batch == 4
@@ -222,7 +236,7 @@ def test_your_own_data_that_is_too_small_for_the_global_batch_is_one_line():
     cfg = config_lib.load(None, ["data.name=own:data", "data.global_batch_size=64"]).data
     with pytest.raises(ConfigError, match=r"^data.global_batch_size=64 is larger than the 40 training examples of"
                                           r" own:data on 2 ranks; use a smaller global batch$"):
-        data.from_function(_own(n_train=40), data.for_world(cfg, 2), data.Shard(0, 2), seed=1, steps=None)
+        data.from_function(_own(n_train=40), for_world(cfg, 2), data.Shard(0, 2), seed=1, steps=None)
 
 
 def test_your_own_features_and_labels_by_name_and_sample_weights_stay_together_through_shards_and_batches():
@@ -237,7 +251,7 @@ def test_your_own_features_and_labels_by_name_and_sample_weights_stay_together_t
 
     own = lambda: (triples(slice(0, n)), triples(slice(n, n + n_val)))  # noqa: E731
     cfg = config_lib.load(None, ["data.name=own:data", "data.global_batch_size=8"]).data
-    parts = [data.from_function(own, data.for_world(cfg, 2), data.Shard(r, 2), seed=3, steps=None) for r in range(2)]
+    parts = [data.from_function(own, for_world(cfg, 2), data.Shard(r, 2), seed=3, steps=None) for r in range(2)]
     assert len(parts[0].element_spec) == 3 and set(parts[0].element_spec[1]) == {"buy", "price"}
     seen = []
     for rank, part in enumerate(parts):
