@@ -40,6 +40,17 @@ def recording_open(file, mode="r", *args, **kwargs):
 
 
 builtins.open = recording_open
+_os_open = os.open
+WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def recording_os_open(path, flags, *args, **kwargs):  # the library's appends and locks open files this way
+    if flags & WRITES:
+        written.add(os.path.abspath(str(path)))
+    return _os_open(path, flags, *args, **kwargs)
+
+
+os.open = recording_os_open
 for name in ("rename", "replace", "makedirs", "mkdir"):
     original = getattr(os, name)
 
