@@ -315,7 +315,46 @@ def commands_reference() -> str:
     return "\n".join(out)
 
 
-GENERATORS = {CONFIG_REFERENCE: config_reference, COMMANDS_REFERENCE: commands_reference}
+# --------------------------------------------------------------------------- the Spark estimator's parameters
+
+SPARK_REFERENCE = os.path.join("docs", "spark-reference.md")
+
+
+def _param_rows(params: object, horovod: object, no_effect: object) -> list[str]:
+    rows = ["| parameter | default | what it does | beside Horovod 0.28.1's |", "| --- | --- | --- | --- |"]
+    for name, _, default, meaning in params:  # type: ignore[attr-defined]
+        if name in no_effect:  # type: ignore[operator]
+            beside = "Horovod's; accepted, no effect here (one warning line)"
+        elif name in horovod:  # type: ignore[operator]
+            beside = "Horovod's"
+        else:
+            beside = "hvdkeras only"
+        rows.append(f"| `{name}` | `{_cell(repr(default))}` | {_cell(meaning)} | {beside} |")
+    return rows
+
+
+def spark_reference() -> str:
+    """docs/spark-reference.md's text: every parameter of ``KerasEstimator`` and ``KerasModel``."""
+    from hvdkeras.spark.keras import params
+
+    out = ["# Spark estimator reference: every parameter", "",
+           GENERATED.format(source="hvdkeras/spark/keras/params.py"), "",
+           "Every parameter of `hvdkeras.spark.keras.KerasEstimator` and `KerasModel`, with its default, what it",
+           "does, and whether Horovod 0.28.1's estimator has it. Each has a getter and a setter (`getBatchSize`,",
+           "`setBatchSize`), as in Spark ML. How a fit runs: [spark](spark.md).", "",
+           "## KerasEstimator", ""]
+    out += _param_rows(params.ESTIMATOR_PARAMS, params.HOROVOD_PARAMS, params.NO_EFFECT)
+    out += ["", "Horovod's parameters refused in one line, because they would change what trains and have no"
+            " meaning here:", ""]
+    out += [f"- `{name}`: {_cell(why)}" for name, why in sorted(params.REFUSED.items())]
+    out += ["", "## KerasModel", ""]
+    out += _param_rows(params.MODEL_PARAMS, {"history", "model", "feature_columns", "label_columns", "run_id",
+                                             "custom_objects"}, ())
+    return "\n".join(out) + "\n"
+
+
+GENERATORS = {CONFIG_REFERENCE: config_reference, COMMANDS_REFERENCE: commands_reference,
+              SPARK_REFERENCE: spark_reference}
 
 
 def main(argv: list[str]) -> int:

@@ -77,6 +77,18 @@ REFUSED = {
     "validation_steps_per_epoch": "validation reads every validation row once, for exact metrics",
     "compress_sparse_cols": "vectors are written as dense arrays",
 }
+# Horovod 0.28.1's KerasEstimator parameters (horovod/spark/common/params.py and keras/estimator.py), for the
+# reference's comparison: a parameter outside it is hvdkeras's own.
+HOROVOD_PARAMS = frozenset((
+    "num_proc", "store", "backend", "model", "optimizer", "loss", "loss_weights", "sample_weight_col", "metrics",
+    "feature_cols", "label_cols", "continuous_cols", "categorical_cols", "validation", "gradient_compression",
+    "compress_sparse_cols", "batch_size", "val_batch_size", "epochs", "verbose", "callbacks", "random_seed",
+    "shuffle_buffer_size", "shuffle", "partitions_per_process", "run_id", "train_steps_per_epoch",
+    "validation_steps_per_epoch", "transformation_fn", "transformation_edit_fields", "transformation_removed_fields",
+    "train_reader_num_workers", "val_reader_num_workers", "reader_pool_type", "label_shapes", "inmemory_cache_all",
+    "use_gpu", "mp_start_method", "backward_passes_per_step", "tensorflow_dataset_prefetch_buffer_size",
+    "custom_objects", "checkpoint_callback", "data_module",
+))
 MODEL_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("history", "History", None, "Keras' History.history of the training"),
     ("model", "Model", None, "the trained Keras model"),
