@@ -23,7 +23,7 @@ import sys
 from typing import List, Mapping, Optional, TextIO
 
 from hvdkeras.common import hostnames
-from hvdkeras.common.errors import LaunchError
+from hvdkeras.common.errors import LaunchError, shown
 
 HOSTS_FILE_VARIABLE = "HVDKERAS_HOSTS_FILE"
 DEFAULT_HOSTS_FILE = "hosts.txt"
@@ -57,7 +57,7 @@ def checked_lines(text: str, source: str, errors: Optional[TextIO] = None) -> Li
         try:
             name, _ = hostnames.parse_entry(line, source, example="node-1:4")
             if hostnames.is_ipv6(name):
-                raise LaunchError(f"{source}: entry {hostnames.shown(line)} is an IPv6 address, which Horovod's host"
+                raise LaunchError(f"{source}: entry {shown(line)} is an IPv6 address, which Horovod's host"
                                   " discovery cannot take (it splits host:slots at ':'); give the host's name")
         except LaunchError as exc:
             print(f"hvdkeras.discover_hosts: left out: {exc}", file=errors or sys.stderr)

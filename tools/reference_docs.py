@@ -87,9 +87,9 @@ def config_keys() -> list[tuple[str, str, str, str, str]]:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             choices = ", ".join(_yaml(c) for c in f.metadata.get("choices", ()))
             key = f"{section.name}.{f.name}"
-            most = schema.LOSS_WEIGHT_MAX if key == "trainer.loss_weights" else schema.MAXIMA.get(key)
+            most = schema.maximum(key)
             if most is not None:
-                choices = f"at most {int(most) if float(most).is_integer() else most:,}"
+                choices = f"at most {int(most):,}" if float(most).is_integer() else f"at most {most}"
             rows.append((f"{section.name}.{f.name}", _type_name(hints[f.name]), _yaml(default), choices,
                          comments.get((cls.__name__, f.name), "")))
     return rows

@@ -9,6 +9,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """``value`` as a one-line message shows what was received: its repr cut to ``limit`` characters, a huge integer
+    by its size (its repr alone could be thousands of digits, or refused by Python past 4300)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class HvdkerasError(Exception):
     """A problem the user can fix; its message is one line saying what was wrong and how to fix it."""
 

@@ -11,7 +11,7 @@ import ipaddress
 import re
 from typing import Optional, Tuple
 
-from hvdkeras.common.errors import LaunchError
+from hvdkeras.common.errors import LaunchError, shown
 
 MAX_NAME = 253  # RFC 1123's longest host name, in characters
 MAX_SLOTS = 4096  # processes on one host: more is a typo, not a machine
@@ -55,12 +55,6 @@ def is_host(name: str) -> bool:
 def is_ipv6(name: str) -> bool:
     """Whether ``name`` is an IPv6 address (Horovod's ``-H`` cannot carry one: it splits ``host:slots`` at ``:``)."""
     return isinstance(_address(name), ipaddress.IPv6Address)
-
-
-def shown(text: str) -> str:
-    """``text`` as one line for an error message: its repr, cut to 80 characters."""
-    shown = repr(text)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def parse_entry(entry: str, source: str, example: str = "a:4,b:4") -> Tuple[str, Optional[int]]:

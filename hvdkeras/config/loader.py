@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
-from hvdkeras.common.errors import ConfigError
+from hvdkeras.common.errors import ConfigError, shown
 from hvdkeras.config import schema
 from hvdkeras.config.schema import Config
 
@@ -40,30 +40,21 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _shown(value: Any) -> str:
-    """``value`` for a one-line message: a huge integer by its size, anything else by its repr, cut to 80."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits"
-    shown = repr(value)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
 def _source_text(text: str) -> str:
     """A ``--set`` text as messages name its source: as given when it is short and printable, else its repr, cut."""
-    return text if text.isprintable() and len(text) <= 80 else _shown(text)
+    return text if text.isprintable() and len(text) <= 80 else shown(text)
 
 
 def _check_maximum(value: Any, key: str, source: str) -> None:
     """Raises ConfigError if a number of ``key`` (a tuple's elements, a mapping's values) is past its
     :data:`~hvdkeras.config.schema.MAXIMA` entry (loss weights: ``LOSS_WEIGHT_MAX``)."""
-    limit = schema.LOSS_WEIGHT_MAX if key == "trainer.loss_weights" else schema.MAXIMA.get(key)
+    limit = schema.maximum(key)
     if limit is None or value is None:
         return
     values = value.values() if isinstance(value, Mapping) else value if isinstance(value, tuple) else (value,)
     for v in values:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > limit:
-            most = int(limit) if float(limit).is_integer() else limit
-            raise ConfigError(f"{key} in {source} must be at most {most}; received: {_shown(v)}")
+            raise ConfigError(f"{key} in {source} must be at most {schema.maximum_text(limit)}; received: {shown(v)}")
 
 
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
@@ -71,7 +62,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
 
     def bad() -> ConfigError:
-        return ConfigError(f"{key} in {source} must be {_type_name(tp)}; received: {_shown(value)}"
+        return ConfigError(f"{key} in {source} must be {_type_name(tp)}; received: {shown(value)}"
                            f" ({type(value).__name__})")
 
     if origin is typing.Union:
@@ -118,7 +109,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         if number is None:
             raise bad()
         if not math.isfinite(number):
-            raise ConfigError(f"{key} in {source} must be a finite number; received: {_shown(value)}")
+            raise ConfigError(f"{key} in {source} must be a finite number; received: {shown(value)}")
         return number
     if tp is str and isinstance(value, str):
         return value
@@ -186,19 +177,19 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> List[str]:
 def parse_override(text: str) -> Tuple[List[str], Any]:
     """Parses ``a.b=value`` into (["a", "b"], yaml-parsed value)."""
     if "=" not in text:
-        raise ConfigError(f"--set {_shown(text)} must look like section.key=value, e.g. --set"
+        raise ConfigError(f"--set {shown(text)} must look like section.key=value, e.g. --set"
                           " optimizer.learning_rate=0.1")
     path, _, raw = text.partition("=")
     parts = path.strip().split(".")
     if any(not p for p in parts):
-        raise ConfigError(f"--set {_shown(text)} has an empty key; write section.key=value")
+        raise ConfigError(f"--set {shown(text)} has an empty key; write section.key=value")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {_shown(text)}: the value is not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ConfigError(f"--set {shown(text)}: the value is not valid YAML ({str(exc).splitlines()[0]})") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits; lists nested thousands deep
         why = str(exc).splitlines()[0][:120]
-        raise ConfigError(f"--set {_shown(text)}: the value cannot be read ({why})") from None
+        raise ConfigError(f"--set {shown(text)}: the value cannot be read ({why})") from None
     return parts, value
 
 

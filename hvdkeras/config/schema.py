@@ -41,6 +41,16 @@ MAXIMA: Dict[str, float] = {
 LOSS_WEIGHT_MAX = 1e6
 
 
+def maximum(key: str) -> Optional[float]:
+    """The largest value ``key``'s numbers may take (:data:`MAXIMA`, :data:`LOSS_WEIGHT_MAX`); None: unbounded."""
+    return LOSS_WEIGHT_MAX if key == "trainer.loss_weights" else MAXIMA.get(key)
+
+
+def maximum_text(limit: float) -> str:
+    """A maximum as messages and the reference write it: a whole number without its ``.0``."""
+    return str(int(limit)) if float(limit).is_integer() else str(limit)
+
+
 def is_import_path(name: Any) -> bool:
     """Whether a name (``model.name``, ``data.name``, ``trainer.loss``, a metric) is your own
     ``package.module:function`` rather than a built-in or Keras name. A TensorFlow Datasets name with a version

@@ -6,7 +6,7 @@ from typing import Dict
 
 import yaml
 
-from hvdkeras.common.errors import LaunchError
+from hvdkeras.common.errors import LaunchError, shown
 from hvdkeras.launch.commands import DEFAULT_IMAGE, job_name, mpirun_args, need_uniform, no_elastic
 from hvdkeras.launch.plan import Plan
 
@@ -31,9 +31,8 @@ SECURITY_COMMENT = (
 def check_image(image: str) -> str:
     """``image`` if it is an OCI image reference (``registry:5000/team/hvdkeras:1.0``); else LaunchError in one line."""
     if len(image) > 255 or not IMAGE.fullmatch(image):
-        shown = repr(image) if len(repr(image)) <= 80 else repr(image)[:77] + "..."
-        raise LaunchError(f"--image {shown} is not an image reference ([registry[:port]/]name[:tag][@digest], lower"
-                          " case path, e.g. registry.example.com/team/hvdkeras:1.0)")
+        raise LaunchError(f"--image {shown(image)} is not an image reference ([registry[:port]/]name[:tag][@digest],"
+                          " lower case path, e.g. registry.example.com/team/hvdkeras:1.0)")
     return image
 
 

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from hvdkeras import config as config_lib
 from hvdkeras.common import data_sizes, horovod_env, hostnames, scaling
-from hvdkeras.common.errors import ConfigError, LaunchError
+from hvdkeras.common.errors import ConfigError, LaunchError, shown
 from hvdkeras.common.horovod_env import ThreadBudget
 
 
@@ -29,7 +29,7 @@ def parse_hosts(text: str) -> Tuple[Host, ...]:
     unquoted into its ssh commands. Raises LaunchError in one line otherwise.
     """
     hosts: List[Host] = []
-    source = f"--hosts {hostnames.shown(text)}"
+    source = f"--hosts {shown(text)}"
     for entry in text.split(","):
         name, slots = hostnames.parse_entry(entry.strip(), source)
         if any(h.name == name for h in hosts):
@@ -48,7 +48,7 @@ def world(np_: Optional[int], hosts: Union[None, str, Sequence[Host]]) -> Tuple[
     parsed = parse_hosts(hosts) if isinstance(hosts, str) and hosts else tuple(hosts or ())
     for h in parsed:  # Host entries given directly are checked as --hosts' are
         if not hostnames.is_host(h.name) or not 1 <= h.slots <= hostnames.MAX_SLOTS:
-            raise LaunchError(f"host {hostnames.shown(h.name)} with {h.slots} slots is not a host name (RFC 1123) or"
+            raise LaunchError(f"host {shown(h.name)} with {h.slots} slots is not a host name (RFC 1123) or"
                               f" an address with 1-{hostnames.MAX_SLOTS} slots")
     if np_ is not None and np_ < 1:
         raise LaunchError(f"--np must be >= 1; received: {np_}")

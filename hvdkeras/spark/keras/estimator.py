@@ -22,7 +22,7 @@ from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 
 from hvdkeras import config as config_lib
 from hvdkeras.common import log, stack
-from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError
+from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError, shown
 from hvdkeras.runtime import compat
 from hvdkeras.spark.common import runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason, run_retrying
@@ -98,9 +98,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         if value is None and optional:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
             raise SetupError(f"{name} must be a whole number of at least {minimum}"
-                             f"{' or None' if optional else ''} (Received: {name}={shown})")
+                             f"{' or None' if optional else ''} (Received: {name}={shown(value)})")
         return int(value)
 
     def _config_tree(self, num_proc: int, optimizer: Any) -> Dict[str, Any]:

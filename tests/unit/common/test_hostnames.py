@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 
 from hvdkeras.common import hostnames
-from hvdkeras.common.errors import LaunchError
+from hvdkeras.common.errors import LaunchError, shown
 from tests.harness.hostile import PROPERTY, host_entry
 
 SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:%_")
@@ -34,7 +34,7 @@ def test_bad_entries_are_one_line_naming_the_entry_and_its_source(entry):
     with pytest.raises(LaunchError) as info:
         hostnames.parse_entry(entry, "hosts file h.txt")
     message = str(info.value)
-    assert message.startswith(f"hosts file h.txt: entry {hostnames.shown(entry)} ") and "\n" not in message
+    assert message.startswith(f"hosts file h.txt: entry {shown(entry)} ") and "\n" not in message
 
 
 @PROPERTY
