@@ -102,12 +102,21 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                              f"{' or None' if optional else ''} (Received: {name}={shown(value)})")
         return int(value)
 
+    def _flag(self, name: str) -> bool:
+        """Parameter ``name`` as True or False; else a SetupError in one line naming it."""
+        value = self.getOrDefault(name)
+        if not isinstance(value, (bool, np.bool_)):
+            raise SetupError(f"{name} must be True or False (Received: {name}={shown(value)})")
+        return bool(value)
+
     def _config_tree(self, num_proc: int, optimizer: Any) -> Dict[str, Any]:
         """The ranks' config as a dict, checked (:func:`hvdkeras.config.from_dict`): a parameter that is not a whole
         number where one is needed, or past the config's bounds, is one line here, before anything is written."""
         batch = self._whole("batch_size", 1) or 1  # never None: not optional
         val_batch = self._whole("val_batch_size", 1, optional=True) or batch
         seed = self._whole("random_seed", 0, optional=True)
+        for flag in ("shuffle", "use_gpu", "inmemory_cache_all", "allow_nan", "keep_intermediate_data"):
+            self._flag(flag)
         tree = {
             "data": {"name": "spark", "global_batch_size": None, "per_rank_batch_size": batch,
                      "eval_global_batch_size": val_batch * num_proc},
@@ -117,7 +126,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                         "verbose": min(2, self._whole("verbose", 0) or 0),
                         "steps_per_epoch": self._whole("train_steps_per_epoch", 1, optional=True), "export": False},
             "checkpoint": {"keep": 2},
-            "horovod": {"compression": self._compression()},
+            "horovod": {"compression": self._compression(),
+                        "backward_passes_per_step": self._whole("backward_passes_per_step", 1)},
             "runtime": {"seed": 42 if seed is None else seed},
         }
         config_lib.from_dict(tree, source="the estimator's parameters")  # bounds and types: a ConfigError, one line
@@ -175,7 +185,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 "loss_weights": describe(self.getOrDefault("loss_weights")),
                 **{name: describe(self.getOrDefault(name)) for name in (
                     "feature_cols", "label_cols", "sample_weight_col", "label_shapes", "batch_size", "random_seed",
-                    "train_steps_per_epoch", "shuffle_buffer_size")},
+                    "train_steps_per_epoch", "shuffle_buffer_size", "shuffle",
+                    "backward_passes_per_step")},
                 "stack": stack.current().describe()}
 
     def _fit(self, dataset: Any) -> "KerasModel":
@@ -188,7 +199,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 list(self.getOrDefault("label_cols") or []), sample_weight_col=self.getOrDefault("sample_weight_col"),
                 validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
                 partitions_per_process=int(self.getOrDefault("partitions_per_process")), dataset_idx=data_index,
-                allow_nan=bool(self.getOrDefault("allow_nan")))
+                allow_nan=self._flag("allow_nan"))
 
         return self._fit_run(written, intermediate=True)
 
@@ -249,7 +260,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 seconds = {"checks": checked - began, "data": time.monotonic() - checked}
                 return self._train(model, optimizer, loss, store, backend, prepared, run_id, seconds)
             finally:
-                if intermediate and not self.getOrDefault("keep_intermediate_data"):
+                if intermediate and not self._flag("keep_intermediate_data"):
                     for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
                         if store.exists(path):
                             store.fs.rm(store.get_localized_path(path), recursive=True)
@@ -278,7 +289,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         input_shapes = self._check_model_columns(model, prepared)
         label_shapes = self.getOrDefault("label_shapes") or self._output_shapes(model, prepared)
         custom_objects = dict(self.getOrDefault("custom_objects") or {})
-        use_gpu = bool(self.getOrDefault("use_gpu"))
+        use_gpu = self._flag("use_gpu")
         spec = SparkTaskSpec(
             store=store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
             label_shapes=tuple(tuple(s) if s else None for s in label_shapes) if label_shapes else None,
@@ -286,8 +297,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             metrics=to_portable(self.getOrDefault("metrics") or [], "metric"),
             optimizer=to_portable(optimizer, "optimizer"), custom_objects=custom_objects,
             callbacks=tuple(self.getOrDefault("callbacks") or ()),
-            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"),
-            inmemory_cache_all=bool(self.getOrDefault("inmemory_cache_all")),
+            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"), shuffle=self._flag("shuffle"),
+            inmemory_cache_all=self._flag("inmemory_cache_all"),
             checkpoint_callback=self.getOrDefault("checkpoint_callback"), use_gpu=use_gpu)
         workdir = store.get_localized_path(store.get_run_path(run_id))
         checkpoints = store.get_checkpoint_path(run_id) or f"{store.get_run_path(run_id)}/checkpoints"

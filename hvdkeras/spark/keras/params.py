@@ -33,6 +33,10 @@ ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("random_seed", "RandomSeed", None, "the seed of the weights' shuffle and the validation split"),
     ("shuffle_buffer_size", "ShufflingBufferSize", None, "each rank's shuffle buffer in rows (default: all its rows"
      " held in memory, or as many as fit in 32 MiB when they stream)"),
+    ("shuffle", "Shuffle", True, "reshuffle each rank's rows every epoch; False: each epoch reads them in the order"
+     " they were written"),
+    ("backward_passes_per_step", "BackwardPassesPerStep", 1, "batches whose gradients each rank sums before one"
+     " allreduce and one update (gradient accumulation; the rate stays one rank's rate x the ranks)"),
     ("inmemory_cache_all", "InMemoryCacheAll", False, "each rank reads its rows once and keeps them in memory; by"
      " default they stream from the store each epoch, and a rank's memory does not grow with its rows"),
     ("custom_objects", "CustomObjects", None, "Keras custom objects for the model, loss and metrics"),

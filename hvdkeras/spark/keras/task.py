@@ -123,6 +123,7 @@ class SparkTaskSpec:
         custom_objects: Keras' custom objects for loading the model and its pieces.
         callbacks: your Keras callbacks.
         shuffle_buffer_size: the shuffle buffer of each rank (``None``: all its rows).
+        shuffle: whether each epoch reshuffles this rank's rows (False: read in the order they were written).
         checkpoint_callback: your ``ModelCheckpoint`` (Horovod's ``checkpoint_callback``), run after your callbacks;
             the rank sets its ``filepath`` inside the run.
         use_gpu: whether the ranks may use GPUs.
@@ -142,6 +143,7 @@ class SparkTaskSpec:
     custom_objects: Dict[str, Any]
     callbacks: Tuple[Any, ...] = ()
     shuffle_buffer_size: Optional[int] = None
+    shuffle: bool = True
     checkpoint_callback: Any = None
     use_gpu: bool = True
     inmemory_cache_all: bool = False
@@ -229,8 +231,8 @@ class SparkTask(Task):
         """This rank's rows of the store's training and validation Parquet as batches.
 
         Each epoch reshuffles this rank's rows (seeded by the run's seed, the rank and the
-        epoch) and takes ``steps`` full batches; validation reads this rank's validation rows once
-        an evaluation.
+        epoch; in the order they were written without ``shuffle``) and takes ``steps`` full
+        batches; validation reads this rank's validation rows once an evaluation.
         """
         prepared = self.spec.data
         global_batch, eval_global_batch = scaling.world_batches(config.data)
@@ -242,7 +244,7 @@ class SparkTask(Task):
             raise ConfigError(f"rank {shard.index} holds {rows} training rows, fewer than its batch of {batch};"
                               " lower batch_size or num_proc")
         steps = min(steps or available, available)
-        buffer = self.spec.shuffle_buffer_size or (
+        buffer = 1 if not self.spec.shuffle else self.spec.shuffle_buffer_size or (
             rows if self.spec.inmemory_cache_all else min(rows, max(batch, SHUFFLE_BUFFER_BYTES // max(1, row_bytes))))
         shuffled = dataclasses.replace(config.data, shuffle_buffer=buffer)
 

@@ -104,3 +104,30 @@ def test_where_a_fits_time_went_adds_up_and_names_what_rank_0_did_not_see():
                            "rank_training", "rank_publish", "ranks_other", "model_back", "total"]
     assert found["ranks_other"] == 2.5  # Spark's start of the tasks and the results' way back
     assert found["total"] == 24.5
+
+
+def test_horovods_shuffle_and_backward_passes_per_step_reach_the_ranks():
+    from hvdkeras import config as config_lib
+    from hvdkeras.runtime.compat import keras
+
+    sgd = keras.optimizers.SGD(0.1)
+    est = KerasEstimator(shuffle=False, backward_passes_per_step=4)
+    assert est.getShuffle() is False and est.getBackwardPassesPerStep() == 4
+    config = config_lib.from_dict(est._config_tree(2, sgd))
+    assert config.horovod.backward_passes_per_step == 4
+    assert KerasEstimator().getShuffle() is True and KerasEstimator().getBackwardPassesPerStep() == 1
+    assert est._job(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), sgd, "mse")["shuffle"] == "false"
+
+
+@pytest.mark.parametrize("name, value, line", [
+    ("backward_passes_per_step", 0, "backward_passes_per_step must be a whole number of at least 1"
+                                    " (Received: backward_passes_per_step=0)"),
+    ("shuffle", "no", "shuffle must be True or False (Received: shuffle='no')"),
+    ("use_gpu", 1, "use_gpu must be True or False (Received: use_gpu=1)"),
+])
+def test_a_bad_flag_or_accumulation_is_one_line_before_anything_is_written(name, value, line):
+    from hvdkeras.runtime.compat import keras
+
+    with pytest.raises(SetupError) as error:
+        KerasEstimator(**{name: value})._config_tree(2, keras.optimizers.SGD(0.1))
+    assert str(error.value) == line

@@ -143,3 +143,12 @@ def _flat(batch):
     import tensorflow as tf
 
     return tf.nest.flatten(batch)
+
+
+def test_without_shuffle_each_epoch_reads_a_ranks_rows_in_the_order_they_were_written(prepared):
+    store, data = prepared
+    task = _task(store, data)
+    task.spec = dataclasses.replace(task.spec, shuffle=False)
+    epochs = task.datasets(_config(), Shard(1, 2), None, None).train(0, 2)
+    firsts = [int(_flat(batch)[1].numpy()[0, 0]) for batch in epochs]  # the "extra" column's first value: the row id
+    assert len(firsts) == 6 and firsts[:3] == firsts[3:] and firsts == sorted(firsts[:3]) * 2
