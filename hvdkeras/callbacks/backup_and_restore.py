@@ -58,6 +58,21 @@ class BackupAndRestore(keras.callbacks.Callback):
     ``(epoch, batch)``. ``fit`` itself always starts at a whole epoch; to resume a
     mid-epoch backup exactly, run the rest of that epoch as its own ``fit`` over the
     data with ``skip(batch)`` after :meth:`continue_at` ``(epoch, batch)`` (the trainer does).
+
+    Args:
+        backup_dir: the folder of the backups, one ``epoch-NNNN`` (or ``epoch-NNNN-batch-BBBB``) folder each.
+        save_freq: Keras' argument; only ``"epoch"`` is taken (the preemption's backups come at a batch).
+        delete_checkpoint: remove ``backup_dir`` when ``fit`` ends normally, as Keras does.
+        save_before_preemption: Keras' argument; only ``False`` is taken (``preemption`` does it here).
+        keep: how many of the newest backups rank 0 keeps.
+        every_epochs: back up after every this many epochs, and after the last.
+        preemption: on SIGTERM, stop every rank at one batch and back up there.
+        grace_s: the seconds after the signal that backup should take at most; a warning line says when it
+            took longer.
+        on_save_error: ``"stop"``: a failed save stops training; ``"continue"``: a warning, and training goes on.
+        check_divergence: compare the ranks' trainable weights before every save.
+        position: a :class:`~hvdkeras.runtime.position.RunPosition` to share, whose checkpoints are in
+            ``backup_dir`` (``None``: its own).
     """
 
     EXIT_STAGGER_S = 2.0  # how long ranks other than 0 wait before leaving after a preemption (wait_to_leave)

@@ -36,6 +36,12 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     the ranks compare their trainable weights, and a difference stops every rank with
     one line (:func:`hvdkeras.callbacks.divergence.check`; the same check as
     :class:`~hvdkeras.callbacks.DivergenceGuard`, run once per step when both are used).
+
+    Args:
+        root_rank: the rank whose variables every rank starts from.
+        device: the device the broadcast runs on (Horovod's argument; ``""``: TensorFlow's choice).
+        local_variables: a variable, or a list of them, that each rank keeps as its own: never broadcast.
+        check_divergence: compare the ranks' trainable weights at every epoch end.
     """
 
     def __init__(self, root_rank: int = distributed.ROOT_RANK, device: str = "", local_variables=None,

@@ -251,6 +251,9 @@ class DivergenceGuard(keras.callbacks.Callback):
 
     ``local_variables``: variables each rank keeps as its own, left out (as well as those
     the distributed optimizer or the broadcast callback already keeps local).
+
+    Args:
+        local_variables: a variable, or a list of them, that each rank keeps as its own: not compared.
     """
 
     def __init__(self, local_variables=None):

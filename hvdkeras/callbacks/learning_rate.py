@@ -138,6 +138,17 @@ class LearningRateWarmupCallback(_EpochRangeLearningRate):
     ``learning_rate`` was tuned for (:func:`hvdkeras.common.scaling.warmup_start_lr`), so the
     warmup does not change with the rank count. ``initial_batch``: the first epoch of
     ``fit`` starts at that batch (a run resumed mid-epoch).
+
+    Args:
+        initial_lr: the scaled rate the warmup ends at.
+        warmup_epochs: the warmup's length in epochs, more than 0 (a fraction too).
+        momentum_correction: rescale SGD's momentum by each change of the rate, as Horovod's does (SGD with
+            momentum only).
+        steps_per_epoch: batches per epoch, for the fractional epoch (``None``: ``fit``'s steps).
+        verbose: ``1``: a line on rank 0 when the warmup ends.
+        size: the number of ranks the default ``start_lr`` divides by (``None``: Horovod's size).
+        initial_batch: the first epoch of ``fit`` starts at that batch.
+        start_lr: the rate the warmup starts at (``None``: ``initial_lr / size``).
     """
 
     def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
@@ -176,6 +187,18 @@ class LearningRateScheduleCallback(_EpochRangeLearningRate):
     ``staircase=True`` the rate changes at epoch starts (integer epochs); otherwise
     every batch (fractional epochs). ``initial_batch``: the first epoch of ``fit``
     starts at that batch (a run resumed mid-epoch).
+
+    Args:
+        initial_lr: the scaled rate the multiplier multiplies.
+        multiplier: a number, a function of the epoch, or a Keras ``LearningRateSchedule`` of the step.
+        start_epoch: the first epoch whose rate this callback sets.
+        end_epoch: the epoch it stops at, which it leaves to the next callback (``None``: none).
+        staircase: change the rate at epoch starts only; ``False``, or a ``LearningRateSchedule``: every batch.
+        momentum_correction: rescale SGD's momentum by each change of the rate, as Horovod's does (SGD with
+            momentum only).
+        steps_per_epoch: batches per epoch, for the fractional epoch (``None``: ``fit``'s steps).
+        verbose: Horovod's argument; this callback prints nothing.
+        initial_batch: the first epoch of ``fit`` starts at that batch.
     """
 
     def __init__(self, initial_lr: float, multiplier, start_epoch: float = 0, end_epoch: Optional[float] = None,

@@ -88,6 +88,11 @@ class MetricAverageCallback(keras.callbacks.Callback):
     Place it before any callback that reads the logs. The ``ProgbarLogger`` Keras adds
     by itself runs first, so pass ``verbose=0`` to ``fit`` and add
     ``keras.callbacks.ProgbarLogger`` after this callback on rank 0 (the trainer does).
+
+    Args:
+        device: the device the reductions run on (Horovod's argument; ``""``: TensorFlow's choice).
+        batch_frequency: also make the batch logs' training values global every this many batches
+            (``None``: at epoch ends only).
     """
 
     def __init__(self, device: str = "", batch_frequency: Optional[int] = None):

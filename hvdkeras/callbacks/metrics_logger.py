@@ -19,6 +19,9 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
     epochs after ``k`` (logged before a crash but not checkpointed) are dropped
     first, so the file never repeats an epoch. Place it after
     :class:`MetricAverageCallback`.
+
+    Args:
+        path: the file the lines are appended to (rank 0 writes it).
     """
 
     def __init__(self, path: str):

@@ -48,6 +48,22 @@ class ModelCheckpoint(keras.callbacks.Callback):
     ``save_freq``) and any log key, e.g. ``"ckpt/w-{epoch:03d}-{val_loss:.3f}.weights.h5"``
     (Keras 3 needs ``.weights.h5`` for weights and ``.keras`` or ``.h5`` for models;
     these names work on Keras 2 too).
+
+    Args:
+        filepath: where to save, with ``{epoch}``, ``{batch}`` and log keys filled in (``None``: set
+            ``callback.filepath`` before ``fit``).
+        monitor: the log key ``save_best_only`` compares.
+        verbose: ``1``: a line for each save, and for each save point whose ``monitor`` did not improve.
+        save_best_only: save only when ``monitor`` improved on the best so far.
+        save_weights_only: save the weights only, not the whole model.
+        mode: ``"min"`` or ``"max"``: which way ``monitor`` improves; ``"auto"``: ``"max"`` for an
+            accuracy, an AUC or an F-measure, else ``"min"``.
+        save_freq: ``"epoch"``: at every epoch end; a number: every that many batches.
+        options: passed to Keras' save as ``options`` (``None``: none).
+        initial_value_threshold: the value ``monitor`` must improve on before the first save with
+            ``save_best_only`` (``None``: any value).
+        keep: how many of the files this callback wrote it keeps, deleting the oldest (``None``: all).
+        check_divergence: compare the ranks' trainable weights at every save point first.
     """
 
     def __init__(self, filepath, monitor: str = "val_loss", verbose: int = 0, save_best_only: bool = False,

@@ -18,6 +18,10 @@ class ProfileBatches(keras.callbacks.Callback):
 
     ``runtime.profile_batches: [start, stop]`` adds it to the config path with ``log_dir`` the
     run's ``tensorboard/`` folder.
+
+    Args:
+        log_dir: the folder the trace goes into.
+        batches: ``(start, stop)``, the first and the last training batch traced, counted from 1.
     """
 
     def __init__(self, log_dir: str, batches: Sequence[int]):

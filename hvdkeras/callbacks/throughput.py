@@ -44,6 +44,11 @@ class ThroughputLogger(keras.callbacks.Callback):
     tracker; pass ``batch_size`` (per rank) for models compiled without a loss.
     Put it after :class:`MetricAverageCallback` (which would otherwise average the
     total) and before the loggers that should show it.
+
+    Args:
+        unit: what an example is called in the log keys (``<unit>_per_sec``).
+        batch_size: each rank's batch, to count the examples of a model compiled without a loss
+            (``None``: counted from the loss tracker).
     """
 
     def __init__(self, unit: str = "examples", batch_size: Optional[int] = None):
