@@ -7,7 +7,7 @@ share of one core, with the thread's name (TensorFlow names its pools, e.g.
 with ``--stacks``, the innermost frames of each busy thread from ``gdb`` (as root).
 
 Used to find which thread besides the training thread takes a core under
-``horovodrun`` (see docs/performance.md, "What a rank's threads cost").
+``horovodrun`` (see docs/performance.md, "Why figures on this host come in steps").
 """
 from __future__ import annotations
 

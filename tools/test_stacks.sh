@@ -10,11 +10,11 @@
 # is done, and an install that failed fails `make test` with its log, as in the foreground.
 #
 # No install runs beside a suite: a compiler beside the distributed tests slowed them by about 15%
-# even in the idle scheduling class (docs/testing.md, "Measured"), for nothing of its own to gain.
+# even in the idle scheduling class (docs/records/test-timings.md), for nothing of its own to gain.
 # The suites themselves do run side by side, the same way (the later ones' output in
 # runs/test-<stack>.log, printed when the first is done): a suite alone keeps the two cores busy
 # about 80% of its time (its ranks start, wait for a peer, a timeout, a link), and two suites fill
-# each other's gaps. Measured on this machine (docs/testing.md): both distributed suites side by side
+# each other's gaps. Measured on this machine (docs/records/test-timings.md): both distributed suites side by side
 # took 1668 s where one after the other took 1897 s, every test passing. What the machine has once,
 # the lab's hosts, one suite at a time holds (tests/harness/lab_lock.py). The suites in the background
 # run their distributed tests first (ORDER=distributed-first, Makefile), so that the unit tests, which

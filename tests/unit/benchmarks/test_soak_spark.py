@@ -1,5 +1,5 @@
 """The Spark soak's pieces without Spark: finding a fit's ranks by their environment, the executor a rank runs
-under, the flags. The soak on the lab's cluster is its run of record (docs/reliability.md)."""
+under, the flags. The soak on the lab's cluster is its run of record (docs/records/soak-runs.md)."""
 import os
 import subprocess
 import sys
