@@ -1,13 +1,18 @@
-"""The two generated references: every config key (docs/config-reference.md, from hvdkeras/config/schema.py)
-and every command line and console script (docs/commands.md, from their argument parsers).
+"""The generated references: every config key (docs/config-reference.md, from hvdkeras/config/schema.py), every
+command line and console script (docs/commands.md, from their argument parsers), every parameter of the Spark
+estimator and argument of hvdkeras.spark.run and SparkBackend beside Horovod 0.28.1's defaults
+(docs/spark-reference.md, from hvdkeras/spark/keras/params.py and their signatures and docstrings), and every public
+callback's arguments (docs/callbacks-reference.md, from hvdkeras/callbacks/'s signatures and docstrings).
 
-    .venv/bin/python tools/reference_docs.py          # rewrite both
+    .venv/bin/python tools/reference_docs.py          # rewrite them all
     .venv/bin/python tools/reference_docs.py --check  # exit 1 naming each file that differs
 
-tests/unit/docs/test_references.py fails when either file differs from what this prints, so a key, a
-flag or a default changed in the code without the docs fails the suite. Nothing here imports
-TensorFlow: the schema, absl's flag definitions and argparse's parsers are read as they are (each command
-but hvdkeras.train defines its absl flags on a FlagValues of its own, so all are imported into this one process).
+tests/unit/docs/test_references.py fails when a file differs from what this prints, so a key, a flag, an argument
+or a default changed in the code without the docs fails the suite. Nothing here imports TensorFlow: the schema,
+absl's flag definitions and argparse's parsers are read as they are (each command but hvdkeras.train defines its
+absl flags on a FlagValues of its own, so all are imported into this one process); the Spark modules and the
+callbacks, whose packages import pyspark, Horovod or TensorFlow, are read as text with ``ast``, so what this writes
+is the same on any Keras.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import ast
 import dataclasses
 import io
 import os
+import re
 import sys
 import tokenize
 import tomllib
@@ -315,46 +321,372 @@ def commands_reference() -> str:
     return "\n".join(out)
 
 
+# --------------------------------------------------------------------------- code read as text (nothing imported)
+
+
+def _tree(path: str) -> ast.Module:
+    """The syntax tree of a file of the checkout (``path`` relative to it)."""
+    return ast.parse(open(os.path.join(REPO, path)).read(), filename=path)
+
+
+def module_constants(path: str) -> dict[str, typing.Any]:
+    """Every top-level ``NAME = <literal>`` of a module, read with ``ast``: its code does not run (a module of
+    hvdkeras.spark imports pyspark, and its package TensorFlow). ``frozenset((...))`` counts as a literal."""
+    found = {}
+    for node in _tree(path).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if not isinstance(target, ast.Name):
+            continue
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in ("frozenset", "set", "tuple") and len(value.args) == 1):
+            try:
+                found[target.id] = {"frozenset": frozenset, "set": set, "tuple": tuple}[value.func.id](
+                    ast.literal_eval(value.args[0]))
+            except ValueError:
+                pass
+            continue
+        try:
+            found[target.id] = ast.literal_eval(value)
+        except ValueError:
+            pass
+    return found
+
+
+def _imported_module_path(path: str, alias: str) -> typing.Optional[str]:
+    """The file of the hvdkeras module ``path`` imports as ``alias`` (``from hvdkeras.x import alias``)."""
+    for node in _tree(path).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "hvdkeras":
+            for name in node.names:
+                if (name.asname or name.name) == alias:
+                    base = os.path.join(*node.module.split("."), name.name)
+                    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                        if os.path.exists(os.path.join(REPO, candidate)):
+                            return candidate
+    return None
+
+
+def _default_source(node: ast.expr, path: str) -> str:
+    """A default as Python source; a module constant (``distributed.ROOT_RANK``) as its value."""
+    if isinstance(node, ast.Name):
+        constants = module_constants(path)
+        if node.id in constants:
+            return repr(constants[node.id])
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        module = _imported_module_path(path, node.value.id)
+        constants = module_constants(module) if module else {}
+        if node.attr in constants:
+            return repr(constants[node.attr])
+    return ast.unparse(node)
+
+
+def signature(function: ast.FunctionDef, path: str) -> list[tuple[str, str]]:
+    """``(name, default as Python source)`` for each argument of ``function`` but ``self``, in order; ``""`` for a
+    required one; ``*args`` and ``**kwargs`` with their stars."""
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
+    found = [(a.arg, "" if d is None else _default_source(d, path)) for a, d in zip(positional, defaults)]
+    if arguments.vararg:
+        found.append(("*" + arguments.vararg.arg, ""))
+    found += [(a.arg, "" if d is None else _default_source(d, path))
+              for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)]
+    if arguments.kwarg:
+        found.append(("**" + arguments.kwarg.arg, ""))
+    return [(name, default) for name, default in found if name not in ("self", "cls")]
+
+
+def docstring_args(doc: str) -> dict[str, str]:
+    """The entries of a Google-style docstring's ``Args:`` section, ``{name: meaning}``, each on one line."""
+    lines = (doc or "").splitlines()
+    found: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        if line.strip() != "Args:":
+            continue
+        outer = len(line) - len(line.lstrip())
+        indent, name = None, None
+        for entry in lines[i + 1:]:
+            if not entry.strip():
+                break
+            depth = len(entry) - len(entry.lstrip())
+            if depth <= outer:
+                break
+            indent = depth if indent is None else indent
+            match = re.match(r"^(\**\w+)(?: \([^)]*\))?:(?:\s+(.*))?$", entry.strip())
+            if depth == indent and match:
+                name = match.group(1)
+                found[name] = (match.group(2) or "").strip()
+            elif name is not None:
+                found[name] = (found[name] + " " + entry.strip()).strip()
+        break
+    return found
+
+
+def _markdown(text: str) -> str:
+    """Sphinx's roles and double backquotes as Markdown code: ``:class:`~a.b.C``` is `C`, ````x```` is `x`."""
+    text = re.sub(r":(?:class|func|meth|mod|data|attr|exc|obj):`~[\w.]*?(\w+)`", r"`\1`", text)
+    text = re.sub(r":(?:class|func|meth|mod|data|attr|exc|obj):`([^`]+)`", r"`\1`", text)
+    return text.replace("``", "`")
+
+
+def first_paragraph(doc: str) -> str:
+    """A docstring's summary: its first paragraph, on one line, in Markdown."""
+    return _markdown(" ".join((doc or "").strip().split("\n\n")[0].split()))
+
+
+def _function(tree: ast.Module, name: str) -> ast.FunctionDef:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise LookupError(f"no function {name}")
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise LookupError(f"no class {name}")
+
+
+def _method(cls: ast.ClassDef, name: str) -> typing.Optional[ast.FunctionDef]:
+    return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """One argument: its name, its default as Python source (``""``: required), its meaning (``""``: the docstring's
+    Args has no entry for it)."""
+
+    name: str
+    default: str
+    meaning: str
+
+
+def arguments(path: str, function: ast.FunctionDef, doc: str) -> tuple[Argument, ...]:
+    """Each argument of ``function`` with its default and its entry in ``doc``'s Args."""
+    documented = docstring_args(doc)
+    return tuple(Argument(name, default, _markdown(documented.get(name, documented.get(name.lstrip("*"), ""))))
+                 for name, default in signature(function, path))
+
+
+def _default_cell(default: str) -> str:
+    return "(required)" if default == "" else f"`{_cell(default)}`"
+
+
+UNDOCUMENTED = "**not documented**: give it an entry in the docstring's Args"
+
+
 # --------------------------------------------------------------------------- the Spark estimator's parameters
 
 SPARK_REFERENCE = os.path.join("docs", "spark-reference.md")
+SPARK_PARAMS = os.path.join("hvdkeras", "spark", "keras", "params.py")
+SPARK_RUN = (os.path.join("hvdkeras", "spark", "runner.py"), "run")
+SPARK_BACKEND = (os.path.join("hvdkeras", "spark", "common", "backend.py"), "SparkBackend")
 
 
-def _param_rows(params: object, horovod: object, no_effect: object) -> list[str]:
-    rows = ["| parameter | default | what it does | beside Horovod 0.28.1's |", "| --- | --- | --- | --- |"]
-    for name, _, default, meaning in params:  # type: ignore[attr-defined]
-        if name in no_effect:  # type: ignore[operator]
-            beside = "Horovod's; accepted, no effect here (one warning line)"
-        elif name in horovod:  # type: ignore[operator]
-            beside = "Horovod's"
-        else:
-            beside = "hvdkeras only"
-        rows.append(f"| `{name}` | `{_cell(repr(default))}` | {_cell(meaning)} | {beside} |")
+def horovod_cell(default: str, horovod: typing.Optional[tuple[str, str]], later: bool = False) -> str:
+    """What the reference says beside a default of ours: ``same`` (Horovod 0.28.1's default, with the same
+    meaning), Horovod's default and what it means there, or that 0.28.1 has no such parameter."""
+    if horovod is None:
+        return "not in 0.28.1 (a later Horovod's)" if later else "hvdkeras only"
+    value, meaning = horovod
+    if value == default:
+        return f"{_default_cell(value)} too: {meaning}" if meaning else "same"
+    return f"{_default_cell(value)}: {meaning}" if meaning else _default_cell(value)
+
+
+def _param_rows(params: typing.Sequence[tuple[str, str, typing.Any, str]], horovod: dict[str, tuple[str, str]],
+                later: typing.Collection[str], no_effect: typing.Collection[str]) -> list[str]:
+    rows = ["| parameter | default | what it does | Horovod 0.28.1's default |", "| --- | --- | --- | --- |"]
+    for name, _, default, meaning in params:
+        beside = horovod_cell(repr(default), horovod.get(name), name in later)
+        if name in no_effect:
+            beside += "; accepted here, with no effect (one warning line)"
+        rows.append(f"| `{name}` | `{_cell(repr(default))}` | {_cell(meaning)} | {_cell(beside)} |")
+    return rows
+
+
+def spark_arguments(what: tuple[str, str]) -> tuple[Argument, ...]:
+    """Each argument of ``hvdkeras.spark.run`` (``SPARK_RUN``) or of ``SparkBackend`` (``SPARK_BACKEND``), with its
+    default and its docstring's meaning."""
+    path, name = what
+    tree = _tree(path)
+    if name == "run":
+        function = _function(tree, name)
+        return arguments(path, function, ast.get_docstring(function) or "")
+    cls = _class(tree, name)
+    init = _method(cls, "__init__")
+    assert init is not None, f"{name} has no __init__"
+    return arguments(path, init, (ast.get_docstring(init) or "") + "\n\n" + (ast.get_docstring(cls) or ""))
+
+
+def _argument_rows(args: typing.Sequence[Argument], horovod: typing.Callable[[str], typing.Any]) -> list[str]:
+    rows = ["| argument | default | meaning | Horovod 0.28.1's default |", "| --- | --- | --- | --- |"]
+    for a in args:
+        rows.append(f"| `{a.name}` | {_default_cell(a.default)} | {_cell(a.meaning or UNDOCUMENTED)} |"
+                    f" {_cell(horovod_cell(a.default, horovod(a.name)))} |")
     return rows
 
 
 def spark_reference() -> str:
-    """docs/spark-reference.md's text: every parameter of ``KerasEstimator`` and ``KerasModel``."""
-    from hvdkeras.spark.keras import params
-
+    """docs/spark-reference.md's text: every parameter of ``KerasEstimator`` and ``KerasModel``, every argument of
+    ``hvdkeras.spark.run`` and ``SparkBackend``, each beside Horovod 0.28.1's default."""
+    params = module_constants(SPARK_PARAMS)
+    horovod = params["HOROVOD_DEFAULTS"]
+    estimator, model = horovod["KerasEstimator"], horovod["KerasModel"]
+    later = params["HOROVOD_PARAMS"] - set(estimator)  # Horovod's, but added after 0.28.1
     out = ["# Spark estimator reference: every parameter", "",
-           GENERATED.format(source="hvdkeras/spark/keras/params.py"), "",
-           "Every parameter of `hvdkeras.spark.keras.KerasEstimator` and `KerasModel`, with its default, what it",
-           "does, and whether Horovod 0.28.1's estimator has it. Each has a getter and a setter (`getBatchSize`,",
-           "`setBatchSize`), as in Spark ML. How a fit runs: [spark](spark.md).", "",
+           GENERATED.format(source="hvdkeras/spark/keras/params.py, hvdkeras/spark/runner.py and"
+                                   " hvdkeras/spark/common/backend.py").replace("edit that", "edit those"), "",
+           "Every parameter of `hvdkeras.spark.keras.KerasEstimator` and `KerasModel`, and every argument of",
+           "`hvdkeras.spark.run` and `SparkBackend`, with its default, what it does, and beside it Horovod 0.28.1's:",
+           "`same` where nothing differs; else Horovod's default, and what Horovod makes of it where that differs",
+           "(`None` too: ..., where only the meaning does). Each estimator parameter has a getter and a setter",
+           "(`getBatchSize`, `setBatchSize`), as in Spark ML. How a fit runs: [spark](spark.md).", "",
            "## KerasEstimator", ""]
-    out += _param_rows(params.ESTIMATOR_PARAMS, params.HOROVOD_PARAMS, params.NO_EFFECT)
+    out += _param_rows(params["ESTIMATOR_PARAMS"], estimator, later, params["NO_EFFECT"])
     out += ["", "Horovod's parameters refused in one line, because they would change what trains and have no"
             " meaning here:", ""]
-    out += [f"- `{name}`: {_cell(why)}" for name, why in sorted(params.REFUSED.items())]
+    for name, why in sorted(params["REFUSED"].items()):
+        default = f" (Horovod 0.28.1's default: `{estimator[name][0]}`)" if name in estimator else ""
+        out.append(f"- `{name}`{default}: {_cell(why)}")
+    ours = {p[0] for p in params["ESTIMATOR_PARAMS"]} | set(params["REFUSED"])
+    missing = sorted(set(estimator) - ours)
+    if missing:
+        out += ["", "Horovod's parameters not taken here: " + ", ".join(f"`{m}`" for m in missing) + "."]
     out += ["", "## KerasModel", ""]
-    out += _param_rows(params.MODEL_PARAMS, {"history", "model", "feature_columns", "label_columns", "run_id",
-                                             "custom_objects"}, ())
+    out += _param_rows(params["MODEL_PARAMS"], model, (), ())
+    run, backend = horovod["run"], horovod["SparkBackend"]
+    out += ["", "## hvdkeras.spark.run", "",
+            "`hvdkeras.spark.run(fn, ...)` runs a function as Horovod ranks in Spark tasks, as `horovod.spark.run`"
+            " does, with its arguments in its order ([how the ranks start](spark.md#how-the-ranks-start)).", ""]
+    run_args = spark_arguments(SPARK_RUN)
+    out += _argument_rows(run_args, run.get)
+    out += ["", "## SparkBackend", "",
+            "`hvdkeras.spark.common.backend.SparkBackend(...)`: where an estimator's ranks run, through"
+            " `hvdkeras.spark.run` (a `KerasEstimator`'s default backend). Horovod 0.28.1's takes `num_proc` and"
+            " `env`, and passes every other keyword to `horovod.spark.run`: its default here is run's.", ""]
+
+    def backend_default(name: str) -> typing.Any:
+        return backend.get(name, run.get(name) if "**kwargs" in backend else None)
+
+    backend_args = spark_arguments(SPARK_BACKEND)
+    out += _argument_rows(backend_args, backend_default)
+    passed = sorted(set(run) - {"fn", "args", "kwargs", "num_proc", "env"} - {a.name for a in backend_args})
+    if passed:
+        out += ["", "Keywords Horovod's passes on to `horovod.spark.run` that this one does not take: "
+                + ", ".join(f"`{p}`" for p in passed) + "."]
     return "\n".join(out) + "\n"
 
 
+# --------------------------------------------------------------------------- the callbacks' arguments
+
+CALLBACKS_REFERENCE = os.path.join("docs", "callbacks-reference.md")
+CALLBACKS = os.path.join("hvdkeras", "callbacks")
+
+
+@dataclasses.dataclass(frozen=True)
+class Public:
+    """One public name of ``hvdkeras.callbacks``: its kind (``class`` or ``function``), its file, its summary, its
+    arguments, and the Keras class whose arguments it takes unchanged (``""``: its own)."""
+
+    name: str
+    kind: str
+    path: str
+    summary: str
+    arguments: tuple[Argument, ...]
+    keras: str = ""
+
+
+def _exports() -> list[tuple[str, str]]:
+    """``(name, file)`` for each name of hvdkeras/callbacks/__init__.py's ``__all__``, in its order."""
+    init = os.path.join(CALLBACKS, "__init__.py")
+    where = {}
+    for node in _tree(init).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hvdkeras.callbacks."):
+            for alias in node.names:
+                where[alias.asname or alias.name] = os.path.join(*node.module.split(".")) + ".py"
+    return [(name, where[name]) for name in module_constants(init)["__all__"]]
+
+
+def _keras_base(tree: ast.Module, node: ast.expr) -> str:
+    """The Keras class a base expression comes down to (``keras.callbacks.X``, or a class of the same file
+    whose own first base is), else ``""``."""
+    source = ast.unparse(node)
+    if source.startswith("keras.callbacks."):
+        return source
+    if isinstance(node, ast.Name):
+        try:
+            cls = _class(tree, node.id)
+        except LookupError:
+            return ""
+        return _keras_base(tree, cls.bases[0]) if cls.bases else ""
+    return ""
+
+
+def _public(name: str, path: str) -> Public:
+    tree = _tree(path)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            doc = ast.get_docstring(node) or ""
+            return Public(name, "function", path, first_paragraph(doc), arguments(path, node, doc))
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            doc = ast.get_docstring(node) or ""
+            init = _method(node, "__init__")
+            if init is None:  # Keras' __init__: its arguments are Keras'
+                return Public(name, "class", path, first_paragraph(doc), (), _keras_base(tree, node.bases[0]))
+            init_doc = ast.get_docstring(init) or ""
+            return Public(name, "class", path, first_paragraph(doc), arguments(path, init, init_doc + "\n\n" + doc))
+        if (isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == [name]
+                and isinstance(node.value, ast.Call) and len(node.value.args) == 2):
+            # a class a factory makes from Keras' (chief_only.py's _chief_only(base, rule)): Keras' arguments
+            keras = _keras_base(tree, node.value.args[0])
+            rule = ast.literal_eval(node.value.args[1])
+            summary = first_paragraph(f"Keras' ``{keras.rsplit('.', 1)[-1]}``, same arguments. {rule}")
+            return Public(name, "class", path, summary, (), keras)
+    raise LookupError(f"{path} defines no {name}")
+
+
+def public_callbacks() -> list[Public]:
+    """Every public name of ``hvdkeras.callbacks``, read from its files (nothing imported)."""
+    return [_public(name, path) for name, path in _exports()]
+
+
+def undocumented_arguments() -> list[str]:
+    """``Class(argument)`` for each argument of a public callback that its docstring's Args leaves out."""
+    return [f"{p.name}({a.name})" for p in public_callbacks() for a in p.arguments if not a.meaning]
+
+
+def callbacks_reference() -> str:
+    """docs/callbacks-reference.md's text: every public callback's arguments."""
+    out = ["# Callbacks reference: every argument", "",
+           GENERATED.format(source="the docstrings of hvdkeras/callbacks/"), "",
+           "Every public name of `hvdkeras.callbacks` (its `__all__`), with its summary and every argument, its",
+           "default and its meaning, from each one's signature and its docstring's Args. A callback that subclasses",
+           "Keras' takes Keras' arguments (they differ between Keras 2 and Keras 3: see Keras' documentation). What",
+           "each callback enforces, the order `default_callbacks` puts them in and why: [callbacks](callbacks.md).",
+           ""]
+    for public in public_callbacks():
+        out += [f"## `{public.name}`", "",
+                public.summary, "", f"From `{public.path.replace(os.sep, '/')}`.", ""]
+        if public.keras:
+            out += [f"Arguments: those of Keras' `{public.keras}`, unchanged.", ""]
+        elif public.arguments:
+            out += ["| argument | default | meaning |", "| --- | --- | --- |"]
+            out += [f"| `{a.name}` | {_default_cell(a.default)} | {_cell(a.meaning or UNDOCUMENTED)} |"
+                    for a in public.arguments]
+            out.append("")
+        else:
+            out += ["No arguments.", ""]
+    return "\n".join(out)
+
+
 GENERATORS = {CONFIG_REFERENCE: config_reference, COMMANDS_REFERENCE: commands_reference,
-              SPARK_REFERENCE: spark_reference}
+              SPARK_REFERENCE: spark_reference, CALLBACKS_REFERENCE: callbacks_reference}
 
 
 def main(argv: list[str]) -> int:
