@@ -4,7 +4,7 @@
     python examples/spark/keras_spark_digits.py --store s3://bucket/hvdkeras --epochs 5
 
 On a cluster, ``spark-submit`` runs it (docs/spark-cluster.md). The data are the 1,797 8x8 digits that ship
-with hvdkeras, as a DataFrame of 64-pixel vectors and one-hot labels; no download.
+with hvdkeras, as a DataFrame of 64-pixel vectors and one-hot labels; no download. docs/spark.md opens with it.
 """
 import argparse
 import os
@@ -19,10 +19,39 @@ from pyspark.ml.feature import OneHotEncoder
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
 
-import hvdkeras.spark.keras as hvd
+import hvdkeras.spark.keras as hvd  # was: import horovod.spark.keras as hvd
 from hvdkeras.runtime.compat import keras
-from hvdkeras.spark.common.store import Store
+from hvdkeras.spark.common.store import Store  # was: from horovod.spark.common.store import Store
 from hvdkeras.training.data import digits_arrays
+
+
+def quick_start(spark, store_url, num_proc=2, epochs=3, batch_size=32):
+    """The quick start: a DataFrame of the digits, fit on ``num_proc`` ranks, transform, save and load.
+
+    Returns:
+        (the test rows' accuracy, how many test rows, where the model was saved, the loaded model).
+    """
+    pixels, labels = digits_arrays()
+    rows = [(Vectors.dense((p / 16.0).tolist()), int(label)) for p, label in zip(pixels, labels)]
+    df = spark.createDataFrame(rows, ["features", "label"])
+    df = OneHotEncoder(inputCols=["label"], outputCols=["label_vec"], dropLast=False).fit(df).transform(df)
+    train_df, test_df = df.randomSplit([0.9, 0.1], seed=1)
+
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(16, 3, activation="relu"),
+                              keras.layers.Flatten(), keras.layers.Dense(10, activation="softmax")])
+    store = Store.create(store_url)  # a folder every executor sees, or s3://bucket/path
+    estimator = hvd.KerasEstimator(
+        num_proc=num_proc, store=store, model=model, optimizer=keras.optimizers.Adam(0.002),
+        loss="categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
+        label_cols=["label_vec"], validation=0.1, batch_size=batch_size, epochs=epochs, random_seed=1)
+    keras_model = estimator.fit(train_df).setOutputCols(["label_prob"])  # a Spark ML Transformer
+
+    predicted = keras_model.transform(test_df).select("label", "label_prob").collect()
+    accuracy = float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label for r in predicted]))
+    path = store.get_run_path(keras_model.getRunId()) + "/model"
+    keras_model.save(path)  # Spark ML persistence; a PipelineModel holding it saves too
+    loaded = hvd.KerasModel.load(path)
+    return accuracy, len(predicted), path, loaded
 
 
 def main():
@@ -39,27 +68,9 @@ def main():
         builder = builder.master(args.master or "local[2]")
     spark = builder.getOrCreate()
     try:
-        pixels, labels = digits_arrays()
-        rows = [(Vectors.dense((p / 16.0).tolist()), int(label)) for p, label in zip(pixels, labels)]
-        df = spark.createDataFrame(rows, ["features", "label"])
-        df = OneHotEncoder(inputCols=["label"], outputCols=["label_vec"], dropLast=False).fit(df).transform(df)
-        train_df, test_df = df.randomSplit([0.9, 0.1], seed=1)
-
-        model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(16, 3, activation="relu"),
-                                  keras.layers.Flatten(), keras.layers.Dense(10, activation="softmax")])
-        store = Store.create(args.store or tempfile.mkdtemp(prefix="hvdkeras-spark-"))
-        estimator = hvd.KerasEstimator(
-            num_proc=args.num_proc, store=store, model=model, optimizer=keras.optimizers.Adam(0.002),
-            loss="categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
-            label_cols=["label_vec"], validation=0.1, batch_size=args.batch_size, epochs=args.epochs, random_seed=1)
-        keras_model = estimator.fit(train_df).setOutputCols(["label_prob"])
-
-        predicted = keras_model.transform(test_df).select("label", "label_prob").collect()
-        accuracy = float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label for r in predicted]))
-        path = store.get_run_path(keras_model.getRunId()) + "/model"
-        keras_model.save(path)
-        loaded = hvd.KerasModel.load(path)
-        print(f"test accuracy {accuracy:.3f} on {len(predicted)} rows; the model saved in {path} and loaded"
+        accuracy, rows, path, loaded = quick_start(spark, args.store or tempfile.mkdtemp(prefix="hvdkeras-spark-"),
+                                                   args.num_proc, args.epochs, args.batch_size)
+        print(f"test accuracy {accuracy:.3f} on {rows} rows; the model saved in {path} and loaded"
               f" ({type(loaded).__name__}, outputs {loaded.getOutputCols()})")
     finally:
         spark.stop()

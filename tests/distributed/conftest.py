@@ -107,16 +107,17 @@ def spark_local(request, tmp_path_factory):
     """The shared local[2] Spark driver's result (tests/harness/spark_driver.py), run once per session.
 
     Each Spark test module says which part of it it needs in ``SPARK_LOCAL`` (``estimator``, ``tuning``, ``stream``,
-    ``scenarios``, ``examples``; empty where its tests skip on this stack); the driver runs the parts of the modules
-    this session collected.
+    ``scenarios``, ``examples``, ``quick_start``; empty where its tests skip on this stack); the driver runs the parts
+    of the modules this session collected.
     """
-    parts = {"estimator": False, "tuning": False, "stream": False, "scenarios": [], "examples": []}
+    parts = {"estimator": False, "tuning": False, "stream": False, "quick_start": False, "scenarios": [],
+             "examples": []}
     for module in sorted({item.module for item in request.session.items}, key=lambda m: m.__name__):
         for key, value in getattr(module, "SPARK_LOCAL", {}).items():
             parts[key] = parts[key] + list(value) if key in ("scenarios", "examples") else parts[key] or value
     work = str(tmp_path_factory.mktemp("spark_local"))
     result = spark_driver.run(work, parts["estimator"], parts["scenarios"], parts["examples"], parts["tuning"],
-                              parts["stream"])
+                              parts["stream"], parts["quick_start"])
     laps = result.get("seconds", {})
     print(f"\nthe shared Spark driver ran {sorted(result)}; its laps (s): {laps}")
     return result

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(
     reason="the KerasEstimator on local[2]: on the keras2 stack; keras3 runs the same checks on the standalone cluster"
            f" (test_spark_cluster.py), which keeps each stack's Spark tests within 3 minutes ({ONCE_ENV}=all runs"
            " them here too)")
-SPARK_LOCAL = {"estimator": once_here("keras2")}  # the part of the shared driver these tests need
+# the parts of the shared driver these tests need
+SPARK_LOCAL = {"estimator": once_here("keras2"), "quick_start": once_here("keras2")}
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +49,11 @@ def test_more_ranks_than_task_slots_is_one_line_at_once(checked):
     # hvdkeras.spark.run's ranks in rank order: test_spark_cluster.py, on two hosts
     assert checked["too_many"] == ("num_proc=3 ranks need 3 Spark task slots at once, but this Spark has 2 (master"
                                    " local[2]); lower num_proc to 2 or give Spark more cores")
+
+
+def test_the_quick_start_fits_transforms_saves_and_loads(spark_local):
+    # docs/spark.md's quick start, examples/spark/keras_spark_digits.py's quick_start, in the shared driver's session
+    quick = spark_local["quick_start"]
+    assert quick["rows"] > 100 and quick["accuracy"] > 0.5, quick  # 3 epochs of the digits give about 0.9
+    assert quick["loaded"] == "KerasModel" and quick["outputs"] == ["label_prob"], quick
+    assert "metadata" in quick["saved"], quick

@@ -14,17 +14,18 @@ CHECK = os.path.join(SCRIPTS, "spark_local_check.py")
 
 
 def run(work: str, estimator: bool, scenarios: List[str], examples: Sequence[str] = (), tuning: bool = False,
-        stream: bool = False, timeout: float = 900) -> Dict[str, dict]:
+        stream: bool = False, quick_start: bool = False, timeout: float = 900) -> Dict[str, dict]:
     """The driver's result for the parts asked for (``{}`` when none is).
 
     It runs as in an activated venv: this venv's ``bin`` first on ``PATH`` and no ``PYSPARK_PYTHON``, so local[2]'s
     executors start the venv's ``python3``, as a user's script gets them without setting anything."""
-    if not (estimator or tuning or scenarios or examples or stream):
+    if not (estimator or tuning or scenarios or examples or stream or quick_start):
         return {}
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     env.update(PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
                VIRTUAL_ENV=sys.prefix)
     cmd = [sys.executable, CHECK, work] + (["--estimator"] if estimator else []) + (["--tuning"] if tuning else []) + \
+        (["--quick-start"] if quick_start else []) + \
         (["--stream"] if stream else []) + \
         (["--scenarios", ",".join(scenarios)] if scenarios else []) + \
         (["--examples", ",".join(examples)] if examples else [])

@@ -5,6 +5,8 @@ runs, in this order:
 
 * ``--estimator``: the KerasEstimator's checks (``spark_estimator_check.run_checks``, test_spark.py), the store a
   folder under WORK;
+* ``--quick-start``: docs/spark.md's quick start, ``quick_start`` of ``examples/spark/keras_spark_digits.py``, in
+  this session (test_spark.py);
 * ``--tuning``: Spark ML's ``Pipeline``, ``TrainValidationSplit`` and ``CrossValidator`` with the estimator
   (``spark_tuning_check.run_tuning_checks``, test_spark_tuning.py);
 * ``--scenarios``: Horovod's own Spark Keras scenarios by name (``horovod_spark_keras_check.run_scenarios``,
@@ -36,13 +38,15 @@ ARGS = argparse.ArgumentParser()
 ARGS.add_argument("work")
 ARGS.add_argument("--estimator", action="store_true")
 ARGS.add_argument("--tuning", action="store_true")
+ARGS.add_argument("--quick-start", action="store_true")
 ARGS.add_argument("--scenarios", default="")
 ARGS.add_argument("--examples", default="")
 ARGS.add_argument("--stream", action="store_true")
 OPTIONS = ARGS.parse_args()
 
-EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))), "examples", "horovod")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+EXAMPLES_DIR = os.path.join(REPO, "examples", "horovod")
+QUICK_START = os.path.join(REPO, "examples", "spark", "keras_spark_digits.py")
 # Each example's arguments, short; {work} is its folder.
 EXAMPLES = {"keras_spark_mnist": ["--num-proc", "2", "--epochs", "1", "--work-dir", "{work}/store",
                                   "--data-dir", "{work}/data"]}
@@ -105,6 +109,14 @@ try:
         result["estimator"] = check_module("spark_estimator_check").run_checks(session,
                                                                                os.path.join(OPTIONS.work, "store"))
         lap("estimator")
+    if OPTIONS.quick_start:
+        import runpy
+
+        accuracy, rows, path, loaded = runpy.run_path(QUICK_START)["quick_start"](
+            session, os.path.join(OPTIONS.work, "quick_start"))
+        result["quick_start"] = {"accuracy": accuracy, "rows": rows, "saved": os.listdir(path),
+                                 "loaded": type(loaded).__name__, "outputs": loaded.getOutputCols()}
+        lap("quick_start")
     if OPTIONS.tuning:
         result["tuning"] = check_module("spark_tuning_check").run_tuning_checks(session,
                                                                                 os.path.join(OPTIONS.work, "tuning"))
