@@ -95,12 +95,13 @@ class SparkBackend(Backend):
         use_mpi: start the ranks with MPI.
         use_gloo: start them with Gloo (the default).
         extra_mpi_args: more ``mpirun`` arguments, with ``use_mpi``.
+        executable: the Python the ranks run (default: the one Spark runs each rank's task in).
     """
 
     def __init__(self, num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, stdout: Any = None,
                  stderr: Any = None, prefix_output_with_timestamp: bool = False, start_timeout: Optional[int] = None,
                  verbose: int = 1, nics: Any = None, use_mpi: Optional[bool] = None, use_gloo: Optional[bool] = None,
-                 extra_mpi_args: Optional[str] = None):
+                 extra_mpi_args: Optional[str] = None, executable: Optional[str] = None):
         from hvdkeras.spark.runner import _spark_context, task_slots
 
         self._num_proc = num_proc or max(task_slots(_spark_context()), 1)
@@ -108,7 +109,7 @@ class SparkBackend(Backend):
         self._kwargs: Dict[str, Any] = dict(
             stdout=stdout, stderr=stderr, prefix_output_with_timestamp=prefix_output_with_timestamp,
             start_timeout=start_timeout, verbose=verbose, nics=nics, use_mpi=use_mpi, use_gloo=use_gloo,
-            extra_mpi_args=extra_mpi_args)
+            extra_mpi_args=extra_mpi_args, executable=executable)
 
     def run(self, fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
             env: Optional[Dict[str, str]] = None) -> List[Any]:

@@ -90,8 +90,8 @@ HOROVOD_PARAMS = frozenset((
     "shuffle_buffer_size", "shuffle", "partitions_per_process", "run_id", "train_steps_per_epoch",
     "validation_steps_per_epoch", "transformation_fn", "transformation_edit_fields", "transformation_removed_fields",
     "train_reader_num_workers", "val_reader_num_workers", "reader_pool_type", "label_shapes", "inmemory_cache_all",
-    "use_gpu", "mp_start_method", "backward_passes_per_step", "tensorflow_dataset_prefetch_buffer_size",
-    "custom_objects", "checkpoint_callback", "data_module",
+    "use_gpu", "mp_start_method", "backward_passes_per_step", "backend_env", "custom_objects",
+    "checkpoint_callback", "data_module",
 ))
 # Horovod 0.28.1's defaults, as facts for docs/spark-reference.md's comparison (tools/reference_docs.py), read from
 # its sources (`git show v0.28.1:<path>`): the KerasEstimator's and KerasModel's are what their getters return

@@ -21,14 +21,15 @@ def runs(monkeypatch):
 
 def test_horovods_arguments_reach_the_runner_with_horovods_meaning(runs):
     backend = backend_lib.SparkBackend(2, stdout=sys.stdout, stderr=sys.stderr, prefix_output_with_timestamp=True,
-                                       start_timeout=30, verbose=2, nics=["lo"], use_mpi=False, use_gloo=True)
+                                       start_timeout=30, verbose=2, nics=["lo"], use_mpi=False, use_gloo=True,
+                                       executable="/opt/env/bin/python")
     assert backend.num_processes() == 2
     assert backend.run(print, args=(1,)) == ["done"]
     (call,) = runs
     assert call["stdout"] is sys.stdout and call["stderr"] is sys.stderr and call["prefix_output_with_timestamp"]
     assert (call["start_timeout"], call["verbose"], call["nics"], call["use_mpi"], call["use_gloo"]) == (
         30, 2, ["lo"], False, True)
-    assert call["num_proc"] == 2 and call["args"] == (1,)
+    assert call["num_proc"] == 2 and call["args"] == (1,) and call["executable"] == "/opt/env/bin/python"
 
 
 def test_an_argument_horovod_does_not_take_is_refused():
