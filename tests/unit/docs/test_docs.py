@@ -1,6 +1,8 @@
-"""Every reference README.md and docs/*.md make is true: each command (make targets, modules, scripts, their flags,
-a training command's config keys), each file path, each ``file::test`` name, each ``HVDKERAS_*`` variable and each
-link and anchor; and the README's own commands run one after another in one clone. A stale one fails here."""
+"""Every reference README.md, docs/*.md and the records in docs/records/ make is true: each command (make targets,
+modules, scripts, their flags, a training command's config keys), each file path, each ``file::test`` name, each
+``HVDKERAS_*`` variable and each link and anchor; and the README's own commands run one after another in one clone.
+A stale one fails here. The pages a user reads say how to do something; how it was measured (runs labelled by
+session or fresh clone, issue numbers, measurement histories) lives in docs/records/."""
 import glob
 import os
 import re
@@ -13,9 +15,12 @@ from hvdkeras import config as config_lib
 from tests.unit.docs.test_references import TOOL
 from tests.unit.helpers import REPO
 
+# The pages a user reads, and the records of how things were measured (docs/records/, indexed by its README.md).
 DOCS = ["README.md", "SECURITY.md"] + sorted(os.path.relpath(p, REPO)
                                              for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
-TEXTS = {name: open(os.path.join(REPO, name)).read() for name in DOCS}
+RECORDS = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "records", "*.md")))
+RECORDS_INDEX = "docs/records/README.md"
+TEXTS = {name: open(os.path.join(REPO, name)).read() for name in DOCS + RECORDS}
 # The folders and files a path in the docs may start with (runs/, /tmp/ and <workdir>/ are made at run time).
 TOP = ("hvdkeras/", "tests/", "tools/", "benchmarks/", "lab/", "configs/", "examples/", "stacks/", "docs/")
 ROOT_FILES = ("Makefile", "pyproject.toml", "README.md", "CHANGELOG.md")
@@ -255,7 +260,7 @@ def _links_with_anchors():
     for root in ("hvdkeras", "benchmarks", "tools", "lab", "Makefile"):
         for path in glob.glob(os.path.join(REPO, root, "**", "*.py"), recursive=True) + (
                 [os.path.join(REPO, root)] if root == "Makefile" else []):
-            for file, anchor in re.findall(r"(docs/[\w-]+\.md)#([\w-]+)", open(path).read()):
+            for file, anchor in re.findall(r"(docs/(?:records/)?[\w-]+\.md)#([\w-]+)", open(path).read()):
                 found.append((os.path.relpath(path, REPO), file, anchor))
     return sorted(set(found))
 
@@ -330,8 +335,15 @@ def test_the_readmes_make_train_then_make_train_on_keras3_run_one_after_another_
 def test_the_readme_is_short_and_indexes_every_doc():
     readme = TEXTS["README.md"]
     assert len(readme.splitlines()) <= 120, "the README holds at most 120 lines: move detail to docs/"
-    for name in DOCS[1:]:
+    for name in DOCS[1:] + [RECORDS_INDEX]:
         assert f"]({name})" in readme, f"the README's index does not link {name}"
+
+
+def test_the_records_index_links_every_record():
+    assert RECORDS_INDEX in RECORDS, "docs/records/README.md indexes the records"
+    for name in RECORDS:
+        if name != RECORDS_INDEX:
+            assert f"]({os.path.basename(name)})" in TEXTS[RECORDS_INDEX], f"{RECORDS_INDEX} does not link {name}"
 
 
 def _sentences(text):
@@ -356,10 +368,36 @@ FIGURE = re.compile(r"\d[\d,.]* images/s|\b[01]\.\d\d\b[^.|\n]{0,40}\bceiling|\d
                     r"|scaling efficiency \d")
 
 
-def test_measured_figures_live_in_performance_md_alone():
-    for name in [*TEXTS, "CHANGELOG.md"]:
+def test_measured_figures_live_in_performance_md_and_the_records():
+    for name in [*DOCS, "CHANGELOG.md"]:
         if name == "docs/performance.md":
             continue
         text = TEXTS.get(name) or open(os.path.join(REPO, name)).read()
         found = FIGURE.findall(text)
-        assert not found, f"{name} carries measured figures {found}: give them a row in docs/performance.md, link it"
+        assert not found, (f"{name} carries measured figures {found}: give them a row in docs/performance.md (or the "
+                           "run in docs/records/), link it")
+
+
+# What belongs in a record, not on a page a user reads: a development session, a fresh clone's run label, an issue.
+RECORD_LABELS = {
+    "a session": re.compile(r"\bsessions? \d+", re.I),
+    "a run label": re.compile(r"\bfc\d+[a-z]?\b", re.I),
+    "an issue number": re.compile(r"\bissues? \d+|\(#\d+\)", re.I),
+}
+
+
+@pytest.mark.parametrize("name", [*DOCS, "CHANGELOG.md"])
+def test_no_user_page_names_a_session_a_run_label_or_an_issue(name):
+    text = TEXTS.get(name) or open(os.path.join(REPO, name)).read()
+    for what, pattern in RECORD_LABELS.items():
+        found = sorted({m.group(0) for m in pattern.finditer(text)})
+        assert not found, (f"{name} names {what}: {found}. Say what a user gets; how and when it was measured goes "
+                           "to docs/records/, which the page may link")
+
+
+def test_the_record_labels_are_recognised():
+    for text in ("Session 57 measured it", "in fc50a", "fc41's run", "(issue 50)", "issues 50 and 52", "(#12)"):
+        assert any(p.search(text) for p in RECORD_LABELS.values()), text
+    for text in ("a session of its own", "the session's two-epoch run", "fc layers", "an issue with GPUs",
+                 "horovod#4290", "keras-team/keras#20585"):
+        assert not any(p.search(text) for p in RECORD_LABELS.values()), text
