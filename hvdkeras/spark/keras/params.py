@@ -81,8 +81,9 @@ REFUSED = {
     "validation_steps_per_epoch": "validation reads every validation row once, for exact metrics",
     "compress_sparse_cols": "vectors are written as dense arrays",
 }
-# Horovod 0.28.1's KerasEstimator parameters (horovod/spark/common/params.py and keras/estimator.py), for the
-# reference's comparison: a parameter outside it is hvdkeras's own.
+# Horovod's KerasEstimator parameters (horovod/spark/common/params.py and keras/estimator.py: 0.28.1's, and
+# tensorflow_dataset_prefetch_buffer_size, which came later), for the reference's comparison: a parameter outside
+# it is hvdkeras's own.
 HOROVOD_PARAMS = frozenset((
     "num_proc", "store", "backend", "model", "optimizer", "loss", "loss_weights", "sample_weight_col", "metrics",
     "feature_cols", "label_cols", "continuous_cols", "categorical_cols", "validation", "gradient_compression",
@@ -91,7 +92,7 @@ HOROVOD_PARAMS = frozenset((
     "validation_steps_per_epoch", "transformation_fn", "transformation_edit_fields", "transformation_removed_fields",
     "train_reader_num_workers", "val_reader_num_workers", "reader_pool_type", "label_shapes", "inmemory_cache_all",
     "use_gpu", "mp_start_method", "backward_passes_per_step", "backend_env", "custom_objects",
-    "checkpoint_callback", "data_module",
+    "checkpoint_callback", "data_module", "tensorflow_dataset_prefetch_buffer_size",
 ))
 # Horovod 0.28.1's defaults, as facts for docs/spark-reference.md's comparison (tools/reference_docs.py), read from
 # its sources (`git show v0.28.1:<path>`): the KerasEstimator's and KerasModel's are what their getters return
