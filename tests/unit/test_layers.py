@@ -252,3 +252,50 @@ def test_what_trains_imports_nothing_of_the_elastic_api():
     found = {(m, d) for m, deps in graph.items() if m.startswith("hvdkeras.training") for d in deps
              if d == "hvdkeras.elastic" or d.startswith("hvdkeras.elastic.")}
     assert not found, found
+
+
+def _top_level_imports(path):
+    """The names a file imports when it runs: its module body's imports, outside functions and classes and
+    outside ``if TYPE_CHECKING:``, relative ones made absolute."""
+    tree = ast.parse(open(path).read(), path)
+    name = _module_name(path)
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    found = []
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                found.extend([base] + [f"{base}.{alias.name}" for alias in node.names])
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+    visit(tree.body)
+    return found
+
+
+def test_a_spark_rank_imports_no_pyspark_to_train():
+    # A rank unpickles hvdkeras.spark.keras.remote's train: what that import runs must not reach pyspark (its ML
+    # library and pandas cost each rank about half a CPU-second on two cores, and Spark's own ranks need neither).
+    modules = _modules()
+    seen, todo, external = set(), ["hvdkeras.spark.keras.remote", "hvdkeras.spark.rank"], {}
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # a module's packages run first
+            module = ".".join(parts[:i])
+            if module in modules and module not in seen:
+                seen.add(module)
+                for target in _top_level_imports(modules[module]):
+                    if target in modules:
+                        todo.append(target)
+                    elif not target.startswith("hvdkeras"):
+                        external.setdefault(target.split(".")[0], module)
+    assert "pyspark" not in external, f"{external['pyspark']} imports pyspark when a rank starts"
