@@ -90,8 +90,11 @@ ORDER ?= unit-first
 ifeq ($(filter unit-first distributed-first,$(ORDER)),)
 $(error unknown ORDER=$(ORDER); choose unit-first or distributed-first)
 endif
+# The tree's own modules compiled once: this environment may set PYTHONDONTWRITEBYTECODE, and then each of the
+# suite's few hundred processes compiled every hvdkeras module it imported again (0.1-0.3 CPU-s each).
 test-stack: $(STAMP)
 	@echo "== test suite on stack $(STACK) ($(VENV)) =="
+	$(PY) -m compileall -q -j 0 hvdkeras tests benchmarks lab tools examples > /dev/null
 	$(VENV)/bin/ruff check --no-cache .
 	$(MYPY)
 	$(if $(filter distributed-first,$(ORDER)),$(TEST_DISTRIBUTED),$(TEST_UNIT))
