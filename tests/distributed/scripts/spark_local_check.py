@@ -114,7 +114,7 @@ try:
 
         accuracy, rows, path, loaded = runpy.run_path(QUICK_START)["quick_start"](
             session, os.path.join(OPTIONS.work, "quick_start"))
-        result["quick_start"] = {"accuracy": accuracy, "rows": rows, "saved": os.listdir(path),
+        result["quick_start"] = {"accuracy": accuracy, "rows": rows, "saved": os.listdir(path.removeprefix("file://")),
                                  "loaded": type(loaded).__name__, "outputs": loaded.getOutputCols()}
         lap("quick_start")
     if OPTIONS.tuning:
