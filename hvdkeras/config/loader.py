@@ -193,8 +193,9 @@ def parse_override(text: str) -> Tuple[List[str], Any]:
     return parts, value
 
 
-# The configs that ship inside the package (hvdkeras/configs/; configs/ in a checkout links there).
-SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+# The configs that ship inside the package (hvdkeras/resources/configs/; configs/ in a checkout links there), data
+# beside the package's other resources, apart from the schema's package (hvdkeras/config/).
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "resources", "configs")
 
 
 def shipped_names() -> List[str]:

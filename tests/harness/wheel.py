@@ -8,7 +8,7 @@ from tests.harness.ranks import REPO
 
 
 def build_wheel(folder: pathlib.Path) -> pathlib.Path:
-    """Copies the tracked files (symlinks as symlinks: ``configs/`` links to ``hvdkeras/configs``) into
+    """Copies the tracked files (symlinks as symlinks: ``configs/`` links to ``hvdkeras/resources/configs``) into
     ``folder/src`` and builds the wheel there with pip, offline; returns the wheel's path in ``folder``."""
     src = folder / "src"
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout

@@ -49,8 +49,9 @@ def test_the_wheel_holds_what_its_commands_need(wheel_names):
         assert needed in wheel_names
     patches = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "build_horovod" / "patches").glob("*.patch"))
     assert patches and all(f"hvdkeras/build_horovod/patches/{p}" in wheel_names for p in patches)
-    configs = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "configs").glob("*.yaml"))
-    assert "digits.yaml" in configs and all(f"hvdkeras/configs/{c}" in wheel_names for c in configs)  # --config digits
+    configs = sorted(p.name for p in (pathlib.Path(REPO) / "hvdkeras" / "resources" / "configs").glob("*.yaml"))
+    # --config digits finds them by name
+    assert "digits.yaml" in configs and all(f"hvdkeras/resources/configs/{c}" in wheel_names for c in configs)
 
 
 def test_the_wheel_carries_the_one_version(wheel_names, wheel):
