@@ -167,7 +167,7 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
     if not distributed.is_chief():
         return None
     if best is not None and os.path.exists(best):
-        _load_saved(trainer.model, best, spec.checkpoint_callback)
+        _load_saved(trainer.model, best, spec.checkpoint_callback, spec.custom_objects)
     return {"history": history_from(trainer.parts.files.metrics), "model": model_to_bytes(trainer.model),
             "size": trainer.process.size, "final": final,
             "seconds": {"setup": built - began, "training": fitted - built}}
@@ -185,9 +185,11 @@ def _place_checkpoint_callback(callback: Any, workdir: str) -> Optional[str]:
     return str(callback.filepath)
 
 
-def _load_saved(model: Any, path: str, callback: Any) -> None:
-    """Puts the weights ``callback`` saved at ``path`` into ``model``."""
+def _load_saved(model: Any, path: str, callback: Any, custom_objects: Optional[Mapping[str, Any]] = None) -> None:
+    """Puts the weights ``callback`` saved at ``path`` into ``model``; a whole saved model is read with the
+    estimator's ``custom_objects``, which its layers may name (a custom activation function)."""
     if getattr(callback, "save_weights_only", False):
         model.load_weights(path)
         return
-    model.set_weights(keras.models.load_model(path, compile=False).get_weights())
+    saved = keras.models.load_model(path, custom_objects=dict(custom_objects or {}), compile=False)
+    model.set_weights(saved.get_weights())
