@@ -142,7 +142,7 @@ lab: $(STAMP)
 # MobileNetV2 (14 MB) at 200 Mbit/s and ResNet-50 (102 MB) at 500 Mbit/s, each link rate one where the link,
 # not the CPU, bounds the exchange; then both curves drawn and the projection to 8-256 workers
 # recomputed on ResNet-50's. Each sweep takes its lab down at its end
-# (docs/performance.md has the run's time and tables).
+# (docs/performance.md has the run's time, docs/records/performance-details.md its tables).
 HOSTS ?= 2,3,4,6,8
 SCALING_ROUNDS ?= 2
 lab-scaling: $(STAMP)

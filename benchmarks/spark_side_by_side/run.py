@@ -11,7 +11,8 @@ the keras2 stack's Python, which has hvdkeras (it writes the digits from ``digit
 ``/tmp/horovod-spark-venv`` is a throwaway venv with Horovod's estimator as it was released (Python 3.11,
 tensorflow-cpu 2.15.1, keras 2.15.0, numpy 1.26.4, pyarrow 10.0.1, petastorm 0.12.1, pyspark 3.5,
 h5py, cloudpickle, and Horovod 0.28.1's wheel built for TF 2.15.1 installed with ``--no-deps``);
-docs/performance.md says how it was built. Each run's log and ``results.json`` go to ``--workdir``.
+docs/records/performance-details.md ("Horovod's Spark estimator side by side") says how it was built.
+Each run's log and ``results.json`` go to ``--workdir``.
 """
 import argparse
 import json
