@@ -6,7 +6,8 @@ A saved folder holds ``metadata`` (one JSON line, as Spark's ``DefaultParamsRead
 * a JSON value as it is (numbers, strings, booleans, lists; a dict as ``{"$dict": {...}}``);
 * a Keras optimizer, loss or metric object as its Keras config (``{"$keras": kind, "config": {...}}``);
 * a class or function (a custom object, a loss function, Horovod's compression) by its import path
-  (``{"$import": "package.module:name"}``), loaded by importing it;
+  (``{"$import": "package.module:name"}``), loaded by importing it; one the running script defines by its name
+  there (``"__main__:name"``, as Keras saves it), loaded from the script that loads, which must define it too;
 
 The estimator's store and backend are not saved (a loaded one is given them again). Anything else that is not
 one of these (a callback object) is refused when saving, in one line naming the parameter. Folders
@@ -35,22 +36,31 @@ class _UnsaveableError(Exception):
 
 
 def _import_path(value: Any) -> str:
-    """``module:qualname`` of a class or function that importing finds again, else :class:`_UnsaveableError`."""
+    """``module:qualname`` of a class or function that importing finds again, else :class:`_UnsaveableError`.
+
+    One of the running script's own (``__main__``), as Horovod's examples define their custom metric and activation,
+    is ``__main__:qualname``: by its name, as Keras saves it, found again when the script that loads defines it."""
     module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    if not module or not name or module == "__main__" or "<" in name:
+    if not module or not name or "<" in name:
         raise _UnsaveableError(f"{value!r} is defined in {module or 'no module'} ({name}), where importing cannot find"
                           " it again; define it in a module of your own package")
-    found = _resolve(f"{module}:{name}")
+    try:
+        found = _resolve(f"{module}:{name}")
+    except (ImportError, AttributeError):
+        found = None
     if found is not value:
         raise _UnsaveableError(f"{module}:{name} does not import as {value!r}")
     return f"{module}:{name}"
 
 
 def _resolve(path: str) -> Any:
-    """The object at import path ``module:qualname``."""
+    """The object at import path ``module:qualname``; ``__main__``'s is the running script's (imports nothing)."""
     module, _, name = path.partition(":")
     found: Any = importlib.import_module(module)
     for part in name.split("."):
+        if module == "__main__" and not hasattr(found, part):
+            raise AttributeError(f"{name} was defined in the script that saved it ({path}); load it from a script"
+                                 f" that defines {name} too")
         found = getattr(found, part)
     return found
 

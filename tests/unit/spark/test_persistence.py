@@ -2,6 +2,7 @@
 import base64
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -78,6 +79,55 @@ def test_a_parameter_without_a_json_form_is_refused_naming_it(tmp_path):
 
     with pytest.raises(SetupError, match=r"cannot save parameter 'loss' .*<locals>.*define it in a module of your"):
         KerasEstimator(loss=local_loss).save(str(tmp_path / "est2"))
+
+
+def _in_main(monkeypatch, fn, name):
+    """``fn`` as the running script defines it at its top level: ``__main__``'s ``name``."""
+    fn.__module__, fn.__qualname__, fn.__name__ = "__main__", name, name
+    monkeypatch.setattr(sys.modules["__main__"], name, fn, raising=False)
+    return fn
+
+
+def test_a_scripts_own_custom_objects_save_by_name_and_load_in_the_script_that_defines_them(tmp_path, monkeypatch):
+    # Horovod's Rossmann example: a metric and an activation defined in the script, in custom_objects, then
+    # keras_model.save(path). They save by name, as Keras saves them in model.keras; loading runs none of their code.
+    def exp_rmspe(y_true, y_pred):
+        return y_pred
+
+    def act_scaled(x):
+        return keras.activations.sigmoid(x) * 3.0
+
+    custom = {"exp_rmspe": _in_main(monkeypatch, exp_rmspe, "exp_rmspe"),
+              "act_scaled": _in_main(monkeypatch, act_scaled, "act_scaled")}
+    net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation=act_scaled)])
+    path = str(tmp_path / "saved")
+    KerasModel(model=net, feature_columns=["x"], label_columns=["y"], custom_objects=custom).save(path)
+    saved = json.loads((tmp_path / "saved" / "metadata").read_text())["paramMap"]["custom_objects"]
+    assert saved == {"$dict": {"exp_rmspe": {"$import": "__main__:exp_rmspe"},
+                               "act_scaled": {"$import": "__main__:act_scaled"}}}
+    loaded = KerasModel.load(path)
+    assert loaded.getOrDefault("custom_objects") == custom
+    for a, b in zip(loaded.getModel().get_weights(), net.get_weights()):
+        assert (a == b).all()
+
+    monkeypatch.delattr(sys.modules["__main__"], "act_scaled")  # another script, which does not define it
+    with pytest.raises(SetupError, match=r"parameter 'custom_objects' cannot be loaded here \(act_scaled was defined"
+                                         r" in the script that saved it \(__main__:act_scaled\); load it from a script"
+                                         r" that defines act_scaled too\)"):
+        KerasModel.load(path)
+
+
+def test_a_scripts_function_that_its_name_does_not_find_again_is_refused(tmp_path, monkeypatch):
+    def first(y_true, y_pred):
+        return y_pred
+
+    def second(y_true, y_pred):
+        return y_true
+
+    _in_main(monkeypatch, first, "loss_fn")
+    second.__module__, second.__qualname__ = "__main__", "loss_fn"  # redefined since: the name is another's now
+    with pytest.raises(SetupError, match=r"cannot save parameter 'loss' .*: __main__:loss_fn does not import as"):
+        KerasEstimator(loss=second).save(str(tmp_path / "est"))
 
 
 def _pickled_folder(tmp_path, params):
