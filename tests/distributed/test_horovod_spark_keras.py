@@ -8,9 +8,12 @@ Every scenario passes on both stacks: here, on keras2, those whose ranks Spark s
 whose user backend trains in the driver, where Keras 3's differences (losses, metrics, saving) show, run on keras3 in
 the standalone cluster's driver (test_spark_cluster.py). ``HVDKERAS_ONCE_TESTS=all`` runs both here.
 
-Horovod's published ``examples/spark/keras/keras_spark_mnist.py``, switched by its import lines
-(``examples/horovod/keras_spark_mnist.py``, its data written offline), runs last in the same driver.
+Horovod's published ``examples/spark/keras/keras_spark_mnist.py`` and ``keras_spark_rossmann_estimator.py``, switched
+by their import lines (``examples/horovod/``, their data written offline), run last in the same driver.
 """
+import csv
+import io
+import math
 import re
 
 import pytest
@@ -41,7 +44,9 @@ def test_horovods_spark_keras_scenario_passes_switched_by_its_imports(outcome, s
 # PYSPARK_PYTHON. The estimator's code is the same on both stacks; keras3 trains through it on the standalone
 # cluster (test_spark_cluster.py), so the example runs on keras2.
 EXAMPLE_ONCE = ("Horovod's Spark Keras MNIST example", 0.7, "keras2")
-SPARK_LOCAL["examples"] = ["keras_spark_mnist"] if once_here(EXAMPLE_ONCE[2]) else []
+ROSSMANN_ONCE = ("Horovod's Spark Keras Rossmann example", 1.0, "keras2")
+SPARK_LOCAL["examples"] = (["keras_spark_mnist"] if once_here(EXAMPLE_ONCE[2]) else []) + \
+    (["keras_spark_rossmann_estimator"] if once_here(ROSSMANN_ONCE[2]) else [])
 
 
 @once_per_make_test(*EXAMPLE_ONCE)
@@ -58,3 +63,25 @@ def test_horovods_keras_spark_mnist_example_trains_predicts_and_evaluates_switch
     (run,) = example["files"]["store/runs"]
     assert example["files"][f"store/runs/{run}/checkpoints"] == ["epoch-0001"]
     assert example["tensorboard"]  # the example's TensorBoard callback ran on the ranks
+
+
+# Horovod's Rossmann example (examples/horovod/keras_spark_rossmann_estimator.py) on offline_rossmann.py's small
+# synthetic CSVs, one epoch: ~36 named inputs, a metric and an activation of the script in custom_objects,
+# BestModelCheckpoint choosing the returned model, a boolean validation column, keras_model.save to a local path,
+# transform on a DataFrame with extra columns, toPandas.
+@once_per_make_test(*ROSSMANN_ONCE)
+def test_horovods_keras_spark_rossmann_example_trains_saves_and_predicts_switched_by_its_imports(spark_local):
+    example = spark_local["examples"]["keras_spark_rossmann_estimator"]
+    output = example["output"]
+    best = [line for line in output.splitlines() if line.startswith("Best RMSPE:")]
+    assert len(best) == 1, output[-3000:]
+    assert math.isfinite(float(best[0].split(":")[1])), best  # min of the history's val_exp_rmspe
+    # keras_model.save(--local-checkpoint-file): the model's folder, its parameters (the custom objects by name)
+    assert example["files"]["checkpoint"] == ["metadata", "model.keras"], example["files"]
+    assert "Written checkpoint to " in output
+    # The submission: one row per test Id, in order, each a finite, positive number of sales (exp of the output)
+    rows = list(csv.DictReader(io.StringIO(example["csv"]["submission.csv"])))
+    test_rows = example["offline"]["test.csv"]
+    assert [int(row["Id"]) for row in rows] == list(range(1, test_rows + 1)), rows[:3]
+    sales = [float(row["Sales_pred"]) for row in rows]
+    assert all(math.isfinite(s) and s > 0 for s in sales), sales[:5]

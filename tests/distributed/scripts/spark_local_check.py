@@ -14,8 +14,9 @@ runs, in this order:
 * ``--stream``: a fit on a table four times larger than the memory each rank may use, streamed, and the same rows
   held in memory, which cannot fit (``spark_stream_check.run_stream_checks``, test_spark_stream.py);
 * ``--examples``: Horovod's published Spark examples by name, from ``examples/horovod/`` (``<NAME>.py``), each as
-  ``__main__`` with its arguments (:data:`EXAMPLES`), in a folder of its own under WORK, last: an example stops the
-  SparkSession when it ends.
+  ``__main__`` with its arguments (:data:`EXAMPLES`), its data written offline first (:data:`OFFLINE_DATA`), in a
+  folder of its own under WORK, last: an example stops the SparkSession when it ends (the next one's
+  ``getOrCreate`` starts another).
 
 It runs as a user's script in an activated venv does: the executors start ``python3`` from ``PATH``, the venv's
 (tests/harness/spark_driver.py sets it so), and nothing sets ``PYSPARK_PYTHON``.
@@ -49,13 +50,21 @@ EXAMPLES_DIR = os.path.join(REPO, "examples", "horovod")
 QUICK_START = os.path.join(REPO, "examples", "spark", "keras_spark_digits.py")
 # Each example's arguments, short; {work} is its folder.
 EXAMPLES = {"keras_spark_mnist": ["--num-proc", "2", "--epochs", "1", "--work-dir", "{work}/store",
-                                  "--data-dir", "{work}/data"]}
+                                  "--data-dir", "{work}/data"],
+            "keras_spark_rossmann_estimator": ["--num-proc", "2", "--epochs", "1", "--data-dir", "file://{work}/data",
+                                               "--work-dir", "{work}/store", "--local-checkpoint-file",
+                                               "{work}/checkpoint", "--local-submission-csv", "{work}/submission.csv"]}
+# The examples whose data a script of examples/horovod/ writes first, into {work}/data: its function, which takes the
+# folder and returns what it wrote (the example itself reads a dataset it would download).
+OFFLINE_DATA = {"keras_spark_rossmann_estimator": ("offline_rossmann.py", "write_csvs")}
 from pyspark.sql import SparkSession  # noqa: E402
 
 
 def run_example(name, work):
     """Horovod's example ``name`` as ``__main__`` with its :data:`EXAMPLES` arguments, in ``work`` (created, with its
-    ``data`` and ``store`` folders): what it printed (the ranks' lines included), and what it left in ``work``."""
+    ``data`` and ``store`` folders, its data written first where :data:`OFFLINE_DATA` says how): what it printed (the
+    ranks' lines included), what it left in ``work`` and the text of its CSV files there, and what its offline data
+    script returned (``offline``)."""
     import contextlib
     import io
     import runpy
@@ -63,6 +72,10 @@ def run_example(name, work):
 
     for folder in ("data", "store"):
         os.makedirs(os.path.join(work, folder), exist_ok=True)
+    offline = None
+    if name in OFFLINE_DATA:
+        script, function = OFFLINE_DATA[name]
+        offline = runpy.run_path(os.path.join(EXAMPLES_DIR, script))[function](os.path.join(work, "data"))
     path = os.path.join(EXAMPLES_DIR, f"{name}.py")
     argv, out, began = sys.argv, io.StringIO(), time.time()
     sys.argv = [path] + [arg.format(work=work) for arg in EXAMPLES[name]]
@@ -72,11 +85,15 @@ def run_example(name, work):
     finally:
         sys.argv = argv
     # The ranks run in their Spark tasks' folder, this driver's (WORK): the example's relative paths land there.
-    found = {"output": out.getvalue(), "seconds": time.time() - began, "files": {},
+    found = {"output": out.getvalue(), "seconds": time.time() - began, "files": {}, "csv": {}, "offline": offline,
              "tensorboard": os.path.isdir(os.path.join(os.getcwd(), "logs", "train"))}
     for root, dirs, files in os.walk(work):
         dirs[:] = [d for d in dirs if d not in ("data",) and not d.startswith("intermediate_")]
         found["files"][os.path.relpath(root, work)] = sorted(files + dirs)
+        for file in files:
+            if file.endswith(".csv"):
+                with open(os.path.join(root, file)) as f:
+                    found["csv"][os.path.relpath(os.path.join(root, file), work)] = f.read()
     return found
 
 
