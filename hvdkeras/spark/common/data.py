@@ -137,32 +137,6 @@ def _as_arrays(df: Any, infos: Dict[str, ColumnInfo]) -> Any:
     return df
 
 
-def _describe(df: Any, columns: Sequence[str]) -> Tuple[int, Dict[str, ColumnInfo]]:
-    """(rows, each column's info) in one pass over ``df``; one line for columns of uneven length."""
-    from pyspark.ml.functions import vector_to_array
-    from pyspark.sql import functions as F
-
-    kinds = {column: _kind(df, column) for column in columns}
-    aggregates = [F.count(F.lit(1)).alias("__rows")]
-    for column, (kind, _) in kinds.items():
-        if kind == "scalar":
-            continue
-        values = vector_to_array(F.col(column)) if kind == "vector" else F.col(column)
-        aggregates += [F.min(F.size(values)).alias(f"min:{column}"), F.max(F.size(values)).alias(f"max:{column}")]
-    row = df.agg(*aggregates).first()
-    infos = {}
-    for column, (kind, spark_type) in kinds.items():
-        size = 1
-        if kind != "scalar":
-            low, high = row[f"min:{column}"], row[f"max:{column}"]
-            if row["__rows"] and low != high:
-                raise SetupError(f"column {column!r} holds {kind}s of {low} to {high} values; every row must hold"
-                                 " the same number (the model's input has one shape)")
-            size = int(high or 0)
-        infos[column] = ColumnInfo(column, kind, size, spark_type)
-    return int(row["__rows"]), infos
-
-
 FLOATS = ("float", "double")
 
 
@@ -189,8 +163,8 @@ def _bad_values(column: str, kind: str, spark_type: str, allow_nan: bool) -> Tup
     return null, F.exists(values, not_finite) if floats else None
 
 
-def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> None:
-    """Refuses, in one line, a column holding nulls, NaN or infinities, counted in one Spark aggregate.
+def survey(df: Any, columns: Sequence[str], allow_nan: bool = False) -> Tuple[int, Dict[str, ColumnInfo]]:
+    """(rows, each column's :class:`ColumnInfo`) from one Spark aggregate over every row, not a collect.
 
     Args:
         df: the DataFrame (every row: training and validation).
@@ -198,16 +172,23 @@ def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> No
         allow_nan: let NaN through (for a model built to take it); infinities and nulls are still refused.
 
     Raises:
-        SetupError: naming the first such column, what it holds and in how many rows.
+        SetupError: naming the first column holding nulls, NaN or infinities (and in how many rows), or vectors or
+            arrays of uneven length.
     """
+    from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
+    kinds = {column: _kind(df, column) for column in columns}
     aggregates = [F.count(F.lit(1)).alias("__rows")]
-    for column in columns:
-        kind, spark_type = _kind(df, column)
+    for column, (kind, spark_type) in kinds.items():
         for name, condition in zip(("null", "nan"), _bad_values(column, kind, spark_type, allow_nan)):
             if condition is not None:
                 aggregates.append(F.sum(F.when(condition, 1).otherwise(0)).alias(f"{name}:{column}"))
+        if kind != "scalar":  # the lengths of the rows that hold one (vector_to_array fails on a null vector)
+            present = F.col(column).isNotNull()
+            values = vector_to_array(F.col(column)) if kind == "vector" else F.col(column)
+            length = F.when(present, F.size(values))
+            aggregates += [F.min(length).alias(f"min:{column}"), F.max(length).alias(f"max:{column}")]
     found = df.agg(*aggregates).first().asDict()
     total = int(found["__rows"])
     for column in columns:
@@ -220,22 +201,43 @@ def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> No
             hint = "" if allow_nan else " (or pass allow_nan=True for a model built to take NaN)"
             raise SetupError(f"column {column!r} holds {what} in {not_finite} of {total} rows: drop or fix them"
                              f" before fit(){hint}")
+    infos = {}
+    for column, (kind, spark_type) in kinds.items():
+        size = 1
+        if kind != "scalar":
+            low, high = found[f"min:{column}"], found[f"max:{column}"]
+            if total and low != high:
+                raise SetupError(f"column {column!r} holds {kind}s of {low} to {high} values; every row must hold"
+                                 " the same number (the model's input has one shape)")
+            size = int(high or 0)
+        infos[column] = ColumnInfo(column, kind, size, spark_type)
+    return total, infos
+
+
+def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> None:
+    """Refuses, in one line, a column holding nulls, NaN or infinities (:func:`survey`'s checks).
+
+    Args:
+        df: the DataFrame (every row: training and validation).
+        columns: the feature, label and weight columns.
+        allow_nan: let NaN through (for a model built to take it); infinities and nulls are still refused.
+
+    Raises:
+        SetupError: naming the first such column, what it holds and in how many rows.
+    """
+    survey(df, columns, allow_nan)
 
 
 ROW = "__hvdkeras_row"  # each row's place in the DataFrame, which orders the rows inside each Parquet file
 
 
-def _write(df: Any, store: FilesystemStore, path: str, files: int) -> None:
-    """Writes ``df`` as ``files`` Parquet files, the rows in each in :data:`ROW` order, then drops it. A round-robin
-    repartition puts the same rows in each file every time, but in the order their shuffle blocks arrive from the
-    executors, which varies between fits; each rank's epoch shuffle permutes rows by position, so two fits with the
-    same seed trained on other batches (found by the Spark soak: epoch 1's loss differed between two fresh fits).
-    Each executor writes its partitions with pyarrow through the store's filesystem, on every store
-    (:mod:`hvdkeras.spark.common.parquet_writer`): Spark's own writer reaches an object store only with Hadoop's
-    connector jars."""
-    from hvdkeras.spark.common import parquet_writer
-
-    parquet_writer.write(df.repartition(files).sortWithinPartitions(ROW).drop(ROW), store, path)
+def _ordered(df: Any, files: int) -> Any:
+    """``df`` in ``files`` partitions, the rows of each in :data:`ROW` order, which it then drops. A round-robin
+    repartition puts the same rows in each partition every time, but in the order their shuffle blocks arrive from
+    the executors, which varies between fits; each rank's epoch shuffle permutes rows by position, so two fits with
+    the same seed trained on other batches (found by the Spark soak: epoch 1's loss differed between two fresh
+    fits)."""
+    return df.repartition(files).sortWithinPartitions(ROW).drop(ROW)
 
 
 def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
@@ -255,14 +257,15 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
         seed: the random validation split's seed.
         partitions_per_process: Parquet files per rank.
         dataset_idx: the suffix of the store's data paths (Horovod's ``dataset_idx``; each fit has its own).
-        allow_nan: let NaN through in the columns (:func:`check_values`).
+        allow_nan: let NaN through in the columns (:func:`survey`).
 
     Returns:
         Where the rows went and what they hold.
 
     Raises:
-        SetupError: a missing column, a type no model takes, nulls, NaN or infinities, columns of uneven length, no
-            rows, fewer rows than ranks; each found before anything is written.
+        SetupError: a missing column, a type no model takes, nulls, NaN or infinities, columns of uneven length or
+            no rows, each found before anything is written; fewer training or validation rows than ranks, found as
+            they are written.
     """
     if not feature_cols:
         raise SetupError("feature_cols is empty: name the DataFrame columns the model takes, one per input")
@@ -273,31 +276,39 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     weights = [sample_weight_col] if sample_weight_col else []
     check_present(df, weights, "sample_weight_col")
     columns = list(dict.fromkeys([*feature_cols, *label_cols, *weights]))
-    check_values(df, columns, allow_nan=allow_nan)
+    split_by = [validation] if isinstance(validation, str) and validation not in columns else []
+    check_present(df, split_by, "validation")
     from pyspark.sql import functions as F
 
-    train, val = validation_split(df.withColumn(ROW, F.monotonically_increasing_id()), validation, seed)
-    train = train.select(*columns, ROW)
-    rows, infos = _describe(train, columns)
+    from hvdkeras.spark.common import parquet_writer
+
+    # Two passes over the rows: one aggregate (the checks, the lengths, the count), then one job writing the
+    # training and the validation rows. (Holding the selected columns in Spark's cache between the two made a
+    # small fit's data step slower, not faster.)
+    selected = df.select(*columns, *split_by).withColumn(ROW, F.monotonically_increasing_id())
+    total, infos = survey(selected, columns, allow_nan=allow_nan)
+    if total == 0:
+        raise SetupError("the DataFrame has no rows to train on; give fit() a DataFrame with data")
+    train, val = validation_split(selected, validation, seed)
+    train_path, val_path = store.get_train_data_path(dataset_idx), None
+    files = num_proc * partitions_per_process
+    parts = [(train_path, _ordered(_as_arrays(train.select(*columns, ROW), infos), files))]
+    if val is not None:
+        val_path = store.get_val_data_path(dataset_idx)
+        parts.append((val_path, _ordered(_as_arrays(val.select(*columns, ROW), infos), num_proc)))
+    written = parquet_writer.write_folders(store, parts)
+    rows, val_rows = written[0][1], (written[1][1] if val_path else 0)
+    # Found once written (the fit removes its intermediate data, whatever ends it): the split's rows are counted
+    # as they are written, rather than in a pass of their own.
     if rows == 0:
-        raise SetupError("the DataFrame has no rows to train on" + (" after the validation split" if val is not None
-                                                                     else "") + "; give fit() a DataFrame with data")
+        raise SetupError("the DataFrame has no rows to train on after the validation split; give fit() a DataFrame"
+                         " with more data")
     if rows < num_proc:
         raise SetupError(f"the DataFrame has {rows} training rows, fewer than the {num_proc} ranks: every rank needs"
                          " at least one; lower num_proc or give it more rows")
-    train_path = store.get_train_data_path(dataset_idx)
-    _write(_as_arrays(train, infos), store, train_path, num_proc * partitions_per_process)
-    val_path, val_rows = None, 0
-    if val is not None:
-        val = val.select(*columns, ROW)
-        val_path = store.get_val_data_path(dataset_idx)
-        _write(_as_arrays(val, infos), store, val_path, num_proc)
-        from hvdkeras.spark.common.reader import count_rows
-
-        val_rows = count_rows(store, val_path)
-        if val_rows < num_proc:
-            raise SetupError(f"validation holds {val_rows} rows, fewer than the {num_proc} ranks; validate on more"
-                             " rows, or pass validation=None")
+    if val_path and val_rows < num_proc:
+        raise SetupError(f"validation holds {val_rows} rows, fewer than the {num_proc} ranks; validate on more"
+                         " rows, or pass validation=None")
     return PreparedData(train_path=train_path, val_path=val_path, train_rows=rows, val_rows=val_rows, columns=infos,
                         feature_cols=tuple(feature_cols), label_cols=tuple(label_cols),
                         sample_weight_col=sample_weight_col)

@@ -11,7 +11,7 @@ No TensorFlow here.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Tuple
+from typing import Any, Iterable, Iterator, List, Sequence, Tuple
 
 from hvdkeras.common.errors import SetupError
 from hvdkeras.spark.common.store import FilesystemStore
@@ -62,21 +62,51 @@ def write(df: Any, store: FilesystemStore, path: str) -> Tuple[int, int]:
     Raises:
         SetupError: the tasks did not report each partition once.
     """
+    (written,) = write_folders(store, [(path, df)])
+    return written
+
+
+def write_folders(store: FilesystemStore, parts: Sequence[Tuple[str, Any]]) -> List[Tuple[int, int]]:
+    """Writes each ``(path, df)`` of ``parts`` as :func:`write` does, all in one Spark job.
+
+    The DataFrames must have the same columns (a fit's training and validation rows). Their partitions are
+    written in one stage of their union: one job's start, and one pass over what they are computed from.
+
+    Args:
+        store: the store (its filesystem travels to the executors with its options).
+        parts: each folder (a store URL) and the DataFrame whose partitions go there.
+
+    Returns:
+        (files written, rows written) for each folder, in order.
+
+    Raises:
+        SetupError: the tasks did not report each partition once.
+    """
+    import functools
+
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    fs, folder = store.fs, store.get_localized_path(path).rstrip("/")
-    if fs.exists(folder):
-        fs.rm(folder, recursive=True)
-    fs.makedirs(folder, exist_ok=True)
-    schema = to_arrow_schema(df.schema)
+    fs = store.fs
+    folders = [store.get_localized_path(path).rstrip("/") for path, _ in parts]
+    for folder in folders:
+        if fs.exists(folder):
+            fs.rm(folder, recursive=True)
+        fs.makedirs(folder, exist_ok=True)
+    schema = to_arrow_schema(parts[0][1].schema)
+    counts = [df.rdd.getNumPartitions() for _, df in parts]
+    starts = [sum(counts[:i]) for i in range(len(counts))]
 
-    def write_partition(part: int, rows: Iterable[Any]) -> Iterator[Tuple[int, int]]:
-        return _write_partition(fs, folder, schema, part, rows)
+    def write_partition(index: int, rows: Iterable[Any]) -> Iterator[Tuple[int, int]]:
+        which = max(i for i, start in enumerate(starts) if start <= index)
+        for _, written in _write_partition(fs, folders[which], schema, index - starts[which], rows):
+            yield index, written
 
-    written = df.rdd.mapPartitionsWithIndex(write_partition).collect()
-    fs.invalidate_cache(folder)
-    parts = sorted(part for part, _ in written)
-    if parts != list(range(len(parts))):  # one file per partition, each once
-        raise SetupError(f"writing {path} reported partitions {parts}, not each of 0 to {len(parts) - 1} once;"
-                         " fit again")
-    return len(parts), sum(rows for _, rows in written)
+    union = functools.reduce(lambda a, b: a.union(b), [df for _, df in parts])
+    written = sorted(union.rdd.mapPartitionsWithIndex(write_partition).collect())
+    for folder in folders:
+        fs.invalidate_cache(folder)
+    if [index for index, _ in written] != list(range(sum(counts))):  # one file per partition, each once
+        raise SetupError(f"writing {', '.join(path for path, _ in parts)} reported partitions"
+                         f" {[index for index, _ in written]}, not each of 0 to {sum(counts) - 1} once; fit again")
+    return [(count, sum(rows for index, rows in written if start <= index < start + count))
+            for start, count in zip(starts, counts)]
