@@ -538,7 +538,7 @@ def spark_reference() -> str:
     params = module_constants(SPARK_PARAMS)
     horovod = params["HOROVOD_DEFAULTS"]
     estimator, model = horovod["KerasEstimator"], horovod["KerasModel"]
-    later = params["HOROVOD_PARAMS"] - set(estimator)  # Horovod's, but added after 0.28.1
+    later = set(params["HOROVOD_LATER_PARAMS"])  # Horovod's, but added after 0.28.1
     out = ["# Spark estimator reference: every parameter", "",
            GENERATED.format(source="hvdkeras/spark/keras/params.py, hvdkeras/spark/runner.py and"
                                    " hvdkeras/spark/common/backend.py").replace("edit that", "edit those"), "",

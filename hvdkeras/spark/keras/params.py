@@ -81,19 +81,9 @@ REFUSED = {
     "validation_steps_per_epoch": "validation reads every validation row once, for exact metrics",
     "compress_sparse_cols": "vectors are written as dense arrays",
 }
-# Horovod's KerasEstimator parameters (horovod/spark/common/params.py and keras/estimator.py: 0.28.1's, and
-# tensorflow_dataset_prefetch_buffer_size, which came later), for the reference's comparison: a parameter outside
-# it is hvdkeras's own.
-HOROVOD_PARAMS = frozenset((
-    "num_proc", "store", "backend", "model", "optimizer", "loss", "loss_weights", "sample_weight_col", "metrics",
-    "feature_cols", "label_cols", "continuous_cols", "categorical_cols", "validation", "gradient_compression",
-    "compress_sparse_cols", "batch_size", "val_batch_size", "epochs", "verbose", "callbacks", "random_seed",
-    "shuffle_buffer_size", "shuffle", "partitions_per_process", "run_id", "train_steps_per_epoch",
-    "validation_steps_per_epoch", "transformation_fn", "transformation_edit_fields", "transformation_removed_fields",
-    "train_reader_num_workers", "val_reader_num_workers", "reader_pool_type", "label_shapes", "inmemory_cache_all",
-    "use_gpu", "mp_start_method", "backward_passes_per_step", "backend_env", "custom_objects",
-    "checkpoint_callback", "data_module", "tensorflow_dataset_prefetch_buffer_size",
-))
+# Horovod's KerasEstimator parameters that came after 0.28.1 (0.28.1's are HOROVOD_DEFAULTS["KerasEstimator"]'s
+# keys), for the reference's comparison: a parameter in neither is hvdkeras's own.
+HOROVOD_LATER_PARAMS = ("tensorflow_dataset_prefetch_buffer_size",)
 # Horovod 0.28.1's defaults, as facts for docs/spark-reference.md's comparison (tools/reference_docs.py), read from
 # its sources (`git show v0.28.1:<path>`): the KerasEstimator's and KerasModel's are what their getters return
 # unset (horovod/spark/common/params.py's and keras/estimator.py's _setDefault: the keyword defaults of a
