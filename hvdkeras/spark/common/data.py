@@ -214,20 +214,6 @@ def survey(df: Any, columns: Sequence[str], allow_nan: bool = False) -> Tuple[in
     return total, infos
 
 
-def check_values(df: Any, columns: Sequence[str], allow_nan: bool = False) -> None:
-    """Refuses, in one line, a column holding nulls, NaN or infinities (:func:`survey`'s checks).
-
-    Args:
-        df: the DataFrame (every row: training and validation).
-        columns: the feature, label and weight columns.
-        allow_nan: let NaN through (for a model built to take it); infinities and nulls are still refused.
-
-    Raises:
-        SetupError: naming the first such column, what it holds and in how many rows.
-    """
-    survey(df, columns, allow_nan)
-
-
 ROW = "__hvdkeras_row"  # each row's place in the DataFrame, which orders the rows inside each Parquet file
 
 

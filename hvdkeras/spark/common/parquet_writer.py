@@ -1,7 +1,7 @@
 """A DataFrame's partitions written to Parquet from Python, each by its executor, with pyarrow through fsspec.
 
 Spark's own writer (``df.write.parquet``) goes through Hadoop's filesystems, which reach an
-object store only with connector jars on the classpath. :func:`write` needs only the store's
+object store only with connector jars on the classpath. :func:`write_folders` needs only the store's
 fsspec filesystem: each Spark task writes its partition as one file,
 ``<path>/part-<partition, five digits>.parquet``, so the files' sorted order is the
 partitions' order and the rows of each file are in the partition's order. Every partition
@@ -48,33 +48,17 @@ def _write_partition(fs: Any, folder: str, schema: Any, part: int, rows: Iterabl
     yield part, written
 
 
-def write(df: Any, store: FilesystemStore, path: str) -> Tuple[int, int]:
-    """Writes ``df`` to the Parquet folder ``path`` of ``store``, one file per partition, replacing what was there.
-
-    Args:
-        df: the DataFrame, in the partitions and row order the files must have; numbers and arrays of numbers.
-        store: the store (its filesystem travels to the executors with its options).
-        path: the folder, a store URL.
-
-    Returns:
-        (files written, rows written).
-
-    Raises:
-        SetupError: the tasks did not report each partition once.
-    """
-    (written,) = write_folders(store, [(path, df)])
-    return written
-
-
 def write_folders(store: FilesystemStore, parts: Sequence[Tuple[str, Any]]) -> List[Tuple[int, int]]:
-    """Writes each ``(path, df)`` of ``parts`` as :func:`write` does, all in one Spark job.
+    """Writes each ``(path, df)`` of ``parts`` to the Parquet folder ``path`` of ``store``, one file per partition of
+    ``df``, replacing what was there; all in one Spark job.
 
     The DataFrames must have the same columns (a fit's training and validation rows). Their partitions are
     written in one stage of their union: one job's start, and one pass over what they are computed from.
 
     Args:
         store: the store (its filesystem travels to the executors with its options).
-        parts: each folder (a store URL) and the DataFrame whose partitions go there.
+        parts: each folder (a store URL) and the DataFrame whose partitions go there, in the partitions and row
+            order its files must have; numbers and arrays of numbers.
 
     Returns:
         (files written, rows written) for each folder, in order.

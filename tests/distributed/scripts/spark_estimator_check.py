@@ -26,7 +26,7 @@ import hvdkeras.spark.keras as hvd
 from hvdkeras import spark as hvd_spark
 from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
-from hvdkeras.spark.common.data import check_values
+from hvdkeras.spark.common.data import survey
 from hvdkeras.spark.common.runs import RunLock
 from hvdkeras.spark.common.store import Store
 
@@ -251,7 +251,7 @@ def run_checks(spark, store_path, too_many=True):
     bad = bad_rows(spark, df)
     for name, bad_df in bad.items():
         out["errors"][name] = error_of(lambda bad_df=bad_df: estimator(run_id="bad").fit(bad_df))
-    out["nan_allowed"] = error_of(lambda: check_values(bad["nan_features"], ["features"], allow_nan=True))
+    out["nan_allowed"] = error_of(lambda: survey(bad["nan_features"], ["features"], allow_nan=True))
     with RunLock(store, "held"):
         out["errors"]["held"] = error_of(lambda: estimator(run_id="held").fit(df))
     reader = estimator(reader_pool_type="process", mp_start_method="spawn")
