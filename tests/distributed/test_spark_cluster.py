@@ -110,9 +110,17 @@ def test_the_next_fit_resumes_from_the_bucket_on_an_undisturbed_fits_weights(che
     trained = [tuple(line) for line in check["epochs_trained"]]
     assert [e for tag, e in trained if tag == "resumed"] == ["2"], trained  # the last epoch only
     assert resumed["epochs"] == 3, resumed  # metrics.jsonl came back from the bucket: every epoch once
-    assert resumed["max_diff_from_quiet"] == 0.0, resumed  # bit for bit the fit that nobody disturbed
+    assert resumed["max_diff_from_quiet"] == 0.0, resumed  # its last checkpoint: bit for bit the undisturbed fit's
     assert resumed["checkpoints"] == ["epoch-0002", "epoch-0003"], resumed  # keep=2, pruned after the publish
-    assert resumed["run_files"] == ["config.yaml", "job.json", "metrics.jsonl"], resumed
+    assert resumed["run_files"] == ["best.json", "config.yaml", "job.json", "metrics.jsonl", "model.keras"], resumed
+
+
+def test_a_resumed_fit_returns_the_best_model_of_every_start_not_of_its_own_epochs(check):
+    resumed = check["resumed"]
+    # The first epoch's model (the highest loss, mode="max") was saved by the retried fit's first start: the fit
+    # that trained only the last epoch returns it, bit for bit, because it came back from the bucket with its score.
+    assert resumed["returned_vs_best_in_bucket"] == 0.0, resumed
+    assert resumed["best_vs_quiet"] > 0.0, resumed  # it is not the last epoch's model
 
 
 def test_transform_and_an_s3_saved_model_predict_the_same(check):

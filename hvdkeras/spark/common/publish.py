@@ -13,6 +13,13 @@ atomic rename. Rank 0 mirrors its run to the store's run folder with a :class:`R
   ``metrics.jsonl`` and ``config.yaml``; then the store's checkpoints beyond ``keep`` are
   removed, oldest first, manifest first.
 
+The model Horovod's ``checkpoint_callback`` keeps (a ``BestModelCheckpoint``: the best so far) is a file of
+its own, outside the checkpoints: :meth:`RunMirror.follow_best` names it, each publish uploads it to
+``<run>/checkpoint_callback/`` when it changed, with ``best.json`` (its size, SHA-256 and the callback's best
+score) after it, and :meth:`RunMirror.fetch_best` brings it back, so a fit that resumes returns the best model
+of every epoch, not of those after the resume. A file that does not match its record is one warning line and
+is not fetched.
+
 A checkpoint in the store is trusted only when its ``manifest.json`` is there and every object
 it lists has the size and SHA-256 the manifest gives (a killed upload leaves no manifest, so
 nothing half-written is trusted). An untrusted one, newer than the checkpoint resumed, is named
@@ -37,6 +44,8 @@ MANIFEST = "manifest.json"  # hvdkeras.runtime.checkpointing.MANIFEST: every oth
 DAMAGED = "damaged-"
 NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")  # hvdkeras.runtime.checkpointing's checkpoint folders
 RUN_FILES = (METRICS_FILE, CONFIG_FILE)  # beside the checkpoints, published after them
+BEST_DIR = "checkpoint_callback"  # the checkpoint callback's file and its record, beside the checkpoints
+BEST_RECORD = "best.json"
 
 
 def position(name: str) -> Tuple[int, int]:
@@ -138,6 +147,8 @@ class RunMirror:
         self.keep = keep
         self.shown = (shown or remote).rstrip("/")
         self.published: Set[str] = set()  # checkpoint folders the store holds whole (fetched or published here)
+        self.best: Optional[Tuple[str, Callable[[], Any]]] = None  # follow_best's (local file, its score)
+        self._best_sent: Optional[Tuple[int, int]] = None  # (mtime, size) of the best file the store holds
 
     def __repr__(self) -> str:  # the filesystem's repr may carry its options: never in a message
         return f"RunMirror({self.shown!r} <-> {self.local!r})"
@@ -174,6 +185,16 @@ class RunMirror:
                        if NAME.match(n) and os.path.isfile(os.path.join(self.local_checkpoints, n, MANIFEST))),
                       key=position)
 
+    def follow_best(self, path: str, score: Callable[[], Any]) -> None:
+        """Publishes the local file at ``path`` (the checkpoint callback's) with every publish, when it changed,
+        recording ``score()`` (the callback's ``best``) beside it; :meth:`fetch_best` brings both back."""
+        self.best = (path, score)
+
+    @property
+    def remote_best(self) -> str:
+        """The store's folder for the checkpoint callback's file."""
+        return f"{self.remote}/{BEST_DIR}"
+
     # ------------------------------------------------------------------ before training
 
     def fetch(self, warn: Callable[[str], None] = log.warning) -> Optional[str]:
@@ -205,6 +226,51 @@ class RunMirror:
             except FileNotFoundError:
                 pass
         return found
+
+    def fetch_best(self, warn: Callable[[str], None] = log.warning) -> Tuple[bool, Optional[float]]:
+        """Downloads the followed file from the store (:meth:`follow_best` first); ``(fetched, its score)``.
+
+        Nothing is fetched when the store holds no record, or ``(False, None)`` with one ``warn`` line when the
+        record is unreadable, names another file, or the stored file does not match it (an upload cut short).
+        """
+        if self.best is None:
+            return False, None
+        path = self.best[0]
+        name = os.path.basename(path)
+        shown = f"{self.shown}/{BEST_DIR}/{BEST_RECORD}"
+        try:
+            with self.fs.open(f"{self.remote_best}/{BEST_RECORD}", "rb") as f:
+                record = json.loads(f.read().decode())
+        except FileNotFoundError:
+            return False, None
+        except (OSError, ValueError) as exc:
+            warn(f"{shown} is unreadable ({type(exc).__name__}); the best model starts again from this fit")
+            return False, None
+        if not isinstance(record, dict) or record.get("file") != name:
+            warn(f"{shown} does not record {name!r}; the best model starts again from this fit")
+            return False, None
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        staging = f"{path}.fetching-{os.getpid()}"
+        try:
+            self.fs.get_file(f"{self.remote_best}/{name}", staging)
+            from fsspec.implementations.local import LocalFileSystem
+
+            size, sha = _digest(LocalFileSystem(), staging)
+            if (size, sha) != (record.get("size"), record.get("sha256")):
+                warn(f"{self.shown}/{BEST_DIR}/{name} does not match {BEST_RECORD} (an upload cut short?); the best"
+                     " model starts again from this fit")
+                return False, None
+            os.replace(staging, path)
+        except FileNotFoundError:
+            warn(f"{self.shown}/{BEST_DIR}/{name} is missing; the best model starts again from this fit")
+            return False, None
+        finally:
+            if os.path.exists(staging):
+                os.remove(staging)
+        stat = os.stat(path)
+        self._best_sent = (stat.st_mtime_ns, stat.st_size)
+        score = record.get("score")
+        return True, float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None
 
     def _download(self, name: str, staging: str) -> Optional[str]:
         """Downloads checkpoint ``name``'s manifest and the objects it lists into ``staging``; what is wrong, or
@@ -279,7 +345,36 @@ class RunMirror:
                 self._put_whole(path, f"{self.remote}/{run_file}")
         if uploaded:
             self.prune()
+        self._publish_best()
         return uploaded
+
+    def _publish_best(self) -> bool:
+        """Uploads the followed file when it changed since it was last sent, then its record; whether it did."""
+        if self.best is None or not os.path.isfile(self.best[0]):
+            return False
+        path, score = self.best
+        stat = os.stat(path)
+        if (stat.st_mtime_ns, stat.st_size) == self._best_sent:
+            return False
+        from fsspec.implementations.local import LocalFileSystem
+
+        size, sha = _digest(LocalFileSystem(), path)
+        value = score()
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            value = None
+        record = {"file": os.path.basename(path), "size": size, "sha256": sha,
+                  "score": value if value is not None and value == value and abs(value) != float("inf") else None}
+        self._put_whole(path, f"{self.remote_best}/{record['file']}")
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(record, f)
+        try:
+            self._put_whole(f.name, f"{self.remote_best}/{BEST_RECORD}")  # last: the file it names is whole
+        finally:
+            os.remove(f.name)
+        self._best_sent = (stat.st_mtime_ns, stat.st_size)
+        return True
 
     def _upload(self, name: str) -> None:
         source, target = os.path.join(self.local_checkpoints, name), f"{self.remote_checkpoints}/{name}"

@@ -7,7 +7,9 @@ folder on the executor, removed at the end), never in the store, which may be an
 rank 0 first fetches the store's newest trusted checkpoint of ``runs/<run_id>`` into its folder,
 so a second ``fit`` with the same ``run_id`` resumes, and :class:`PublishCheckpoints` publishes
 each checkpoint it saves, with ``metrics.jsonl`` and ``config.yaml``
-(:class:`hvdkeras.spark.common.publish.RunMirror`). Rank 0 returns the history and the trained
+(:class:`hvdkeras.spark.common.publish.RunMirror`). Horovod's ``checkpoint_callback`` saves into the local
+folder too; rank 0 publishes its file with its best score and fetches both back, so a fit that resumes (Spark's
+retry, or your next ``fit``) still returns the best model of every epoch. Rank 0 returns the history and the trained
 model, and where its time went (``seconds``: its process's start to here, which is the interpreter and the
 imports, TensorFlow's among them; fetching the run; setting up; training; publishing). A rank whose setup is
 refused returns the one line instead of raising, for the driver to raise.
@@ -22,7 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
-from hvdkeras.spark.common.publish import RunMirror, local_folder
+from hvdkeras.spark.common.publish import BEST_DIR, RunMirror, local_folder
 from hvdkeras.spark.keras.task import SparkTaskSpec
 
 # metrics.jsonl's own fields, which Keras' History does not have
@@ -113,11 +115,12 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
                            shown=workdir if store.is_local() else store.fs.unstrip_protocol(workdir))
         try:
             mirror.fetch()
+            follow_checkpoint_callback(mirror, spec.checkpoint_callback, local)
             fetched = time.time()
         except Exception as exc:  # noqa: BLE001  each filesystem raises its own kinds
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             return {"error": f"cannot read the run {mirror.shown} from the store ({first})"}
-        spec = dataclasses.replace(spec, callbacks=(*spec.callbacks, PublishCheckpoints(mirror)))
+        spec = dataclasses.replace(spec, last_callbacks=(*spec.last_callbacks, PublishCheckpoints(mirror)))
         outcome: Optional[Dict[str, Any]] = None
         try:
             outcome = _train(config_tree, spec, local)
@@ -173,15 +176,36 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
             "seconds": {"setup": built - began, "training": fitted - built}}
 
 
+def follow_checkpoint_callback(mirror: RunMirror, callback: Any, local: str) -> bool:
+    """Rank 0: places Horovod's ``checkpoint_callback`` in ``local``, fetches the file it saved in an earlier start
+    of the run with its best score, and has ``mirror`` publish the file each time it changes; whether a file came
+    back. A callback with a ``filepath`` of yours saves there only, neither published nor fetched.
+
+    Args:
+        mirror: rank 0's run mirror.
+        callback: the estimator's ``checkpoint_callback``, or None.
+        local: rank 0's local folder for the run.
+    """
+    path = _place_checkpoint_callback(callback, local)
+    if path is None or os.path.dirname(path) != os.path.join(local, BEST_DIR):
+        return False
+    mirror.follow_best(path, lambda: getattr(callback, "best", None))
+    fetched, score = mirror.fetch_best()
+    if score is not None and hasattr(callback, "best"):
+        callback.best = score  # what a later epoch must beat to be saved
+    return fetched
+
+
 def _place_checkpoint_callback(callback: Any, workdir: str) -> Optional[str]:
     """Where Horovod's ``checkpoint_callback`` saves: its own ``filepath`` when it has one, else
-    ``<workdir>/checkpoint_callback/model.keras`` (``model.weights.h5`` with ``save_weights_only``); None without
-    one. Its file is what :func:`train` returns, as Horovod's estimator does."""
+    ``<workdir>/checkpoint_callback/model.keras`` (``model.weights.h5`` with ``save_weights_only``), which rank 0
+    publishes to the store; None without one. Its file is what :func:`train` returns, as Horovod's estimator
+    does."""
     if callback is None:
         return None
     if not getattr(callback, "filepath", None):
         name = "model.weights.h5" if getattr(callback, "save_weights_only", False) else "model.keras"
-        callback.filepath = os.path.join(workdir, "checkpoint_callback", name)
+        callback.filepath = os.path.join(workdir, BEST_DIR, name)
     return str(callback.filepath)
 
 

@@ -129,6 +129,7 @@ class SparkTaskSpec:
         use_gpu: whether the ranks may use GPUs.
         inmemory_cache_all: read this rank's rows once and keep them in memory (Horovod's parameter); else they
             stream from the store each epoch.
+        last_callbacks: hvdkeras' own callbacks, run after the checkpoint callback (rank 0's publishing to the store).
     """
 
     store: FilesystemStore
@@ -147,6 +148,7 @@ class SparkTaskSpec:
     checkpoint_callback: Any = None
     use_gpu: bool = True
     inmemory_cache_all: bool = False
+    last_callbacks: Tuple[Any, ...] = ()
 
 
 def _one_or_tuple(values: Sequence[Any]) -> Any:
@@ -285,6 +287,6 @@ class SparkTask(Task):
         return optimizer
 
     def callbacks(self, config: config_lib.Config) -> List[Any]:
-        """Your callbacks, then your checkpoint callback."""
+        """Your callbacks, then your checkpoint callback, then the publishing of what it saved."""
         extra = [self.spec.checkpoint_callback] if self.spec.checkpoint_callback is not None else []
-        return [*self.spec.callbacks, *extra]
+        return [*self.spec.callbacks, *extra, *self.spec.last_callbacks]

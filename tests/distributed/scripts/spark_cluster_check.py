@@ -13,7 +13,10 @@ fits of two ranks, one per host, on a small model, the store ``s3://bucket/store
   in epoch 2 and rank 1 itself in epoch 3, twice; Spark starts the ranks again after the first two, each time from
   the bucket's last checkpoint, and the fit ends in one line after the third;
 * ``resumed``: the user's next fit with the same run_id resumes from the bucket, trains the last epoch only and
-  returns the quiet fit's weights; its model transforms, and saved at an ``s3://`` path and loaded predicts the same;
+  ends on the quiet fit's weights; its model transforms, and saved at an ``s3://`` path and loaded predicts the same;
+* the retried and resumed fits pass Horovod's ``checkpoint_callback``, a ``BestModelCheckpoint`` on the training
+  loss with ``mode="max"``: the first epoch's model is the best, so the resumed fit, which trains only the last
+  epoch, returns it only when the retried starts' best came back from the bucket with its score;
 * ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
 * ``--scenarios``: Horovod's own Spark Keras scenarios whose backend trains in the driver
   (``horovod_spark_keras_check.run_scenarios``, a folder store under WORK).
@@ -39,6 +42,7 @@ from spark_estimator_check import prepared_twice_alike  # this script's folder i
 
 import hvdkeras.spark.keras as hvd_keras
 from hvdkeras import spark as hvd_spark
+from hvdkeras.callbacks.model_checkpoint import BestModelCheckpoint
 from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.store import Store
@@ -163,6 +167,30 @@ def make_model():
                              keras.layers.Dense(3, activation="softmax")])
 
 
+def max_diff(weights, others):
+    return float(max(np.abs(a - b).max() for a, b in zip(weights, others)))
+
+
+def stored_model(store, key):
+    """The weights of the ``.keras`` model at ``key`` in the bucket."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.keras")
+        store.fs.get_file(f"{BUCKET}/{key}", path)
+        return keras.models.load_model(path, compile=False).get_weights()
+
+
+def trained_weights(store, key):
+    """The model's weights in the trainer's checkpoint folder at ``key`` in the bucket."""
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as folder:
+        for path in store.fs.find(f"{BUCKET}/{key}"):
+            store.fs.get_file(path, os.path.join(folder, path.rsplit("/", 1)[-1]))
+        model = make_model()
+        tf.train.Checkpoint(model=model).read(os.path.join(folder, "ckpt")).expect_partial()
+        return model.get_weights()
+
+
 def fits(session, work, driver_addr):
     """The quiet, retried and resumed fits with the store in the bucket, and what the resumed model does."""
     boto3.client("s3").create_bucket(Bucket=BUCKET)
@@ -183,6 +211,9 @@ def fits(session, work, driver_addr):
             use_gpu=use_gpu, max_retries=max_retries,
             callbacks=[RecordRank(work, tag, driver_addr), EpochsTrained(trained, tag), *kills], **kw).fit(df)
 
+    def best():  # the highest training loss: the first epoch's model, whatever the later epochs do
+        return BestModelCheckpoint(monitor="loss", mode="max")
+
     def marker(name):
         return os.path.join(work, name)
 
@@ -196,20 +227,23 @@ def fits(session, work, driver_addr):
     try:
         fit("retried", "retried", use_gpu=False, max_retries=2,
             kills=[KillRankOnce(marker("executor-once"), epoch=1, executor=True),
-                   KillRankOnce(marker("rank-once"), epoch=2), KillRankOnce(marker("rank-twice"), epoch=2)])
+                   KillRankOnce(marker("rank-once"), epoch=2), KillRankOnce(marker("rank-twice"), epoch=2)],
+            checkpoint_callback=best())
         error = None
     except HvdkerasError as exc:
         error = str(exc)
     report["retried"] = {"error": error, "checkpoints": checkpoints("retried"), "seconds": time.time() - began,
                          "killed": [os.path.exists(marker(m)) for m in ("executor-once", "rank-once", "rank-twice")]}
     report["devices"]["no_gpu"] = devices(work, "retried")
-    model = fit("retried", "resumed", use_gpu=False)
+    best_in_bucket = stored_model(store, "store/runs/retried/checkpoint_callback/model.keras")
+    model = fit("retried", "resumed", use_gpu=False, checkpoint_callback=best())
+    final = trained_weights(store, "store/runs/retried/checkpoints/epoch-0003")
     report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": checkpoints("retried"),
                          "run_files": sorted(k.rsplit("/", 1)[-1] for k in objects("store/runs/retried/")
                                              if "/checkpoints/" not in k),
-                         "max_diff_from_quiet": float(max(np.abs(a - b).max() for a, b in
-                                                          zip(model.getModel().get_weights(),
-                                                              quiet.getModel().get_weights())))}
+                         "max_diff_from_quiet": max_diff(final, quiet.getModel().get_weights()),
+                         "returned_vs_best_in_bucket": max_diff(model.getModel().get_weights(), best_in_bucket),
+                         "best_vs_quiet": max_diff(best_in_bucket, quiet.getModel().get_weights())}
     with open(trained) as f:
         report["epochs_trained"] = [line.split() for line in f.read().splitlines()]
 

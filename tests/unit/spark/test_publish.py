@@ -205,3 +205,80 @@ def test_a_manifest_listing_a_path_outside_its_checkpoint_is_not_trusted_nor_fol
     assert fetched.fetch(warn=warned.append) is None
     assert "a path outside its checkpoint" in warned[0]
     assert not (tmp_path / "outside").exists() and not os.path.exists("/abs/path")
+
+
+def follow(mirror, local, box):
+    """The checkpoint callback's file as rank 0 places it, followed with the callback's best score (``box[0]``)."""
+    path = os.path.join(str(local), publish.BEST_DIR, "model.keras")
+    mirror.follow_best(path, lambda: box[0])
+    return path
+
+
+def test_the_best_model_goes_to_the_store_record_last_and_only_when_it_changed(store, tmp_path, monkeypatch):
+    local, box = tmp_path / "local", [0.75]
+    mirror = mirror_of(store, local)
+    path = follow(mirror, local, box)
+    mirror.publish()
+    assert not store.fs.exists(mirror.remote_best)  # the callback has saved nothing yet
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"best-after-epoch-1")
+    order = []
+    put = store.fs.put_file
+    monkeypatch.setattr(store.fs, "put_file", lambda src, dst, **kw: (order.append(os.path.basename(src)),
+                                                                      put(src, dst, **kw))[1])
+    mirror.publish()
+    assert order[0] == "model.keras" and order[1].endswith(".json")  # the file, then the record naming it
+    record = json.loads(store.fs.cat(f"{mirror.remote_best}/best.json"))
+    assert record["file"] == "model.keras" and record["score"] == 0.75 and record["size"] == 18
+    order.clear()
+    mirror.publish()
+    assert order == []  # not saved again since: not sent again
+
+
+@pytest.mark.parametrize("score", [0.25, float("inf"), "not a number"])
+def test_a_resumed_run_gets_the_best_model_back_with_its_score(store, tmp_path, score):
+    first, box = mirror_of(store, tmp_path / "first"), [score]
+    path = follow(first, tmp_path / "first", box)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"the best model")
+    first.publish()
+
+    again = mirror_of(store, tmp_path / "again")  # the next start: a new local folder, nothing in it
+    fetched_to = follow(again, tmp_path / "again", [None])
+    fetched, got = again.fetch_best()
+    assert fetched and open(fetched_to, "rb").read() == b"the best model"
+    assert got == (0.25 if score == 0.25 else None)  # a score that is no finite number is not restored
+    assert not [n for n in os.listdir(os.path.dirname(fetched_to)) if "fetching" in n]
+
+
+@pytest.mark.parametrize("damage, line", [
+    ("changed", "checkpoint_callback/model.keras does not match best.json"),
+    ("missing", "checkpoint_callback/model.keras is missing"),
+    ("unreadable", "checkpoint_callback/best.json is unreadable (JSONDecodeError)"),
+    ("another file", "checkpoint_callback/best.json does not record 'model.keras'"),
+])
+def test_a_best_model_that_does_not_match_its_record_is_one_line_and_not_fetched(store, tmp_path, damage, line):
+    first = mirror_of(store, tmp_path / "first")
+    path = follow(first, tmp_path / "first", [0.5])
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"the best model")
+    first.publish()
+    stored = f"{first.remote_best}/model.keras"
+    if damage == "changed":
+        store.fs.pipe(stored, b"an upload cut")
+    elif damage == "missing":
+        store.fs.rm(stored)
+    elif damage == "unreadable":
+        store.fs.pipe(f"{first.remote_best}/best.json", b'{"file": ')
+    else:
+        store.fs.pipe(f"{first.remote_best}/best.json", json.dumps({"file": "weights.h5"}).encode())
+
+    again, warned = mirror_of(store, tmp_path / "again"), []
+    fetched_to = follow(again, tmp_path / "again", [None])
+    assert again.fetch_best(warn=warned.append) == (False, None)
+    assert len(warned) == 1 and line in warned[0] and "\n" not in warned[0], warned
+    assert not os.path.exists(fetched_to)
+    assert not os.listdir(os.path.dirname(fetched_to)) if os.path.isdir(os.path.dirname(fetched_to)) else True

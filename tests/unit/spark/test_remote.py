@@ -31,3 +31,33 @@ def test_the_best_saved_model_loads_with_the_estimators_custom_objects(tmp_path)
 
     for got, want in zip(trained.get_weights(), best.get_weights()):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_resumed_start_gets_the_best_model_and_the_score_a_later_epoch_must_beat(tmp_path):
+    # Spark retries the gang, or the user fits again with the same run_id: rank 0 starts in a new local folder,
+    # with a new BestModelCheckpoint (unpickled again), and must not forget the best of the epochs before.
+    from hvdkeras.spark.common.publish import RunMirror
+    from hvdkeras.spark.common.store import Store
+
+    store = Store.create(str(tmp_path / "store"))
+    run = store.get_localized_path(store.get_run_path("r"))
+    first, first_local = BestModelCheckpoint(monitor="val_loss"), str(tmp_path / "first")
+    mirror = RunMirror(store.fs, run, first_local, keep=2)
+    assert not remote.follow_checkpoint_callback(mirror, first, first_local)  # a new run: nothing to fetch
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    os.makedirs(os.path.dirname(first.filepath))
+    model.save(first.filepath)
+    first.best = 0.125  # as the callback sets it when it saves
+    mirror.publish()
+
+    again, again_local = BestModelCheckpoint(monitor="val_loss"), str(tmp_path / "again")
+    assert again.best == np.inf
+    assert remote.follow_checkpoint_callback(RunMirror(store.fs, run, again_local, keep=2), again, again_local)
+    assert again.best == 0.125 and again.filepath.startswith(again_local)
+    restored = keras.models.load_model(again.filepath, compile=False)
+    for got, want in zip(restored.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(got, want)
+
+    yours = BestModelCheckpoint(monitor="val_loss", filepath=str(tmp_path / "mine.keras"))
+    assert not remote.follow_checkpoint_callback(RunMirror(store.fs, run, again_local, keep=2), yours, again_local)
+    assert yours.best == np.inf  # a path of yours: saved there only, never fetched into
