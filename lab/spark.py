@@ -13,7 +13,9 @@ What ``up`` builds, on top of :mod:`lab.hosts` (its namespaces and bridge; the s
   web UI on 18080), the cluster's head node, as :mod:`lab.slurm`'s slurmctld;
 - in each host's namespace a Worker (1 core, 1 GB for executors) started like that host's sshd: with
   the host's hostname, its hosts file and its cores, so its executors, their Python workers and the
-  Horovod ranks they start all run as that host.
+  Horovod ranks they start all run as that host. It enters the host's network namespace alone
+  (``own_sysfs=False``, as :mod:`lab.slurm`'s slurmd): /sys/fs/cgroup stays in sight, where a rank may
+  be given a memory limit of its own.
 
 A driver runs at the launcher's address too (``ClusterInfo.env()``: ``SPARK_CONF_DIR`` with the
 master, the driver's address and small executors, and ``PYSPARK_PYTHON``), as on a cluster's gateway
@@ -301,7 +303,8 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
                       "--work-dir", os.path.join(folder, host.name, "work"), "--properties-file", props]
             env = dict(_daemon_env(home, python, host.addr, folder, host.name), **{GPU_ADDRESS_ENV: str(index)})
             daemons.append((f"worker on {host.name}",
-                            _start(host.daemon_command(worker, hosts.etc_hosts(host)), env, log), log))
+                            _start(host.daemon_command(worker, hosts.etc_hosts(host), own_sysfs=False), env, log),
+                            log))
         _wait(info, daemons, deadline, timeout, len(hosts.hosts))
         with open(os.path.join(folder, "cluster.json"), "w") as f:
             f.write(info.to_json())

@@ -10,7 +10,9 @@ at the launcher's address; one driver runs every check on it (a driver's session
 start), the store in a bucket: a quiet KerasEstimator fit whose ranks say where they ran and which GPU Spark
 assigned them, the same fit retried by Spark after its executor and its rank are killed until its retries run out,
 the user's next fit resuming from the bucket, transform, save and load at an ``s3://`` path, the task slots, the
-refused ``num_proc=3``, and Horovod's own Spark Keras scenarios whose backend trains in the driver.
+refused ``num_proc=3``, Spark ML's tuning (test_spark_tuning.py's checks), a table four times larger than each rank's
+memory limit streamed on the hosts (test_spark_stream.py's), and Horovod's own Spark Keras scenarios whose backend
+trains in the driver.
 """
 import os
 import sys
@@ -19,6 +21,7 @@ import pytest
 
 from lab import hosts as hosts_lib
 from lab import spark as spark_lab
+from tests.harness import spark_checks
 from tests.harness.ranks import SCRIPTS, launch, results
 from tests.harness.s3_server import moto_server
 from tests.harness.spark_checks import SCENARIOS_IN_THE_DRIVER
@@ -54,7 +57,7 @@ def check(spark_cluster):
     work = os.path.join(spark_cluster.folder, "work")  # on the filesystem both hosts share
     os.makedirs(work)
     with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
-        (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--scenarios",
+        (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--tuning", "--stream", "--scenarios",
                                     ",".join(SCENARIOS_IN_THE_DRIVER)], env=spark_cluster.env(), timeout=600))
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
     print(f"\nthe driver's laps (s): {seconds}; num_proc=3 was refused after {report['too_many']['seconds']:.1f}s")
@@ -158,3 +161,18 @@ def test_a_second_prepare_writes_the_same_rows_in_the_same_order_on_the_cluster(
 def test_horovods_spark_keras_scenario_passes_switched_by_its_imports_in_the_clusters_driver(check, scenario):
     # scripts/horovod_spark_keras_check.py: those whose ranks Spark starts run on local[2] (test_horovod_spark_keras.py)
     assert check["horovod"][scenario] == "passed"
+
+
+def test_spark_mls_tuning_queues_its_fits_and_picks_the_better_learning_rate_on_the_cluster(check):
+    tuned = check["tuning"]
+    spark_checks.assert_unfitted_pipeline(tuned)
+    spark_checks.assert_train_validation_split(tuned)
+    spark_checks.assert_tuning_queued(tuned)
+
+
+def test_a_ranks_share_four_times_its_memory_limit_streams_on_its_host(check):
+    stream = check["stream"]
+    if "skipped" in stream:
+        pytest.skip(f"a rank's memory limit needs cgroups: {stream['skipped']}")
+    spark_checks.assert_streamed(stream)
+    assert {r["host"] for r in stream["streamed"]["ranks"]} == {"hvd-host-a", "hvd-host-b"}, stream  # one per host

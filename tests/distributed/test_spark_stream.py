@@ -5,9 +5,11 @@ The local[2] driver this stack's Spark tests share (the ``spark_local`` fixture)
 limited to 192 MiB, when its task first asks for its rows, and its share of the table is four times that. Streamed (the
 default), the fit trains to its end; a rank's share read into memory as ``inmemory_cache_all=True`` reads it cannot
 fit within the same limit, and the kernel ends the process. Needs root for the cgroups (skipped otherwise, saying so).
+keras3 streams the same fit on the standalone cluster's executors (test_spark_cluster.py).
 """
 import pytest
 
+from tests.harness import spark_checks
 from tests.harness.stacks import once_here, once_per_make_test
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed (pip install hvdkeras[spark])")
@@ -24,13 +26,7 @@ def stream(spark_local):
 
 
 def test_a_ranks_share_four_times_its_memory_limit_streams_and_trains_to_the_end(stream):
-    streamed = stream["streamed"]
-    assert stream["rows"] // 2 * (256 * 4 + 8) >= 4 * stream["limit_bytes"]  # each rank's share, in its rows' bytes
-    assert streamed.get("epochs") == 1, streamed
-    assert len(streamed["ranks"]) == 2 and len({r["cgroup"] for r in streamed["ranks"]}) == 2, streamed
-    for rank in streamed["ranks"]:  # each rank was within its own limit, and touched memory there
-        assert 0 < rank["peak_bytes"] <= stream["limit_bytes"], streamed
-    assert "cgroups_left" not in stream, stream
+    spark_checks.assert_streamed(stream)
 
 
 def test_the_same_rows_held_in_memory_do_not_fit_within_the_limit(stream):

@@ -1,7 +1,9 @@
-"""What the KerasEstimator checks (``tests/distributed/scripts/spark_estimator_check.py``) must show, wherever they ran.
+"""What the KerasEstimator checks (``tests/distributed/scripts/spark_estimator_check.py``), the streamed fit
+(``spark_stream_check.py``) and the tuning (``spark_tuning_check.py``) must show, wherever they ran.
 
-test_spark.py asserts them (on local[2]): one function per part of the driver's result. Below, which of Horovod's
-own Spark Keras scenarios (``scripts/horovod_spark_keras_check.py``) run in which driver.
+One function per part of a driver's result: test_spark.py, test_spark_stream.py and test_spark_tuning.py assert
+them on keras2's local[2], test_spark_cluster.py on keras3's standalone cluster. Below, which of Horovod's own Spark
+Keras scenarios (``scripts/horovod_spark_keras_check.py``) run in which driver.
 """
 
 # Horovod's scenarios whose ranks Spark starts (a Horovod start each): in the local[2] driver
@@ -82,3 +84,36 @@ def assert_checked_early(checked):
     assert checked["nan_allowed"] is None
     assert checked["no_effect"] == {"pool": "process", "start": "fork"}
     assert checked["left"] == []
+
+
+def assert_streamed(stream):
+    """Each rank's share, four times the memory it may use, streamed and trained to the end within that limit."""
+    streamed = stream["streamed"]
+    assert stream["rows"] // 2 * (256 * 4 + 8) >= 4 * stream["limit_bytes"]  # each rank's share, in its rows' bytes
+    assert streamed.get("epochs") == 1, streamed
+    assert len(streamed["ranks"]) == 2 and len({r["cgroup"] for r in streamed["ranks"]}) == 2, streamed
+    for rank in streamed["ranks"]:  # each rank was within its own limit, and touched memory there
+        assert 0 < rank["peak_bytes"] <= stream["limit_bytes"], streamed
+    assert "cgroups_left" not in stream, stream
+
+
+def assert_unfitted_pipeline(tuned):
+    """A Pipeline of a VectorAssembler and the estimator, unfitted, saved and loaded with its parameters."""
+    assert tuned["unfitted"] == {"stages": ["VectorAssembler", "KerasEstimator"], "epochs": 1,
+                                 "feature_cols": ["features"], "loss": "binary_crossentropy"}
+
+
+def assert_train_validation_split(tuned):
+    """TrainValidationSplit picked the better learning rate by a Spark ML evaluator, and its model reloads."""
+    tvs = tuned["tvs"]
+    low, high = tvs["metrics"]  # 1 epoch at 0.01, then 4 epochs at 0.5: the evaluator tells them apart
+    assert high > low, tvs
+    assert tvs["best"] == ["VectorAssembler", "KerasModel"] and tvs["best_epochs"] == 4, tvs
+    assert tvs["auc"] > 0.9 and tvs["reloaded_auc"] == tvs["auc"], tvs
+
+
+def assert_tuning_queued(tuned):
+    """The grid's fits ran one after another (parallelism=2 asked for two at once), each in a run of its own."""
+    # TrainValidationSplit: 2 fits and the best one's refit on every row
+    assert tuned["fits"] == 3 and tuned["runs"] == 3, tuned
+    assert tuned["most_at_once"] == 1, tuned

@@ -18,6 +18,10 @@ fits of two ranks, one per host, on a small model, the store ``s3://bucket/store
   loss with ``mode="max"``: the first epoch's model is the best, so the resumed fit, which trains only the last
   epoch, returns it only when the retried starts' best came back from the bucket with its score;
 * ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
+* ``--tuning``: Spark ML's ``Pipeline`` and ``TrainValidationSplit`` with the estimator
+  (``spark_tuning_check.run_tuning_checks``, a folder store under WORK);
+* ``--stream``: a fit on a table four times larger than the memory each rank may use, each rank in a memory cgroup
+  of its own on its host (``spark_stream_check.run_stream_checks``);
 * ``--scenarios``: Horovod's own Spark Keras scenarios whose backend trains in the driver
   (``horovod_spark_keras_check.run_scenarios``, a folder store under WORK).
 
@@ -279,6 +283,8 @@ ARGS = argparse.ArgumentParser()
 ARGS.add_argument("work")
 ARGS.add_argument("endpoint")
 ARGS.add_argument("--scenarios", default="")
+ARGS.add_argument("--tuning", action="store_true")
+ARGS.add_argument("--stream", action="store_true")
 OPTIONS = ARGS.parse_args()
 
 driver_addr = os.environ["SPARK_LOCAL_IP"]
@@ -302,6 +308,20 @@ try:
     except HvdkerasError as exc:
         error = str(exc)
     report["too_many"] = {"error": error, "seconds": time.time() - before}
+    if OPTIONS.tuning:
+        import spark_tuning_check
+
+        cloudpickle.register_pickle_by_value(spark_tuning_check)
+        lap = time.time()
+        report["tuning"] = spark_tuning_check.run_tuning_checks(session, os.path.join(OPTIONS.work, "tuning"))
+        report["seconds"]["tuning"] = time.time() - lap
+    if OPTIONS.stream:
+        import spark_stream_check
+
+        cloudpickle.register_pickle_by_value(spark_stream_check)
+        lap = time.time()
+        report["stream"] = spark_stream_check.run_stream_checks(session, os.path.join(OPTIONS.work, "stream"))
+        report["seconds"]["stream"] = time.time() - lap
     if OPTIONS.scenarios:
         import horovod_spark_keras_check
 

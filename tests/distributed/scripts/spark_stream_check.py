@@ -36,7 +36,7 @@ def can_limit():
 
 def limited(fn, limit_bytes, prefix):
     """``fn`` as a rank runs it within ``limit_bytes`` from its first look at its rows; it returns
-    ``{"result": fn's, "peak_bytes": ..., "rss_bytes": ..., "cgroup": name}``."""
+    ``{"result": fn's, "peak_bytes": ..., "rss_bytes": ..., "cgroup": name, "host": its hostname}``."""
 
     def rank(*args):
         from hvdkeras.spark.keras import task
@@ -64,7 +64,10 @@ def limited(fn, limit_bytes, prefix):
             stat = dict(line.split() for line in f)
         with open(os.path.join(CGROUP_ROOT, "cgroup.procs"), "w") as f:  # out again, so that the driver removes it
             f.write(str(os.getpid()))
-        return {"result": result, "peak_bytes": peak, "rss_bytes": int(stat["rss"]), "cgroup": os.path.basename(group)}
+        import socket
+
+        return {"result": result, "peak_bytes": peak, "rss_bytes": int(stat["rss"]), "cgroup": os.path.basename(group),
+                "host": socket.gethostname()}
 
     return rank
 
