@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from hvdkeras.common import processes
 
@@ -101,13 +101,17 @@ class Host:
         enter = ["ip", "netns", "exec", self.netns] if own_sysfs else ["nsenter", f"--net=/run/netns/{self.netns}"]
         return [*enter, *pin, *argv]
 
-    def daemon_command(self, argv: List[str], etc_hosts: str, own_sysfs: bool = True) -> List[str]:
+    def daemon_command(self, argv: List[str], etc_hosts: str, own_sysfs: bool = True,
+                       hide: Sequence[str] = ()) -> List[str]:
         """A daemon ``argv`` run as this host: :meth:`command`, plus the host's own hostname and
-        ``etc_hosts`` bind-mounted over /etc/hosts in a private mount namespace. Every exec
+        ``etc_hosts`` bind-mounted over /etc/hosts in a private mount namespace, where each folder of
+        ``hide`` is covered by an empty read-only tmpfs (this host cannot see what is in it). Every exec
         replaces the one before, so the Popen pid is the daemon's."""
+        cover = "".join(f' && mount -t tmpfs -o ro,size=4k,mode=555 hvdtest-hidden "${{{i}}}"'
+                        for i in range(3, 3 + len(hide)))
         return self.command(["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
-                             'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"',
-                             "sh", self.name, etc_hosts, *argv], own_sysfs=own_sysfs)
+                             f'hostname "$1" && mount --bind "$2" /etc/hosts{cover} && shift {2 + len(hide)}'
+                             ' && exec "$@"', "sh", self.name, etc_hosts, *hide, *argv], own_sysfs=own_sysfs)
 
 
 @dataclasses.dataclass

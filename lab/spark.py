@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hvdkeras.common import processes
 from lab import hosts as hosts_lib
@@ -74,6 +74,8 @@ class ClusterInfo:
     master_url: str
     master_ui: str
     conf_dir: str
+    hidden: Tuple[str, ...] = ()  # folders the workers and their executors cannot see (up's ``hide``)
+    worker_spark_home: str = ""  # the Spark the workers run: spark_home, or its copy outside the hidden folders
 
     @property
     def slots(self) -> int:
@@ -130,8 +132,10 @@ def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cor
         "spark.driver.bindAddress": driver_addr,
         "spark.executor.memory": EXECUTOR_MEMORY,
         "spark.driver.memory": "512m",
-        "spark.driver.extraJavaOptions": FAST_START,
-        "spark.executor.extraJavaOptions": FAST_START,
+        # Their temporary files (an archive fetched before it is unpacked) in the folder, not /tmp: a killed
+        # executor leaves them behind, and down() leaves nothing.
+        "spark.driver.extraJavaOptions": f"{FAST_START} -Djava.io.tmpdir={os.path.join(folder, 'driver')}",
+        "spark.executor.extraJavaOptions": f"{FAST_START} -Djava.io.tmpdir={os.path.join(folder, 'executor-tmp')}",
         "spark.pyspark.python": python,
         "spark.cores.max": str(cores),
         "spark.executor.resource.gpu.amount": "1",
@@ -256,10 +260,32 @@ def _wait(info: ClusterInfo, daemons: List[Tuple[str, subprocess.Popen, str]], d
                        f"{timeout:g} s ({seen}): " + "; ".join(f"{n}: {_log_tail(log)}" for n, _, log in daemons))
 
 
-def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -> ClusterInfo:
+def _inside(path: str, folders: Sequence[str]) -> bool:
+    path = os.path.realpath(path)
+    return any(path == os.path.realpath(f) or path.startswith(os.path.realpath(f) + os.sep) for f in folders)
+
+
+def _worker_spark_home(home: str, folder: str, hide: Sequence[str]) -> str:
+    """``home``, or when a folder of ``hide`` holds it, a copy in ``folder`` (hard links where the filesystem
+    allows: the jars are some 460 MB), as a host's own Spark installation."""
+    if not _inside(home, hide):
+        return home
+    copy = os.path.join(folder, "spark-home")
+    linked = subprocess.run(["cp", "-al", home, copy], capture_output=True).returncode == 0
+    if not linked:
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(home, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S, hide: Sequence[str] = ()) -> ClusterInfo:
     """Builds the hosts, starts the master and one worker per host, and waits (up to ``timeout`` s) until
     the master counts both workers alive; executors will run ``python``. On any failure removes
-    everything again and raises one line."""
+    everything again and raises one line.
+
+    ``hide``: folders the workers, their executors and the ranks cannot see (an empty tmpfs over each in the
+    worker's mount namespace), such as the driver's venv and checkout, for executors that get their Python from a
+    shipped environment; the workers then run a copy of Spark (``ClusterInfo.worker_spark_home``)."""
     ok, reason = can_run()
     if not ok:
         raise RuntimeError(reason)
@@ -267,14 +293,21 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
     tmpdir = os.path.abspath(str(tmpdir))
     hosts = hosts_lib.up(os.path.join(tmpdir, "hosts"))
     folder = os.path.join(tmpdir, FOLDER)
+    hide = tuple(sorted({os.path.abspath(h) for h in hide}))
+    hide = tuple(h for h in hide if not _inside(h, [o for o in hide if o != h]))  # one tmpfs over the outermost
+    if _inside(folder, hide):
+        raise RuntimeError(f"the cluster's folder {folder} is inside a hidden folder ({', '.join(hide)}): the workers"
+                           " could not see it; give up() another tmpdir")
     try:
         home = spark_home()
         assert home is not None  # can_run checked
         launcher = hosts.launcher_addr
+        os.makedirs(folder, exist_ok=True)
         info = ClusterInfo(hosts=hosts, folder=folder, spark_home=home, python=python,
                            master_url=f"spark://{launcher}:{MASTER_PORT}",
-                           master_ui=f"http://{launcher}:{MASTER_UI_PORT}", conf_dir=os.path.join(folder, "conf"))
-        for sub in ("conf", "driver", "warehouse"):
+                           master_ui=f"http://{launcher}:{MASTER_UI_PORT}", conf_dir=os.path.join(folder, "conf"),
+                           hidden=hide, worker_spark_home=_worker_spark_home(home, folder, hide))
+        for sub in ("conf", "driver", "warehouse", "executor-tmp"):
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
         with open(os.path.join(info.conf_dir, "spark-defaults.conf"), "w") as f:
             f.write(_properties(driver_conf(info.master_url, launcher, python, folder, info.slots)))
@@ -296,15 +329,16 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
         # and tries again only 5 to 15 s later.
         deadline = time.monotonic() + timeout
         _wait(info, daemons, deadline, timeout, 0)
+        worker_home = info.worker_spark_home
         for index, host in enumerate(hosts.hosts):
             log = os.path.join(folder, f"worker-{host.name}.log")
-            worker = [spark_class, "org.apache.spark.deploy.worker.Worker", info.master_url, "--host", host.addr,
+            worker = [os.path.join(worker_home, "bin", "spark-class"), "org.apache.spark.deploy.worker.Worker",
+                      info.master_url, "--host", host.addr,
                       "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--webui-port", str(WORKER_UI_PORT),
                       "--work-dir", os.path.join(folder, host.name, "work"), "--properties-file", props]
-            env = dict(_daemon_env(home, python, host.addr, folder, host.name), **{GPU_ADDRESS_ENV: str(index)})
-            daemons.append((f"worker on {host.name}",
-                            _start(host.daemon_command(worker, hosts.etc_hosts(host), own_sysfs=False), env, log),
-                            log))
+            env = dict(_daemon_env(worker_home, python, host.addr, folder, host.name), **{GPU_ADDRESS_ENV: str(index)})
+            command = host.daemon_command(worker, hosts.etc_hosts(host), own_sysfs=False, hide=hide)
+            daemons.append((f"worker on {host.name}", _start(command, env, log), log))
         _wait(info, daemons, deadline, timeout, len(hosts.hosts))
         with open(os.path.join(folder, "cluster.json"), "w") as f:
             f.write(info.to_json())
@@ -317,9 +351,10 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
 
 
 @contextlib.contextmanager
-def running(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -> Iterator[ClusterInfo]:
+def running(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S,
+            hide: Sequence[str] = ()) -> Iterator[ClusterInfo]:
     """:func:`up` for the ``with`` block, :func:`down` after it however it ends."""
-    info = up(tmpdir, python=python, timeout=timeout)
+    info = up(tmpdir, python=python, timeout=timeout, hide=hide)
     try:
         yield info
     finally:

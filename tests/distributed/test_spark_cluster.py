@@ -21,8 +21,8 @@ import pytest
 
 from lab import hosts as hosts_lib
 from lab import spark as spark_lab
-from tests.harness import spark_checks
-from tests.harness.ranks import SCRIPTS, launch, results
+from tests.harness import packed_env, spark_checks
+from tests.harness.ranks import REPO, SCRIPTS, launch, results
 from tests.harness.s3_server import moto_server
 from tests.harness.spark_checks import SCENARIOS_IN_THE_DRIVER
 from tests.harness.stacks import once_per_make_test
@@ -37,6 +37,9 @@ pytest.importorskip("moto.server", reason="moto[server] is not installed (make i
 pytestmark = [once_per_make_test("the standalone Spark cluster on the two hosts", 2.8, stack="keras3"), pytest.mark.lab]
 
 CHECK = os.path.join(SCRIPTS, "spark_cluster_check.py")
+# What the hosts cannot see: this checkout and this venv. Their executors run the venv packed and shipped with
+# spark.archives (tests/harness/packed_env.py), as PySpark's guide ships a job's packages.
+HIDDEN = sorted({REPO, sys.prefix})
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,7 @@ def spark_cluster(tmp_path_factory):
     ok, reason = spark_lab.can_run()
     if not ok:
         pytest.skip(f"the Spark cluster test needs network namespaces, Java and pyspark: {reason}")
-    with spark_lab.running(tmp_path_factory.mktemp("spark_cluster")) as info:
+    with spark_lab.running(tmp_path_factory.mktemp("spark_cluster"), hide=HIDDEN) as info:
         yield info
     assert spark_lab._daemon_pids() == []
     assert not hosts_lib.any_up()
@@ -56,11 +59,16 @@ def spark_cluster(tmp_path_factory):
 def check(spark_cluster):
     work = os.path.join(spark_cluster.folder, "work")  # on the filesystem both hosts share
     os.makedirs(work)
+    archive = os.path.join(spark_cluster.folder, "hvdkeras-env.tar.gz")
+    packed = packed_env.pack(archive)
     with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
         (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--tuning", "--stream", "--scenarios",
-                                    ",".join(SCENARIOS_IN_THE_DRIVER)], env=spark_cluster.env(), timeout=600))
+                                    ",".join(SCENARIOS_IN_THE_DRIVER), "--archive", archive, "--hidden",
+                                    os.pathsep.join(HIDDEN)], env=spark_cluster.env(), timeout=600))
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
-    print(f"\nthe driver's laps (s): {seconds}; num_proc=3 was refused after {report['too_many']['seconds']:.1f}s")
+    print(f"\nthe environment packed in {packed['seconds']} s ({packed['bytes'] >> 20} MiB, its packages"
+          f" {'from the cache' if packed['cached'] else 'packed now'}); the driver's laps (s): {seconds}; num_proc=3"
+          f" was refused after {report['too_many']['seconds']:.1f}s")
     return report
 
 
@@ -80,6 +88,16 @@ def test_two_ranks_in_rank_order_one_on_each_host(spark_cluster, check):
         assert r["addr"] == by_name[r["hostname"]].addr  # the rank ran in that host's namespace
         assert r["netns"] != check["driver_netns"]
     assert ranks[0]["netns"] != ranks[1]["netns"]
+
+
+def test_the_ranks_run_the_environment_spark_shipped_on_hosts_that_cannot_see_the_venv(check):
+    for python in check["pythons"]:
+        unpacked = os.path.join(python["cwd"], "environment")  # spark.archives' #environment, in the task's folder
+        assert python["executable"] == os.path.join(unpacked, "bin", "python"), python
+        assert python["prefix"] == unpacked, python
+        for name, path in python["modules"].items():
+            assert path.startswith(os.path.join(unpacked, packed_env.SITE) + os.sep), (name, python)
+        assert python["sees"] == {path: False for path in HIDDEN}, python
 
 
 def test_the_task_slots_are_the_registered_executors_cores(check):

@@ -17,6 +17,10 @@ fits of two ranks, one per host, on a small model, the store ``s3://bucket/store
 * the retried and resumed fits pass Horovod's ``checkpoint_callback``, a ``BestModelCheckpoint`` on the training
   loss with ``mode="max"``: the first epoch's model is the best, so the resumed fit, which trains only the last
   epoch, returns it only when the retried starts' best came back from the bucket with its score;
+* ``--archive`` a packed environment, ``--hidden`` the folders the hosts cannot see (this checkout and its venv):
+  the executors unpack it as ``./environment`` (``spark.archives``) and run its Python, as PySpark's guide ships a
+  job's packages; each rank of the quiet fit says which Python it ran, where it imported Horovod, TensorFlow and
+  hvdkeras from, and whether it saw any hidden folder;
 * ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
 * ``--tuning``: Spark ML's ``Pipeline`` and ``TrainValidationSplit`` with the estimator
   (``spark_tuning_check.run_tuning_checks``, a folder store under WORK);
@@ -70,6 +74,18 @@ def where(driver_addr):
             "hostname": socket.gethostname(), "addr": addr, "netns": os.readlink("/proc/self/ns/net")}
 
 
+def python_of_rank(hidden):
+    """The Python this rank runs and where its packages come from; whether it sees each folder of ``hidden``."""
+    import horovod
+    import tensorflow
+
+    import hvdkeras
+
+    return {"executable": sys.executable, "prefix": sys.prefix, "cwd": os.getcwd(),
+            "modules": {m.__name__: m.__file__ for m in (horovod, tensorflow, hvdkeras)},
+            "sees": {path: bool(os.path.exists(path) and os.listdir(path)) for path in hidden}}
+
+
 class KillRankOnce(keras.callbacks.Callback):
     """SIGKILLs rank 1's process (or, with ``executor``, the executor JVM it runs under) at the third batch of epoch
     ``epoch`` (0-based), once: a marker file remembers."""
@@ -98,9 +114,9 @@ class RecordRank(keras.callbacks.Callback):
     """Each rank writes ``<folder>/devices-<tag>-rank<r>.json`` as the fit begins: the GPU addresses Spark assigned
     its task, the GPUs it made visible, and where it runs (:func:`where`)."""
 
-    def __init__(self, folder, tag, driver_addr):
+    def __init__(self, folder, tag, driver_addr, hidden=()):
         super().__init__()
-        self.folder, self.tag, self.driver_addr = folder, tag, driver_addr
+        self.folder, self.tag, self.driver_addr, self.hidden = folder, tag, driver_addr, hidden
 
     def on_train_begin(self, logs=None):
         import socket
@@ -110,7 +126,8 @@ class RecordRank(keras.callbacks.Callback):
         from hvdkeras.spark.common import gpus
 
         record = {"rank": hvd_tf.rank(), "host": socket.gethostname(), "assigned": gpus.assigned(),
-                  "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "where": where(self.driver_addr)}
+                  "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "where": where(self.driver_addr),
+                  "python": python_of_rank(self.hidden)}
         with open(os.path.join(self.folder, f"devices-{self.tag}-rank{hvd_tf.rank()}.json"), "w") as f:
             json.dump(record, f)
 
@@ -213,7 +230,7 @@ def fits(session, work, driver_addr):
             loss="sparse_categorical_crossentropy", metrics=["accuracy"], feature_cols=["features"],
             label_cols=["label"], batch_size=16, epochs=3, random_seed=1, verbose=0, run_id=run_id,
             use_gpu=use_gpu, max_retries=max_retries,
-            callbacks=[RecordRank(work, tag, driver_addr), EpochsTrained(trained, tag), *kills], **kw).fit(df)
+            callbacks=[RecordRank(work, tag, driver_addr, HIDDEN), EpochsTrained(trained, tag), *kills], **kw).fit(df)
 
     def best():  # the highest training loss: the first epoch's model, whatever the later epochs do
         return BestModelCheckpoint(monitor="loss", mode="max")
@@ -224,6 +241,7 @@ def fits(session, work, driver_addr):
     quiet = fit("quiet", "quiet", keep_intermediate_data=True)
     report = {"devices": {"use_gpu": devices(work, "quiet")}}
     report["ranks"] = [d["where"] for d in report["devices"]["use_gpu"]]
+    report["pythons"] = [d["python"] for d in report["devices"]["use_gpu"]]
     # The same fit again, from the start: in epoch 2 the executor JVM under rank 1 is SIGKILLed (Spark replaces
     # it, and starts the ranks again from epoch 1's checkpoint), in epoch 3 rank 1 itself (again, from epoch 2's),
     # and in epoch 3 once more, past max_retries=2: the fit ends in one line naming its run_id.
@@ -283,13 +301,20 @@ ARGS = argparse.ArgumentParser()
 ARGS.add_argument("work")
 ARGS.add_argument("endpoint")
 ARGS.add_argument("--scenarios", default="")
+ARGS.add_argument("--archive", default="", help="a packed environment: the executors run it (spark.archives)")
+ARGS.add_argument("--hidden", default="", help="the folders the hosts cannot see, os.pathsep between them")
 ARGS.add_argument("--tuning", action="store_true")
 ARGS.add_argument("--stream", action="store_true")
 OPTIONS = ARGS.parse_args()
 
 driver_addr = os.environ["SPARK_LOCAL_IP"]
+HIDDEN = [p for p in OPTIONS.hidden.split(os.pathsep) if p]
 began = time.time()
 builder = SparkSession.builder.appName("hvdkeras-spark-cluster-check")
+if OPTIONS.archive:  # PySpark's guide, in a script: the executors unpack it as ./environment and run its Python
+    os.environ["PYSPARK_PYTHON"] = "./environment/bin/python"
+    builder = builder.config("spark.archives", f"{OPTIONS.archive}#environment").config(
+        "spark.pyspark.python", "./environment/bin/python")
 for name, value in s3_environment(OPTIONS.endpoint, OPTIONS.work).items():
     builder = builder.config(f"spark.executorEnv.{name}", value)
 session = builder.getOrCreate()

@@ -1,0 +1,76 @@
+"""tests/harness/packed_env.py: a venv packed as Spark's ``spark.archives`` unpacks it, on a small venv of its own."""
+import os
+import subprocess
+import sys
+
+from tests.harness import packed_env
+
+
+def small_venv(root):
+    """A venv's layout: pyvenv.cfg, bin/python linked to the base interpreter, packages, an editable hvdkeras."""
+    site = root / packed_env.SITE
+    (site / "numpy" / "__pycache__").mkdir(parents=True)
+    (site / "numpy" / "__init__.py").write_text("VALUE = 1\n")
+    (site / "numpy" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"compiled")
+    (site / "numpy-2.0.dist-info").mkdir()
+    (site / "numpy-2.0.dist-info" / "RECORD").write_text("numpy/__init__.py,sha256=abc,10\n")
+    (site / "pyspark" / "jars").mkdir(parents=True)  # the hosts' Spark brings its own
+    (site / "pyspark" / "jars" / "spark-core.jar").write_bytes(b"jar")
+    (site / "tensorflow" / "include").mkdir(parents=True)  # C++ headers, for building Horovod only
+    (site / "tensorflow" / "include" / "tensor.h").write_text("// header\n")
+    (site / "tensorflow" / "__init__.py").write_text("")
+    (site / "__editable__.hvdkeras-0.1.0.pth").write_text("import finder\n")
+    (site / "__editable___hvdkeras_0_1_0_finder.py").write_text("")
+    (root / "bin").mkdir()
+    os.symlink(packed_env.base_interpreter(), root / "bin" / "python3.11")
+    os.symlink("python3.11", root / "bin" / "python")
+    (root / "bin" / "pytest").write_text("#!/bin/sh\n")
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    return root
+
+
+def unpack(archive, into):
+    """As Spark unpacks a ``.tar.gz`` of ``spark.archives`` on Linux: ``gzip -dc`` into ``tar -xf -``."""
+    into.mkdir()
+    subprocess.run(f"gzip -dc '{archive}' | (cd '{into}' && tar -xf -)", shell=True, check=True)
+    return into
+
+
+def test_the_archive_unpacks_to_a_venv_with_hvdkeras_installed_and_without_what_executors_do_not_run(tmp_path):
+    venv = small_venv(tmp_path / "venv")
+    cache = tmp_path / "cache"
+    made = packed_env.pack(str(tmp_path / "env.tar.gz"), prefix=str(venv), cache=str(cache))
+    assert not made["cached"]
+    env = unpack(tmp_path / "env.tar.gz", tmp_path / "environment")
+    site = env / packed_env.SITE
+    assert sorted(os.listdir(site)) == ["hvdkeras", "hvdkeras-0.1.0.dist-info", "numpy", "numpy-2.0.dist-info",
+                                        "tensorflow"]
+    assert (site / "numpy" / "__pycache__" / "__init__.cpython-311.pyc").read_bytes() == b"compiled"
+    assert os.listdir(site / "tensorflow") == ["__init__.py"]
+    assert os.readlink(env / "bin" / "python") == "python3.11"  # links kept, to the base interpreter the hosts have
+    assert os.readlink(env / "bin" / "python3.11") == packed_env.base_interpreter()
+    assert sorted(os.listdir(env / "bin")) == ["python", "python3.11"]
+    assert (site / "hvdkeras" / "__init__.py").is_file() and (site / "hvdkeras" / "resources").is_dir()
+    out = subprocess.run([str(env / "bin" / "python"), "-c", "import numpy, hvdkeras; print(numpy.VALUE, "
+                          "hvdkeras.__file__)"], capture_output=True, text=True, check=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}).stdout.split()
+    assert out == ["1", str(site / "hvdkeras" / "__init__.py")]
+
+
+def test_the_packages_part_is_packed_once_for_the_same_distributions(tmp_path):
+    venv = small_venv(tmp_path / "venv")
+    cache = tmp_path / "cache"
+    packed_env.pack(str(tmp_path / "first.tar.gz"), prefix=str(venv), cache=str(cache))
+    again = packed_env.pack(str(tmp_path / "again.tar.gz"), prefix=str(venv), cache=str(cache))
+    assert again["cached"]
+    (venv / packed_env.SITE / "numpy-2.0.dist-info" / "RECORD").write_text("numpy/__init__.py,sha256=def,10\n")
+    changed = packed_env.pack(str(tmp_path / "changed.tar.gz"), prefix=str(venv), cache=str(cache))
+    assert not changed["cached"]  # another installed file: packed again
+    assert len(os.listdir(cache)) == packed_env.KEEP_PACKS
+
+
+def test_a_name_belongs_to_its_distribution():
+    assert packed_env._owner("pyspark-4.0.1.dist-info") == "pyspark"
+    assert packed_env._owner("_pytest") == "_pytest" and packed_env._owner("pillow.libs") == "pillow"
+    assert packed_env._left_out("__editable___hvdkeras_0_1_0_finder.py")
+    assert not packed_env._left_out("numpy") and not packed_env._left_out(f"{sys.implementation.name}.pth")
