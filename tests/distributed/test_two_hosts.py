@@ -9,6 +9,7 @@ elastic job train, and must get nothing (Horovod patch 0010).
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,19 +140,39 @@ def _launcher_ports(pid):
                    if c.status == psutil.CONN_LISTEN and c.laddr.ip in (two_hosts.LAUNCHER_ADDR, "0.0.0.0", "::")})
 
 
+def _beacon_ports(hosts, ranks_marker):
+    """``addr:port`` of each TCP port that a process whose command line holds ``ranks_marker`` (the job's ranks)
+    listens on in its host with a backlog above 16: the ranks' beacons (``hvdkeras.common.peers.Beacon`` listens
+    with 1024; Gloo's pairs with 1)."""
+    found = []
+    for host in hosts.hosts:
+        ranks = set(_ranks_running_in(host.netns, ranks_marker))
+        out = subprocess.run(["ip", "netns", "exec", host.netns, "ss", "-ltnpH"], capture_output=True,
+                             text=True).stdout
+        for line in out.splitlines():  # LISTEN 0 1024 198.18.213.2:41234 0.0.0.0:* users:(("python",pid=7,fd=9))
+            fields = line.split()
+            pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+            if len(fields) >= 4 and pids & ranks and fields[2].isdigit() and int(fields[2]) > 16:
+                found.append(fields[3])
+    return sorted(set(found))
+
+
 @contextlib.contextmanager
-def _outsider_at_the_launcher(hosts, proc, marker):
+def _outsider_at_the_launcher(hosts, proc, marker, ranks_marker=None):
     """While the block runs, about once a second, the lab's outsider sends ``scripts/outsider.py``'s requests (a
     GET, a PUT and a DELETE of a rendezvous key, the elastic rank-and-size GET, a crafted pickle) to every port the
-    launcher ``proc`` listens on; yields the rounds' results, collected until the job ends."""
+    launcher ``proc`` listens on, and with ``ranks_marker`` a probe with a wrong token to each rank's beacon
+    (:func:`_beacon_ports`); yields the rounds' results, collected until the job ends."""
     rounds, stop = [], threading.Event()
     with two_hosts.outsider(hosts) as outsider:
         def attack():
             while not stop.is_set() and proc.poll() is None:
                 ports = _launcher_ports(proc.pid)
-                if ports:
+                beacons = _beacon_ports(hosts, ranks_marker) if ranks_marker else []
+                if ports or beacons:
                     out = subprocess.run(outsider.command([sys.executable, OUTSIDER, str(marker)] +
-                                                          [f"{two_hosts.LAUNCHER_ADDR}:{p}" for p in ports],
+                                                          [f"{two_hosts.LAUNCHER_ADDR}:{p}" for p in ports] +
+                                                          (["--raw", *beacons] if beacons else []),
                                                           own_sysfs=False),
                                          capture_output=True, text=True, timeout=60, cwd=REPO)
                     if out.returncode == 0 and out.stdout.strip():
@@ -168,22 +189,29 @@ def _outsider_at_the_launcher(hosts, proc, marker):
 
 
 def _nothing_answered(rounds):
-    """Every request of every round refused: 403 from the rendezvous (at least once), no HTTP from the rest."""
-    answers = [status for found in rounds for port in found.values() for status in port.values()]
+    """Every request of every round refused: 403 from the rendezvous (at least once), no HTTP from the rest, and a
+    beacon probed with a wrong token closed unanswered."""
+    answers = [status for found in rounds for port in found.values() for kind, status in port.items()
+               if kind != "token"]
     assert answers and 403 in answers, rounds
     assert set(answers) <= {403, "no-http", "refused"}, rounds  # never 200, 404 or 400: nothing read or stored
+    tokens = [port["token"] for found in rounds for port in found.values() if "token" in port]
+    assert set(tokens) <= {"closed", "refused"}, rounds  # never the beacon's answer
 
 
 def test_an_outsider_gets_nothing_from_the_rendezvous_and_the_job_trains_as_an_undisturbed_one(hosts, run, tmp_path):
     # Horovod patch 0010: the rendezvous listens on the launcher's address on the job's network and refuses every
     # request without the job's secret; the run fixture's job, the same, trained with nobody on the network.
+    # Each rank's beacon listens on its host's address on the job's network, and answers only the job's token.
     marker = tmp_path / "MARKER"
     proc = start(_report_command(hosts, tmp_path), env=hosts.env())
-    with _outsider_at_the_launcher(hosts, proc, marker) as rounds:
+    with _outsider_at_the_launcher(hosts, proc, marker, ranks_marker=str(tmp_path / "report")) as rounds:
         out = finish(proc, timeout=180)
     assert proc.returncode == 0, out[-3000:]
-    print(f"\nthe outsider sent {len(rounds)} rounds to the launcher's ports {sorted(set().union(*rounds))}")
+    print(f"\nthe outsider sent {len(rounds)} rounds to the job's ports {sorted(set().union(*rounds))}")
     _nothing_answered(rounds)
+    beacons = {target for found in rounds for target, port in found.items() if port.get("token") == "closed"}
+    assert {b.rsplit(":", 1)[0] for b in beacons} == {h.addr for h in hosts.hosts}, rounds  # each rank's, probed
     assert not marker.exists()
     quiet, attacked = run[2], _reports(tmp_path / "report")
     for a, b in zip(quiet[0]["weights"], attacked[0]["weights"]):
@@ -365,7 +393,8 @@ def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_pat
     marker = tmp_path / "MARKER"
     # The lab's outsider at the launcher's ports all along: the elastic rendezvous listens on every interface (it
     # starts before the job's interfaces are known) and unpickles what workers PUT, so only its secret guards it.
-    with _outsider_at_the_launcher(hosts, proc, marker) as rounds, _link_to_cut(host_b, proc, workdir) as cut:
+    with _outsider_at_the_launcher(hosts, proc, marker, ranks_marker=str(workdir)) as rounds, \
+            _link_to_cut(host_b, proc, workdir) as cut:
         wait_for_epochs(proc, workdir, 2, timeout=240)
         before = epochs_logged(workdir)
         down_at = cut()
