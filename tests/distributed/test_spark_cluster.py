@@ -10,9 +10,9 @@ at the launcher's address; one driver runs every check on it (a driver's session
 start), the store in a bucket: a quiet KerasEstimator fit whose ranks say where they ran and which GPU Spark
 assigned them, the same fit retried by Spark after its executor and its rank are killed until its retries run out,
 the user's next fit resuming from the bucket, transform, save and load at an ``s3://`` path, the task slots, the
-refused ``num_proc=3``, Spark ML's tuning (test_spark_tuning.py's checks), a table four times larger than each rank's
-memory limit streamed on the hosts (test_spark_stream.py's), and Horovod's own Spark Keras scenarios whose backend
-trains in the driver.
+refused ``num_proc=3``, the two-output fit of weighted rows against one process (test_spark.py's), Spark ML's
+tuning (test_spark_tuning.py's checks), a table four times larger than each rank's memory limit streamed on the
+hosts (test_spark_stream.py's), and Horovod's own Spark Keras scenarios whose backend trains in the driver.
 """
 import os
 import sys
@@ -62,7 +62,8 @@ def check(spark_cluster):
     archive = os.path.join(spark_cluster.folder, "hvdkeras-env.tar.gz")
     packed = packed_env.pack(archive)
     with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
-        (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--tuning", "--stream", "--scenarios",
+        (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--estimator-fit", "--tuning", "--stream",
+                                    "--scenarios",
                                     ",".join(SCENARIOS_IN_THE_DRIVER), "--archive", archive, "--hidden",
                                     os.pathsep.join(HIDDEN)], env=spark_cluster.env(), timeout=600))
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
@@ -179,6 +180,10 @@ def test_a_second_prepare_writes_the_same_rows_in_the_same_order_on_the_cluster(
 def test_horovods_spark_keras_scenario_passes_switched_by_its_imports_in_the_clusters_driver(check, scenario):
     # scripts/horovod_spark_keras_check.py: those whose ranks Spark starts run on local[2] (test_horovod_spark_keras.py)
     assert check["horovod"][scenario] == "passed"
+
+
+def test_a_two_output_fit_of_weighted_rows_trains_like_one_process_on_the_cluster(check):
+    spark_checks.assert_fit(check["estimator_fit"])
 
 
 def test_spark_mls_tuning_queues_its_fits_and_picks_the_better_learning_rate_on_the_cluster(check):

@@ -22,6 +22,8 @@ fits of two ranks, one per host, on a small model, the store ``s3://bucket/store
   job's packages; each rank of the quiet fit says which Python it ran, where it imported Horovod, TensorFlow and
   hvdkeras from, and whether it saw any hidden folder;
 * ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
+* ``--estimator-fit``: the two-output fit of weighted rows with a validation column, against one process
+  (``spark_estimator_check.fit_check``, a folder store under WORK);
 * ``--tuning``: Spark ML's ``Pipeline`` and ``TrainValidationSplit`` with the estimator
   (``spark_tuning_check.run_tuning_checks``, a folder store under WORK);
 * ``--stream``: a fit on a table four times larger than the memory each rank may use, each rank in a memory cgroup
@@ -303,6 +305,7 @@ ARGS.add_argument("endpoint")
 ARGS.add_argument("--scenarios", default="")
 ARGS.add_argument("--archive", default="", help="a packed environment: the executors run it (spark.archives)")
 ARGS.add_argument("--hidden", default="", help="the folders the hosts cannot see, os.pathsep between them")
+ARGS.add_argument("--estimator-fit", action="store_true")
 ARGS.add_argument("--tuning", action="store_true")
 ARGS.add_argument("--stream", action="store_true")
 OPTIONS = ARGS.parse_args()
@@ -333,6 +336,13 @@ try:
     except HvdkerasError as exc:
         error = str(exc)
     report["too_many"] = {"error": error, "seconds": time.time() - before}
+    if OPTIONS.estimator_fit:
+        import spark_estimator_check
+
+        cloudpickle.register_pickle_by_value(spark_estimator_check)
+        lap = time.time()
+        report["estimator_fit"], _ = spark_estimator_check.fit_check(session, os.path.join(OPTIONS.work, "estimator"))
+        report["seconds"]["estimator_fit"] = time.time() - lap
     if OPTIONS.tuning:
         import spark_tuning_check
 

@@ -163,16 +163,8 @@ def bad_rows(spark, df):
             "inf_extra": at_row_7("extra", F.array(*[F.lit(float("inf"))] * 3).cast("array<double>"))}
 
 
-def run_checks(spark, store_path, too_many=True):
-    """Every check on ``spark``'s cluster, the store at ``store_path``: what ``spark_local_check.py`` reports."""
-    out = {"seconds": {}}
-    clock = [time.monotonic()]
-
-    def lap(name):
-        now = time.monotonic()
-        out["seconds"][name] = round(now - clock[0], 1)
-        clock[0] = now
-
+def _data_and_estimator(spark, store_path):
+    """The DataFrame (its labels one-hot encoded too), and the estimator of the checks, with changes."""
     df = spark.createDataFrame(rows(), COLUMNS)
     df = OneHotEncoder(inputCols=["label"], outputCols=["label_vec"], dropLast=False).fit(df).transform(df)
     store = Store.create("file://" + os.path.abspath(store_path))
@@ -185,21 +177,42 @@ def run_checks(spark, store_path, too_many=True):
         args.update(kw)
         return hvd.KerasEstimator(**args)
 
+    return df, store, estimator
+
+
+def fit_check(spark, store_path):
+    """The two-output fit with weighted rows and a validation column against one process (``fit`` above):
+    ``(what tests/harness/spark_checks.assert_fit checks, the fitted KerasModel)``."""
+    df, store, estimator = _data_and_estimator(spark, store_path)
     keras_model = estimator(keep_intermediate_data=True).fit(df).setOutputCols(["label_prob", "target_pred"])
     history = keras_model.getHistory()
-    out["fit"] = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
-                  "checksum": checksum(keras_model.getModel()),
-                  "checkpoints": sorted(os.listdir(os.path.join(store_path, "runs", "run1", "checkpoints"))),
-                  "run_id": keras_model.getRunId(), "kept": intermediate_data(store_path),
-                  "seconds": keras_model.getFitSeconds()}
-
-    (train_data,) = [n for n in out["fit"]["kept"] if n.startswith("intermediate_train_data.")]
+    fit = {"history_keys": sorted(history), "epochs": len(history.get("loss", [])),
+           "checksum": checksum(keras_model.getModel()),
+           "checkpoints": sorted(os.listdir(os.path.join(store_path, "runs", "run1", "checkpoints"))),
+           "run_id": keras_model.getRunId(), "kept": intermediate_data(store_path),
+           "seconds": keras_model.getFitSeconds()}
+    (train_data,) = [n for n in fit["kept"] if n.startswith("intermediate_train_data.")]
     train_path = f"{store.prefix_path}/{train_data}"
-    out["fit"]["single"] = one_process_weights_differ(keras_model.getModel(), store, train_path)
-    out["fit"]["same_files"] = prepared_twice_alike(df, store, train_path, ["features", "extra"], LABEL_COLS,
-                                                    sample_weight_col="weight", validation="is_val", seed=1)
-    out["fit"]["rows"] = {"train": _rows(store, train_path),
-                          "val": _rows(store, f"{store.prefix_path}/{train_data.replace('_train_', '_val_')}")}
+    fit["single"] = one_process_weights_differ(keras_model.getModel(), store, train_path)
+    fit["same_files"] = prepared_twice_alike(df, store, train_path, ["features", "extra"], LABEL_COLS,
+                                             sample_weight_col="weight", validation="is_val", seed=1)
+    fit["rows"] = {"train": _rows(store, train_path),
+                   "val": _rows(store, f"{store.prefix_path}/{train_data.replace('_train_', '_val_')}")}
+    return fit, keras_model
+
+
+def run_checks(spark, store_path, too_many=True):
+    """Every check on ``spark``'s cluster, the store at ``store_path``: what ``spark_local_check.py`` reports."""
+    out = {"seconds": {}}
+    clock = [time.monotonic()]
+
+    def lap(name):
+        now = time.monotonic()
+        out["seconds"][name] = round(now - clock[0], 1)
+        clock[0] = now
+
+    df, store, estimator = _data_and_estimator(spark, store_path)
+    out["fit"], keras_model = fit_check(spark, store_path)
     lap("fit")
     for name in intermediate_data(store_path):
         store.fs.rm(os.path.join(store_path, name), recursive=True)
