@@ -41,6 +41,7 @@ from hvdkeras.spark.common.gpus import GPUS_VAR
 GAVE_UP = "hvdkeras-gang-gave-up"
 RENDEZVOUS_SECRET_VAR = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # Horovod patch 0010: what each request must carry
 FAILED = "hvdkeras-gang-rank-failed"
+CANNOT_START = "cannot start the rank's Python"  # a failure no retry mends: the driver raises it at once
 WATCH_INTERVAL_S = 1.0
 
 
@@ -158,6 +159,22 @@ def _pump(stream: Any, name: str, sender: Any) -> None:
     stream.close()
 
 
+def start_rank(executable: Optional[str], payload: str, result: str, env: Dict[str, str]) -> Any:
+    """The rank's process: ``executable`` (default: this task's Python) running :mod:`hvdkeras.spark.rank`.
+
+    Raises:
+        RuntimeError: it cannot be started (:data:`FAILED`, naming the Python and how to fix it).
+    """
+    python = executable or sys.executable
+    try:
+        return subprocess.Popen([python, "-m", "hvdkeras.spark.rank", payload, result], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise RuntimeError(f"{FAILED}: {CANNOT_START} {python!r} on this executor"
+                           f" ({exc.strerror or type(exc).__name__}): pass SparkBackend(executable=...) a Python every"
+                           " executor has, or leave it unset to run the task's own") from None
+
+
 def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]]:
     """One task of the barrier stage (see the module docstring); yields ``(rank, cloudpickled result)``.
 
@@ -192,8 +209,11 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         payload, result = os.path.join(folder, "payload"), os.path.join(folder, "result")
         with open(payload, "wb") as f:
             f.write(spec.payload)
-        proc = subprocess.Popen([spec.executable or sys.executable, "-m", "hvdkeras.spark.rank", payload, result],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            proc = start_rank(spec.executable, payload, result, env)
+        except RuntimeError as exc:
+            sender.failed(str(exc)[len(FAILED) + 2:])
+            raise
         pumps = [threading.Thread(target=_pump, args=(stream, name, sender), daemon=True)
                  for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
         for pump in pumps:
@@ -289,7 +309,8 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
         Each rank's return value, in rank order.
 
     Raises:
-        SetupError: the tasks did not start within ``start_timeout``, or Spark refused the barrier stage.
+        SetupError: the tasks did not start within ``start_timeout``, Spark refused the barrier stage, or a rank's
+            Python cannot be started (``executable``), which no retry mends.
         RankFailedError: a rank failed on the last attempt allowed; its text names the rank, its host and its status.
     """
     import cloudpickle
@@ -328,6 +349,8 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
                 failed = _marked(exc, FAILED)
                 reason = relay.why(seen) if len(relay.failures) > seen else (
                     failed[len(FAILED) + 2:] if failed else _first_line(exc))
+                if reason.startswith(CANNOT_START):
+                    raise SetupError(reason) from None
                 if relay.starts == starts:
                     relay.starts += 1  # a job that failed before its ranks started counts as an attempt
                 if _marked(exc, GAVE_UP) or relay.starts > max_retries:

@@ -74,6 +74,9 @@ def assert_errors(errors):
                                       " before fit() (or pass allow_nan=True for a model built to take NaN)")
     assert errors["inf_extra"] == ("column 'extra' holds NaN or infinities in 1 of 256 rows: drop or fix them before"
                                    " fit() (or pass allow_nan=True for a model built to take NaN)")
+    assert errors["executable"] == ("cannot start the rank's Python '/no/such/python' on this executor (No such file"
+                                    " or directory): pass SparkBackend(executable=...) a Python every executor has,"
+                                    " or leave it unset to run the task's own"), errors
     assert errors["held"].startswith("run_id 'held' is being fitted by another fit (host ")
     assert errors["held"].endswith("wait for it to end, or pass another run_id")
     assert all("\n" not in line for line in errors.values())

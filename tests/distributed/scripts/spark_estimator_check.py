@@ -26,6 +26,7 @@ import hvdkeras.spark.keras as hvd
 from hvdkeras import spark as hvd_spark
 from hvdkeras.common.errors import HvdkerasError
 from hvdkeras.runtime.compat import keras
+from hvdkeras.spark.common.backend import SparkBackend
 from hvdkeras.spark.common.data import survey
 from hvdkeras.spark.common.runs import RunLock
 from hvdkeras.spark.common.store import Store
@@ -260,6 +261,9 @@ def run_checks(spark, store_path, too_many=True):
         "petastorm": error_of(lambda: estimator(transformation_fn=lambda rows: rows)),
         "run_id_path": error_of(lambda: estimator(run_id="../../x").fit(df)),
         "other_job": error_of(lambda: estimator(batch_size=8).fit(df)),  # run1 holds the first fit's checkpoints
+        "executable": error_of(lambda: estimator(
+            num_proc=None, backend=SparkBackend(num_proc=2, executable="/no/such/python"), max_retries=1,
+            run_id="bad").fit(df)),
     }
     bad = bad_rows(spark, df)
     for name, bad_df in bad.items():
