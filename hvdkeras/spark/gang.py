@@ -7,7 +7,8 @@ task fails it kills the others and starts the whole stage again, up to ``spark.s
 whose output is shuffled, so the ranks' results go through a shuffle to one partition.) Each task:
 
 1. reads every task's executor address from its ``BarrierTaskContext`` and places the ranks as ``horovodrun``
-   does: grouped by host, in the order the hosts first appear (:func:`slot_plan`);
+   does: grouped by host, in the order the hosts first appear (:func:`slot_plan`); the task of rank 0 asks the
+   driver whether this start is allowed, and every task learns the answer (``allGather``) before anything else;
 2. the task of rank 0 starts Horovod's Gloo rendezvous server (Horovod's own, bound to that task's executor
    address, not to every interface) and tells the others its port (``allGather``);
 3. starts its rank, ``python -m hvdkeras.spark.rank`` (:mod:`hvdkeras.spark.rank`), with Horovod's settings for it
@@ -191,7 +192,10 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
     plan = slot_plan(hosts)
     slot = plan[index]
     sender = Sender(spec.relay, spec.token, slot.rank)
-    if slot.rank == 0 and not sender.start():  # the driver counts the gang's starts
+    allowed = sender.start() if slot.rank == 0 else True  # the driver counts the gang's starts
+    # Every task learns rank 0's answer before it could wait on anything else: a task that Spark kills while it
+    # waits in a barrier call takes its executor down with it (exit code 50), and the next job needs another.
+    if not all(verdict == "start" for verdict in ctx.allGather("start" if allowed else "stop")):
         sender.close()
         raise RuntimeError(f"{GAVE_UP}: no retry left")
     secret = rendezvous_secret(spec.token)

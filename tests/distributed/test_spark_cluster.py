@@ -14,7 +14,9 @@ refused ``num_proc=3``, the two-output fit of weighted rows against one process 
 tuning (test_spark_tuning.py's checks), a table four times larger than each rank's memory limit streamed on the
 hosts (test_spark_stream.py's), and Horovod's own Spark Keras scenarios whose backend trains in the driver.
 """
+import glob
 import os
+import re
 import sys
 
 import pytest
@@ -125,6 +127,17 @@ def test_spark_retries_a_fit_after_its_executor_and_its_rank_are_killed_then_end
     # each start resumed from the bucket's last checkpoint: epoch 1's, then epoch 2's, twice
     assert [e for tag, e in trained if tag == "retried"] == ["0", "1", "1", "2", "2"], trained
     print(f"\nthe fit retried twice and refused a third start in {retried['seconds']:.1f}s")
+
+
+def test_the_only_executor_lost_is_the_one_the_test_killed(spark_cluster, check):
+    # A fit that ends past its retries leaves the executors running: each task learns that the gang may not start
+    # before it waits in a barrier call, where Spark's kill would have taken its executor down (exit code 50).
+    exits = []
+    for log in glob.glob(os.path.join(spark_cluster.folder, "worker-*.log")):
+        with open(log) as f:
+            exits += re.findall(r"Executor \S+ finished with state EXITED message Command exited with code (\d+)",
+                                f.read())
+    assert exits == ["137"], exits  # the SIGKILLed JVM's (128 + 9)
 
 
 def test_the_next_fit_resumes_from_the_bucket_on_an_undisturbed_fits_weights(check):
