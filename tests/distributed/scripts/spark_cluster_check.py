@@ -22,8 +22,8 @@ fits of two ranks, one per host, on a small model, the store ``s3://bucket/store
   job's packages; each rank of the quiet fit says which Python it ran, where it imported Horovod, TensorFlow and
   hvdkeras from, and whether it saw any hidden folder;
 * ``num_proc=3`` on the cluster's 2 task slots (``spark.cores.max``): the one-line error and how long it took;
-* ``--estimator-fit``: the two-output fit of weighted rows with a validation column, against one process
-  (``spark_estimator_check.fit_check``, a folder store under WORK);
+* ``--estimator-fit``: the two-output fit of weighted rows with a validation column, against one process, and its
+  transform (``spark_estimator_check.fit_check`` and ``transform_check``, a folder store under WORK);
 * ``--tuning``: Spark ML's ``Pipeline`` and ``TrainValidationSplit`` with the estimator
   (``spark_tuning_check.run_tuning_checks``, a folder store under WORK);
 * ``--stream``: a fit on a table four times larger than the memory each rank may use, each rank in a memory cgroup
@@ -341,7 +341,9 @@ try:
 
         cloudpickle.register_pickle_by_value(spark_estimator_check)
         lap = time.time()
-        report["estimator_fit"], _ = spark_estimator_check.fit_check(session, os.path.join(OPTIONS.work, "estimator"))
+        report["estimator_fit"], fitted, frame = spark_estimator_check.fit_check(
+            session, os.path.join(OPTIONS.work, "estimator"))
+        report["estimator_transform"] = spark_estimator_check.transform_check(fitted, frame)
         report["seconds"]["estimator_fit"] = time.time() - lap
     if OPTIONS.tuning:
         import spark_tuning_check

@@ -183,7 +183,7 @@ def _data_and_estimator(spark, store_path):
 
 def fit_check(spark, store_path):
     """The two-output fit with weighted rows and a validation column against one process (``fit`` above):
-    ``(what tests/harness/spark_checks.assert_fit checks, the fitted KerasModel)``."""
+    ``(what tests/harness/spark_checks.assert_fit checks, the fitted KerasModel, the DataFrame)``."""
     df, store, estimator = _data_and_estimator(spark, store_path)
     keras_model = estimator(keep_intermediate_data=True).fit(df).setOutputCols(["label_prob", "target_pred"])
     history = keras_model.getHistory()
@@ -199,7 +199,19 @@ def fit_check(spark, store_path):
                                              sample_weight_col="weight", validation="is_val", seed=1)
     fit["rows"] = {"train": _rows(store, train_path),
                    "val": _rows(store, f"{store.prefix_path}/{train_data.replace('_train_', '_val_')}")}
-    return fit, keras_model
+    return fit, keras_model, df
+
+
+def transform_check(keras_model, df):
+    """``fit_check``'s model transforms the DataFrame (its one-hot labels dropped): what
+    tests/harness/spark_checks.assert_transform checks."""
+    predicted = keras_model.transform(df.drop("label_vec"))
+    collected = predicted.select("label", "label_prob").collect()
+    return {"columns": predicted.columns, "rows": len(collected),
+            "accuracy": float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label for r in collected])),
+            # Horovod's examples read predictions with toPandas(): the [spark] extra brings pandas
+            "pandas_rows": len(predicted.select("id", "label_prob").toPandas()),
+            "target_type": dict(predicted.dtypes)["target_pred"]}
 
 
 def run_checks(spark, store_path, too_many=True):
@@ -213,18 +225,11 @@ def run_checks(spark, store_path, too_many=True):
         clock[0] = now
 
     df, store, estimator = _data_and_estimator(spark, store_path)
-    out["fit"], keras_model = fit_check(spark, store_path)
+    out["fit"], keras_model, _ = fit_check(spark, store_path)
     lap("fit")
     for name in intermediate_data(store_path):
         store.fs.rm(os.path.join(store_path, name), recursive=True)
-    predicted = keras_model.transform(df.drop("label_vec"))
-    collected = predicted.select("label", "label_prob").collect()
-    out["transform"] = {"columns": predicted.columns, "rows": len(collected),
-                        "accuracy": float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label
-                                                   for r in collected])),
-                        # Horovod's examples read predictions with toPandas(): the [spark] extra brings pandas
-                        "pandas_rows": len(predicted.select("id", "label_prob").toPandas()),
-                        "target_type": dict(predicted.dtypes)["target_pred"]}
+    out["transform"] = transform_check(keras_model, df)
 
     lap("transform")
     model_path = os.path.join(store_path, "saved_model")
