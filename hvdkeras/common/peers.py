@@ -57,6 +57,9 @@ REPLY = b"!"
 # Horovod's own collective, so what reaches the port from elsewhere gets nothing. How long a connection may take to
 # send it before it is closed unanswered.
 TOKEN_BYTES = 16
+# The beacon's listen backlog, which ``ss -ltn`` shows: not Gloo's 1024 (each Gloo pair listens with that while it
+# connects), so a rank's beacon port can be told apart from the ports of Gloo, which authenticates nothing.
+BACKLOG = 1000
 TOKEN_WAIT_S = 2.0
 # After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
 # leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
@@ -112,7 +115,7 @@ class Beacon:
         # Probes wait in the backlog until the thread takes them (after close, and while this process is
         # stopped, nobody does; the process's end drops them). Room for every rank's probes while they wait
         # for this one to exit (the kernel caps it at net.core.somaxconn).
-        self._sock.listen(1024)
+        self._sock.listen(BACKLOG)
         self._sock.setblocking(False)  # the thread accepts what the selector shows; a probe gone meanwhile is skipped
         self.address = host
         self.port = self._sock.getsockname()[1]

@@ -20,6 +20,7 @@ import numpy as np
 import psutil
 import pytest
 
+from hvdkeras.common import peers
 from hvdkeras.common.processes import kill_group
 from lab import hosts as two_hosts
 from tests.harness.ranks import (
@@ -142,8 +143,10 @@ def _launcher_ports(pid):
 
 def _beacon_ports(hosts, ranks_marker):
     """``addr:port`` of each TCP port that a process whose command line holds ``ranks_marker`` (the job's ranks)
-    listens on in its host with a backlog above 16: the ranks' beacons (``hvdkeras.common.peers.Beacon`` listens
-    with 1024; Gloo's pairs with 1)."""
+    listens on in its host with the beacon's backlog (``hvdkeras.common.peers.BACKLOG``): the ranks' beacons.
+
+    Never a Gloo port: each Gloo pair listens with a backlog of 1024 while it connects, and Gloo reads what
+    reaches it unauthenticated (16 random bytes there once ended an elastic job before its second epoch)."""
     found = []
     for host in hosts.hosts:
         ranks = set(_ranks_running_in(host.netns, ranks_marker))
@@ -152,7 +155,7 @@ def _beacon_ports(hosts, ranks_marker):
         for line in out.splitlines():  # LISTEN 0 1024 198.18.213.2:41234 0.0.0.0:* users:(("python",pid=7,fd=9))
             fields = line.split()
             pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-            if len(fields) >= 4 and pids & ranks and fields[2].isdigit() and int(fields[2]) > 16:
+            if len(fields) >= 4 and pids & ranks and fields[2] == str(peers.BACKLOG):
                 found.append(fields[3])
     return sorted(set(found))
 
