@@ -25,6 +25,7 @@ ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"
 REQUEUED_STATUS = 75  # an attempt that ended in a requeue: the trainer's own status for "preempted, rerun me"
 SETTLE_S = 3.0  # an ended state must hold this long before the soak requeues the job itself (Slurm may first)
 POLL_S = 0.5  # how often the job's state is asked for at most (scontrol)
+SCRIPT_WAIT_S = 20.0  # how long a signal for the batch shell waits for the shell to run (then it is sent anyway)
 
 
 def parse_job(text: str) -> Dict[str, str]:
@@ -197,11 +198,29 @@ class SlurmRun:
 
     preempt_says = "the time limit's signal (scancel --batch --signal=USR1)"
 
+    def _script_started(self, timeout: float) -> bool:
+        """Waits at most ``timeout`` s for the batch script's shell to run (slurmd's ``job%05u/slurm_script``):
+        Slurm says RUNNING a few seconds before it, while the node prepares the job, and a signal for the batch
+        shell sent then is lost (seen once beside a busy suite: the job went on); whether it runs."""
+        import psutil
+
+        marker = f"job{int(self.job.job_id):05d}/slurm_script"
+        deadline = time.monotonic() + timeout
+        while True:
+            for proc in psutil.process_iter(["cmdline"]):
+                if any(marker in part for part in (proc.info["cmdline"] or [])):
+                    time.sleep(0.3)  # its first lines are the traps
+                    return True
+            if time.monotonic() >= deadline or not self.running():
+                return False
+            time.sleep(0.1)
+
     def preempt(self) -> bool:
         """The time limit's signal, SIGUSR1 to the batch shell (``scancel --batch --signal=USR1``), if the run has
-        started (a scheduler signals running jobs only); whether it was sent."""
+        started (a scheduler signals running jobs only), once the shell runs; whether it was sent."""
         if not self.wait_started(0.0):
             return False
+        self._script_started(SCRIPT_WAIT_S)
         return self.job.scontrol("scancel", "--batch", "--signal=USR1", str(self.job.job_id)).returncode == 0
 
     def kill(self) -> None:
