@@ -160,20 +160,16 @@ def _pump(stream: Any, name: str, sender: Any) -> None:
     stream.close()
 
 
-def start_rank(executable: Optional[str], payload: str, result: str, env: Dict[str, str]) -> Any:
-    """The rank's process: ``executable`` (default: this task's Python) running :mod:`hvdkeras.spark.rank`.
-
-    Raises:
-        RuntimeError: it cannot be started (:data:`FAILED`, naming the Python and how to fix it).
-    """
-    python = executable or sys.executable
+def start_rank(python: str, payload: str, result: str, env: Dict[str, str]) -> Tuple[Any, Optional[str]]:
+    """The rank's process, ``python`` running :mod:`hvdkeras.spark.rank`: ``(process, None)``, or ``(None, why)``
+    when it cannot be started (:data:`CANNOT_START`, naming the Python and how to fix it)."""
     try:
         return subprocess.Popen([python, "-m", "hvdkeras.spark.rank", payload, result], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL), None
     except OSError as exc:
-        raise RuntimeError(f"{FAILED}: {CANNOT_START} {python!r} on this executor"
-                           f" ({exc.strerror or type(exc).__name__}): pass SparkBackend(executable=...) a Python every"
-                           " executor has, or leave it unset to run the task's own") from None
+        return None, (f"{CANNOT_START} {python!r} on this executor ({exc.strerror or type(exc).__name__}): pass"
+                      " SparkBackend(executable=...) a Python every executor has, or leave it unset to run the task's"
+                      " own")
 
 
 def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]]:
@@ -213,11 +209,10 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         payload, result = os.path.join(folder, "payload"), os.path.join(folder, "result")
         with open(payload, "wb") as f:
             f.write(spec.payload)
-        try:
-            proc = start_rank(spec.executable, payload, result, env)
-        except RuntimeError as exc:
-            sender.failed(str(exc)[len(FAILED) + 2:])
-            raise
+        proc, cannot = start_rank(spec.executable or sys.executable, payload, result, env)
+        if cannot is not None:
+            sender.failed(cannot)
+            raise RuntimeError(f"{FAILED}: {cannot}")
         pumps = [threading.Thread(target=_pump, args=(stream, name, sender), daemon=True)
                  for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
         for pump in pumps:
