@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from typing import BinaryIO, Iterator, List, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,7 +35,7 @@ FORMAT = 3  # in the key: a change to what goes in the archive packs again
 # site-packages entries no executor needs: Spark's own Python (the hosts' Spark brings it), build and test tools.
 # Each executor unpacks the archive (the driver too), some 13 s for 1.8 GB here, again after an executor is lost.
 LEFT_OUT = ("pyspark", "cmake", "moto", "cfnlint", "sympy", "networkx", "mypy", "mypyc", "ruff", "hypothesis", "pip",
-            "setuptools", "_pytest", "pytest", "clang", "libclang", "matplotlib", "fonttools", "fontTools", "pygments",
+            "setuptools", "_pytest", "pytest", "clang", "libclang", "matplotlib", "fonttools", "pygments",
             "tensorflow_datasets")
 # Folders inside packages that no executor reads: TensorFlow's C++ headers (for building Horovod).
 LEFT_OUT_FOLDERS = (os.path.join("tensorflow", "include"),)
@@ -70,8 +71,7 @@ def _owner(name: str) -> str:
 
 def _left_out(name: str) -> bool:
     owner = _owner(name)
-    return (owner in LEFT_OUT or "__mypyc" in name or name.startswith("__editable__") or owner == "hvdkeras"
-            or owner.startswith("__editable___hvdkeras"))
+    return owner in LEFT_OUT or "__mypyc" in name or name.startswith("__editable__") or owner == "hvdkeras"
 
 
 def _third_party(prefix: str) -> List[str]:
@@ -160,8 +160,6 @@ def _hvdkeras(target: str, work: str) -> None:
 def pack(out: str, prefix: str = sys.prefix, cache: str = CACHE) -> dict:
     """Writes the archive of the venv at ``prefix`` to ``out`` (a ``.tar.gz``); what it took:
     ``{"bytes", "cached", "seconds"}`` (``cached``: the third-party part came from ``cache``)."""
-    import time
-
     began = time.time()
     os.makedirs(cache, exist_ok=True)
     deps = os.path.join(cache, f"site-{key(prefix)}.tar.gz.part")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -237,17 +238,17 @@ class RunMirror:
             return False, None
         path = self.best[0]
         name = os.path.basename(path)
-        shown = f"{self.shown}/{BEST_DIR}/{BEST_RECORD}"
+        shown, again = f"{self.shown}/{BEST_DIR}/{BEST_RECORD}", "the best model starts again from this fit"
         try:
             with self.fs.open(f"{self.remote_best}/{BEST_RECORD}", "rb") as f:
                 record = json.loads(f.read().decode())
         except FileNotFoundError:
             return False, None
         except (OSError, ValueError) as exc:
-            warn(f"{shown} is unreadable ({type(exc).__name__}); the best model starts again from this fit")
+            warn(f"{shown} is unreadable ({type(exc).__name__}); {again}")
             return False, None
         if not isinstance(record, dict) or record.get("file") != name:
-            warn(f"{shown} does not record {name!r}; the best model starts again from this fit")
+            warn(f"{shown} does not record {name!r}; {again}")
             return False, None
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         staging = f"{path}.fetching-{os.getpid()}"
@@ -257,12 +258,11 @@ class RunMirror:
 
             size, sha = _digest(LocalFileSystem(), staging)
             if (size, sha) != (record.get("size"), record.get("sha256")):
-                warn(f"{self.shown}/{BEST_DIR}/{name} does not match {BEST_RECORD} (an upload cut short?); the best"
-                     " model starts again from this fit")
+                warn(f"{self.shown}/{BEST_DIR}/{name} does not match {BEST_RECORD} (an upload cut short?); {again}")
                 return False, None
             os.replace(staging, path)
         except FileNotFoundError:
-            warn(f"{self.shown}/{BEST_DIR}/{name} is missing; the best model starts again from this fit")
+            warn(f"{self.shown}/{BEST_DIR}/{name} is missing; {again}")
             return False, None
         finally:
             if os.path.exists(staging):
@@ -359,13 +359,12 @@ class RunMirror:
         from fsspec.implementations.local import LocalFileSystem
 
         size, sha = _digest(LocalFileSystem(), path)
-        value = score()
         try:
-            value = float(value)
+            value: Optional[float] = float(score())
         except (TypeError, ValueError):
             value = None
         record = {"file": os.path.basename(path), "size": size, "sha256": sha,
-                  "score": value if value is not None and value == value and abs(value) != float("inf") else None}
+                  "score": value if value is not None and math.isfinite(value) else None}
         self._put_whole(path, f"{self.remote_best}/{record['file']}")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(record, f)
