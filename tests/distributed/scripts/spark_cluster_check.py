@@ -36,6 +36,7 @@ Prints ``RESULT {...}`` (what test_spark_cluster.py asserts on).
 """
 import argparse
 import glob
+import importlib
 import json
 import os
 import signal
@@ -295,6 +296,22 @@ def fits(session, work, driver_addr):
     return report
 
 
+def part(report, lap_name, module_name, run):
+    """``run(module)``'s entries into ``report``, the module (a script of this folder, which the executors cannot
+    import) pickled by value, its seconds as ``lap_name``."""
+    module = importlib.import_module(module_name)
+    cloudpickle.register_pickle_by_value(module)
+    began = time.time()
+    report.update(run(module))
+    report["seconds"][lap_name] = time.time() - began
+
+
+def estimator_fit(module, session, work):
+    """``spark_estimator_check``'s two-output fit against one process, and its transform."""
+    fit, fitted, frame = module.fit_check(session, work)
+    return {"estimator_fit": fit, "estimator_transform": module.transform_check(fitted, frame)}
+
+
 def slots(sc):
     return {"default_parallelism": sc.defaultParallelism, "registered": _registered_slots(sc)}
 
@@ -337,36 +354,18 @@ try:
         error = str(exc)
     report["too_many"] = {"error": error, "seconds": time.time() - before}
     if OPTIONS.estimator_fit:
-        import spark_estimator_check
-
-        cloudpickle.register_pickle_by_value(spark_estimator_check)
-        lap = time.time()
-        report["estimator_fit"], fitted, frame = spark_estimator_check.fit_check(
-            session, os.path.join(OPTIONS.work, "estimator"))
-        report["estimator_transform"] = spark_estimator_check.transform_check(fitted, frame)
-        report["seconds"]["estimator_fit"] = time.time() - lap
+        part(report, "estimator_fit", "spark_estimator_check",
+             lambda m: estimator_fit(m, session, os.path.join(OPTIONS.work, "estimator")))
     if OPTIONS.tuning:
-        import spark_tuning_check
-
-        cloudpickle.register_pickle_by_value(spark_tuning_check)
-        lap = time.time()
-        report["tuning"] = spark_tuning_check.run_tuning_checks(session, os.path.join(OPTIONS.work, "tuning"))
-        report["seconds"]["tuning"] = time.time() - lap
+        part(report, "tuning", "spark_tuning_check",
+             lambda m: {"tuning": m.run_tuning_checks(session, os.path.join(OPTIONS.work, "tuning"))})
     if OPTIONS.stream:
-        import spark_stream_check
-
-        cloudpickle.register_pickle_by_value(spark_stream_check)
-        lap = time.time()
-        report["stream"] = spark_stream_check.run_stream_checks(session, os.path.join(OPTIONS.work, "stream"))
-        report["seconds"]["stream"] = time.time() - lap
+        part(report, "stream", "spark_stream_check",
+             lambda m: {"stream": m.run_stream_checks(session, os.path.join(OPTIONS.work, "stream"))})
     if OPTIONS.scenarios:
-        import horovod_spark_keras_check
-
-        cloudpickle.register_pickle_by_value(horovod_spark_keras_check)  # the executors cannot import this folder
-        lap = time.time()
-        report["horovod"] = horovod_spark_keras_check.run_scenarios(session, os.path.join(OPTIONS.work, "horovod"),
-                                                                    OPTIONS.scenarios.split(","))
-        report["seconds"]["scenarios"] = time.time() - lap
+        part(report, "scenarios", "horovod_spark_keras_check",
+             lambda m: {"horovod": m.run_scenarios(session, os.path.join(OPTIONS.work, "horovod"),
+                                                   OPTIONS.scenarios.split(","))})
     print("RESULT " + json.dumps(report), flush=True)
 finally:
     session.stop()
