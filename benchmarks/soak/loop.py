@@ -41,6 +41,9 @@ from hvdkeras.common.workdir import read_metrics
 
 Run = Union[Running, SlurmRun]  # an attempt: the command run once, or one run of a Slurm job
 RANK_KINDS = (KILL_RANK, FREEZE, KILL_EXECUTOR)  # faults that need a rank of the attempt to hit
+# faults that need the attempt running (a damage with no checkpoint yet is a rank's kill): one due as the attempt
+# went down goes to the next attempt's start-up rather than counting as "found nothing to hit"
+ATTEMPT_KINDS = RANK_KINDS + (DAMAGE, PREEMPT)
 RANK_WAIT_S = 30.0  # how long a rank fault waits for the rank to exist (a fault in the first seconds of a restart)
 DEFAULT_CHECKPOINT_BYTES = 1 << 20  # the full disk's guess before the first checkpoint exists
 
@@ -187,10 +190,10 @@ class Loop:
                 due = due_at(planned, previous_at, previous_attempt, index, run.started, self.interval)
                 if now >= due:
                     fault, freeze, filled = self._inject(planned, run, index)
-                    if not fault.injected and planned.kind in RANK_KINDS and not run.running():
+                    if not fault.injected and planned.kind in ATTEMPT_KINDS and not run.running():
                         # due as the attempt went down: its ranks were gone; the next attempt's start-up gets it
                         self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind}: the attempt ended"
-                                 " before a rank was found; it goes to the next attempt")
+                                 f" before it was hit ({fault.detail}); it goes to the next attempt")
                         continue
                     self.faults.append(fault)
                     freezes += [freeze] if freeze else []

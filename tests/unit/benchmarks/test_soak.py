@@ -403,6 +403,53 @@ def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_prom
     assert not [a.left_behind for a in loop.attempts if a.left_behind]
 
 
+def test_a_fault_due_as_its_attempt_went_down_hits_the_next_attempt(tmp_path):
+    # The Slurm soak once drew a damage while a preempted run was stopping, with no checkpoint yet: rank 0 was gone,
+    # so the damage's kill found nothing, and the fault counted as not injected. It belongs to the next attempt.
+    from benchmarks.soak.loop import Job, Loop
+
+    rank = subprocess.Popen(["sleep", "60"])  # attempt 1's rank 0
+
+    class Run:
+        def __init__(self, index, clock):
+            self.index, self.clock, self.started, self.lines, self.name = index, clock, clock(), [], f"run {index}"
+
+        def running(self):
+            if self.index == 0:
+                return self.clock() < self.started + 0.6  # ends before the fault finds its rank
+            return self.index == 1 and rank.poll() is None
+
+        def finish(self):
+            return 0 if self.index == 2 else 1
+
+        def kill(self):
+            pass
+
+    class Attempts(Job):
+        def start(self, log_path, clock):
+            return Run(len(loop.attempts), clock)
+
+    class Ranks(Loop):
+        def _rank_pids(self, marker):
+            return {0: rank.pid} if len(self.attempts) == 1 else {}
+
+    said = []
+    workdir = tmp_path / "w"
+    plan = [schedule.PlannedFault(0, schedule.DAMAGE, schedule.PREVIOUS, 0.3, rank=0)]
+    loop = Ranks(Attempts(["true"], {}, str(tmp_path), str(workdir)), plan, (0.1, 1.0), deadline_s=30,
+                 logs=str(tmp_path), max_attempts=3, say=said.append, tick_s=0.02)
+    try:
+        assert loop.run()
+    finally:
+        rank.kill()
+    assert [a.status for a in loop.attempts] == [1, 1, 0]
+    assert len(loop.faults) == 1 and loop.faults[0].injected and loop.faults[0].attempt == 1, loop.faults
+    assert loop.faults[0].detail == f"no checkpoint yet; SIGKILL to rank 0 (pid {rank.pid})"
+    assert rank.wait(timeout=10) == -signal.SIGKILL
+    assert any("the attempt ended before it was hit (no checkpoint yet; rank 0 not found); it goes to the next"
+               in line for line in said), said
+
+
 def test_a_checkpoint_gone_without_being_pruned_or_set_aside_is_lost():
     def ended(index, names, damaged=()):
         attempt = _attempt(index, 1)
