@@ -37,10 +37,12 @@ def assert_fit(fit):
 
 
 def assert_transform(transform):
-    """``transform`` added the output column to every row, and it predicts."""
+    """``transform`` added the output columns to every row, typed by their label columns, and it predicts."""
     assert transform["columns"] == ["features", "extra", "label", "id", "target", "weight", "is_val", "label_prob",
                                     "target_pred"]
     assert transform["target_type"] == "double"  # one value per row: a double, as Horovod's
+    # where the label column holds arrays, the output is an array column with the vector column's predictions
+    assert transform["array_type"] == "array<float>" and transform["array_same"], transform
     assert transform["rows"] == 256 and transform["pandas_rows"] == 256
     assert transform["accuracy"] > 0.4  # four classes; chance is 0.25
 
