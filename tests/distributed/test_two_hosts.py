@@ -39,7 +39,7 @@ from tests.harness.stacks import once_per_make_test
 
 # What these add to the two-rank tests (ssh launching across hosts, a link going down) does not
 # depend on the stack; the training itself is the same code the local two-rank tests run on both.
-pytestmark = [once_per_make_test("the two-host tests", 1.2, stack="keras3"), pytest.mark.lab]
+pytestmark = [once_per_make_test("the two-host tests", 1.6, stack="keras3"), pytest.mark.lab]
 
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 SCRIPT = os.path.join(SCRIPTS, "host_and_report.py")
@@ -59,11 +59,21 @@ def hosts(tmp_path_factory):
         assert not os.path.exists(f"/sys/class/net/{info.iface}")
 
 
-def _report_command(hosts, base):
-    """The digits job over the two hosts, each rank reporting where it ran and its weights into ``base/report``."""
-    return [HOROVODRUN, "-np", "2", *hosts.horovodrun_args(), "--gloo", "--disable-cache",
+def _report_command(hosts, base, where=None, sets=()):
+    """The digits job over the two hosts, each rank reporting where it ran and its weights into ``base/report``;
+    ``where``: horovodrun's host arguments (default ``hosts.horovodrun_args()``, a fixed host list)."""
+    where = hosts.horovodrun_args() if where is None else where
+    return [HOROVODRUN, "-np", "2", *where, "--gloo", "--disable-cache",
             sys.executable, SCRIPT, str(base / "report"), str(base / "work"), DIGITS,
-            "trainer.epochs=2", "trainer.verbose=0", "checkpoint.keep=0", "runtime.intra_op_threads=1"]
+            "trainer.epochs=2", "trainer.verbose=0", "checkpoint.keep=0", "runtime.intra_op_threads=1", *sets]
+
+
+def _elastic_where(hosts, host_file):
+    """horovodrun's arguments for an elastic job over the two hosts, one slot each, found by the host discovery
+    script in ``host_file`` (``HVDKERAS_HOSTS_FILE``)."""
+    host_file.write_text("".join(f"{h.addr}:1\n" for h in hosts.hosts))
+    return ["--min-np", "1", "--max-np", "2", "--network-interfaces", hosts.iface,
+            "--ssh-identity-file", hosts.identity_file, "--host-discovery-script", DISCOVER_HOSTS]
 
 
 def _reports(report_dir):
@@ -219,6 +229,29 @@ def test_an_outsider_gets_nothing_from_the_rendezvous_and_the_job_trains_as_an_u
     quiet, attacked = run[2], _reports(tmp_path / "report")
     for a, b in zip(quiet[0]["weights"], attacked[0]["weights"]):
         assert np.array_equal(a, b)  # bit for bit the job nobody disturbed
+
+
+def test_an_outsider_gets_nothing_from_an_elastic_jobs_rendezvous_and_it_trains_as_an_undisturbed_one(
+        hosts, run, tmp_path):
+    # The elastic rendezvous listens on every interface (it starts before the job's interfaces are known) and
+    # unpickles what workers PUT, so only the job's secret guards it. With its full world all along, the elastic
+    # job trains what the run fixture's plain job trained, nobody on the network, bit for bit.
+    marker, host_file = tmp_path / "MARKER", tmp_path / "hosts"
+    env = dict(hosts.env(), HVDKERAS_HOSTS_FILE=str(host_file))
+    proc = start(_report_command(hosts, tmp_path, where=_elastic_where(hosts, host_file),
+                                 sets=["elastic.enabled=true", "elastic.commit_every_batches=5"]), env=env)
+    with _outsider_at_the_launcher(hosts, proc, marker, ranks_marker=str(tmp_path / "report")) as rounds:
+        out = finish(proc, timeout=180)
+    assert proc.returncode == 0, out[-3000:]
+    assert "rank 0/2: elastic starting at epoch 1, batch 0" in out, out[-3000:]
+    print(f"\nthe outsider sent {len(rounds)} rounds to the elastic job's ports {sorted(set().union(*rounds))}")
+    _nothing_answered(rounds)
+    assert not marker.exists()  # the crafted pickle PUT to worker_addresses was never unpickled
+    quiet, attacked = run[2], _reports(tmp_path / "report")
+    assert {r["host"]["hostname"] for r in attacked} == {h.name for h in hosts.hosts}  # one rank on each host
+    for rank in attacked:
+        for a, b in zip(quiet[0]["weights"], rank["weights"]):
+            assert np.array_equal(a, b)  # bit for bit the plain job nobody disturbed
 
 
 # ------------------------------------------------------------------ a link that goes down (runs last here)
@@ -381,16 +414,13 @@ def test_an_elastic_job_goes_on_alone_when_a_hosts_link_goes_down(hosts, tmp_pat
     """The job over the two hosts loses host b's link mid-epoch; the worker on host a rolls back to its last
     commit and finishes alone, as it does for a killed process (test_elastic.py); an outsider on the job's network
     sends the launcher's ports its requests all along, and gets nothing."""
-    host_a, host_b = hosts.hosts
+    host_b = hosts.hosts[1]
     workdir, host_file, epochs = tmp_path / "work", tmp_path / "hosts", 14
-    host_file.write_text(f"{host_a.addr}:1\n{host_b.addr}:1\n")
     env = hosts.env()
     env["PATH"] = _ssh_with_keepalive(hosts, tmp_path) + os.pathsep + env["PATH"]
     env["HVDKERAS_HOSTS_FILE"] = str(host_file)
-    elastic = ["--min-np", "1", "--max-np", "2", "--network-interfaces", hosts.iface,
-               "--ssh-identity-file", hosts.identity_file,
-               "--host-discovery-script", DISCOVER_HOSTS,
-               "--gloo-timeout-seconds", str(GLOO_TIMEOUT_S)]  # host a's collective gives up sooner, as above
+    # host a's collective gives up sooner, as above
+    elastic = _elastic_where(hosts, host_file) + ["--gloo-timeout-seconds", str(GLOO_TIMEOUT_S)]
     proc = start(_train_on_hosts(hosts, workdir, "elastic.enabled=true", "elastic.commit_every_batches=5",
                                  f"trainer.epochs={epochs}", where=elastic), env=env)
     marker = tmp_path / "MARKER"
