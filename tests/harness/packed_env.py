@@ -81,7 +81,9 @@ def _third_party(prefix: str) -> List[str]:
 
 def key(prefix: str = sys.prefix) -> str:
     """What the cached part depends on: the interpreter, :data:`FORMAT`, what is left out and each packed
-    distribution's ``RECORD``."""
+    distribution's ``RECORD``, but for the files it installed outside site-packages (``../../../bin/...``), which
+    are not packed and whose hashes differ between two venvs of the same packages: a script's first line names its
+    venv's Python. With them, each fresh clone's ``make test`` packed again."""
     digest = hashlib.sha256(f"{FORMAT} {sys.version} {LEFT_OUT} {LEFT_OUT_FOLDERS}".encode())
     site = os.path.join(prefix, SITE)
     for name in _third_party(prefix):
@@ -89,7 +91,8 @@ def key(prefix: str = sys.prefix) -> str:
         record = os.path.join(site, name, "RECORD")
         if name.endswith(".dist-info") and os.path.isfile(record):
             with open(record, "rb") as f:
-                digest.update(hashlib.sha256(f.read()).digest())
+                inside = [line for line in f.read().splitlines() if not line.startswith(b"../")]
+            digest.update(hashlib.sha256(b"\n".join(inside)).digest())
     return digest.hexdigest()[:24]
 
 

@@ -69,6 +69,18 @@ def test_the_packages_part_is_packed_once_for_the_same_distributions(tmp_path):
     assert len(os.listdir(cache)) == packed_env.KEEP_PACKS
 
 
+def test_two_venvs_of_the_same_packages_share_the_packed_part(tmp_path):
+    # A console script's RECORD line hashes its first line, which names its own venv's Python: not packed, so
+    # another clone's venv of the same packages reuses the cached part.
+    keys = []
+    for name in ("one", "two"):
+        venv = small_venv(tmp_path / name)
+        record = venv / packed_env.SITE / "numpy-2.0.dist-info" / "RECORD"
+        record.write_text(record.read_text() + f"../../../bin/f2py,sha256={name},40\n")
+        keys.append(packed_env.key(str(venv)))
+    assert keys[0] == keys[1]
+
+
 def test_a_name_belongs_to_its_distribution():
     assert packed_env._owner("pyspark-4.0.1.dist-info") == "pyspark"
     assert packed_env._owner("_pytest") == "_pytest" and packed_env._owner("pillow.libs") == "pillow"
