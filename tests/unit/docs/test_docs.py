@@ -179,7 +179,7 @@ def _paths():
     """(doc, path) for each path a doc cites: code spans starting with a folder of the checkout, and links."""
     found = []
     for name, text in TEXTS.items():
-        for span in _spans(text) + re.findall(r"(?<![\w`])((?:tests|hvdkeras|tools|benchmarks|lab)/[\w/.*-]+\.py)",
+        for span in _spans(text) + re.findall(r"(?<![\w`/.])((?:tests|hvdkeras|tools|benchmarks|lab)/[\w/.*-]+\.py)",
                                               text):
             for word in span.split():
                 word = word.strip("(),;'\"")
