@@ -416,7 +416,7 @@ def test_a_fault_due_as_its_attempt_went_down_hits_the_next_attempt(tmp_path):
 
         def running(self):
             if self.index == 0:
-                return self.clock() < self.started + 0.6  # ends before the fault finds its rank
+                return self.clock() < self.started + 2.0  # ends before the fault, due at 0.3 s, finds its rank
             return self.index == 1 and rank.poll() is None
 
         def finish(self):
