@@ -201,7 +201,7 @@ def test_a_two_output_fit_of_weighted_rows_trains_like_one_process_on_the_cluste
     spark_checks.assert_fit(check["estimator_fit"])
 
 
-def test_its_transform_adds_a_vector_and_a_double_column_and_predicts_on_the_cluster(check):
+def test_its_transform_types_each_column_by_its_label_column_and_predicts_on_the_cluster(check):
     spark_checks.assert_transform(check["estimator_transform"])
 
 

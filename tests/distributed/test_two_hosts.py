@@ -69,8 +69,8 @@ def _report_command(hosts, base, where=None, sets=()):
 
 
 def _elastic_where(hosts, host_file):
-    """horovodrun's arguments for an elastic job over the two hosts, one slot each, found by the host discovery
-    script in ``host_file`` (``HVDKERAS_HOSTS_FILE``)."""
+    """horovodrun's arguments for an elastic job over the two hosts, one slot each, which the host discovery script
+    reads from ``host_file`` (``HVDKERAS_HOSTS_FILE``); writes that file."""
     host_file.write_text("".join(f"{h.addr}:1\n" for h in hosts.hosts))
     return ["--min-np", "1", "--max-np", "2", "--network-interfaces", hosts.iface,
             "--ssh-identity-file", hosts.identity_file, "--host-discovery-script", DISCOVER_HOSTS]
