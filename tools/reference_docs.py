@@ -289,7 +289,8 @@ def commands() -> list[Command]:
         Command("python -m hvdkeras.spark.rank", "hvdkeras.spark.rank", _summary("hvdkeras.spark.rank"), (),
                 "Not for typing: each Spark task of `hvdkeras.spark.run` starts it with the files it wrote, and"
                 " Horovod's settings in its environment ([how the ranks start](spark.md#how-the-ranks-start)). Two"
-                " file names and no flags, so no flag library; the function it runs is the caller's, and its error"
+                " file names and one flag, `--go-on-stdin`, which every task passes, so no flag library; the"
+                " function it runs is the caller's, and its error"
                 " is a traceback and exit status 1, which the driver shows with the rank's other lines."),
     ]
 

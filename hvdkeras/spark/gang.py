@@ -7,13 +7,16 @@ task fails it kills the others and starts the whole stage again, up to ``spark.s
 whose output is shuffled, so the ranks' results go through a shuffle to one partition.) Each task:
 
 1. reads every task's executor address from its ``BarrierTaskContext`` and places the ranks as ``horovodrun``
-   does: grouped by host, in the order the hosts first appear (:func:`slot_plan`); the task of rank 0 asks the
-   driver whether this start is allowed, and every task learns the answer (``allGather``) before anything else;
-2. the task of rank 0 starts Horovod's Gloo rendezvous server (Horovod's own, bound to that task's executor
-   address, not to every interface) and tells the others its port (``allGather``);
-3. starts its rank, ``python -m hvdkeras.spark.rank`` (:mod:`hvdkeras.spark.rank`), with Horovod's settings for it
-   in its environment and the GPUs Spark assigned the task (``HVDKERAS_SPARK_GPUS``), relays its output to the
-   driver (:mod:`hvdkeras.spark.relay`) and waits for it;
+   does: grouped by host, in the order the hosts first appear (:func:`slot_plan`);
+2. starts its rank, ``python -m hvdkeras.spark.rank --go-on-stdin`` (:mod:`hvdkeras.spark.rank`), with Horovod's
+   settings for it in its environment and the GPUs Spark assigned the task (``HVDKERAS_SPARK_GPUS``), and relays its
+   output to the driver (:mod:`hvdkeras.spark.relay`). The rank loads its function, TensorFlow's import among it (some
+   3 s), while the tasks agree on the start, then waits for the go on its standard input;
+3. the task of rank 0 asks the driver whether this start is allowed and, when it is, starts Horovod's Gloo
+   rendezvous server (Horovod's own, bound to that task's executor address, not to every interface); every task
+   learns that answer and the server's port, and whether each task could start its rank, in one ``allGather``
+   before anything else. It is the stage's only barrier call: Spark notices that one is complete only once a
+   second. Then each task gives its rank the port and waits for it;
 4. returns the rank's result, or fails the stage when the rank failed.
 
 The driver counts the gang's starts over the whole run, Spark's own retries and its own submissions alike
@@ -26,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import json
 import os
 import shutil
 import socket
@@ -43,6 +47,7 @@ GAVE_UP = "hvdkeras-gang-gave-up"
 RENDEZVOUS_SECRET_VAR = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # Horovod patch 0010: what each request must carry
 FAILED = "hvdkeras-gang-rank-failed"
 CANNOT_START = "cannot start the rank's Python"  # a failure no retry mends: the driver raises it at once
+_CANNOT = "cannot"  # a task's word in the gang's allGather when it could not start its rank (then why)
 WATCH_INTERVAL_S = 1.0
 
 
@@ -161,11 +166,12 @@ def _pump(stream: Any, name: str, sender: Any) -> None:
 
 
 def start_rank(python: str, payload: str, result: str, env: Dict[str, str]) -> Tuple[Any, Optional[str]]:
-    """The rank's process, ``python`` running :mod:`hvdkeras.spark.rank`: ``(process, None)``, or ``(None, why)``
-    when it cannot be started (:data:`CANNOT_START`, naming the Python and how to fix it)."""
+    """The rank's process, ``python`` running :mod:`hvdkeras.spark.rank`, which waits for the go on its standard
+    input: ``(process, None)``, or ``(None, why)`` when it cannot be started (:data:`CANNOT_START`, naming the Python
+    and how to fix it)."""
     try:
-        return subprocess.Popen([python, "-m", "hvdkeras.spark.rank", payload, result], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL), None
+        return subprocess.Popen([python, "-m", "hvdkeras.spark.rank", "--go-on-stdin", payload, result],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE), None
     except OSError as exc:
         return None, (f"{CANNOT_START} {python!r} on this executor ({exc.strerror or type(exc).__name__}): pass"
                       " SparkBackend(executable=...) a Python every executor has, or leave it unset to run the task's"
@@ -188,35 +194,43 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
     plan = slot_plan(hosts)
     slot = plan[index]
     sender = Sender(spec.relay, spec.token, slot.rank)
-    allowed = sender.start() if slot.rank == 0 else True  # the driver counts the gang's starts
-    # Every task learns rank 0's answer before it could wait on anything else: a task that Spark kills while it
-    # waits in a barrier call takes its executor down with it (exit code 50), and the next job needs another.
-    if not all(verdict == "start" for verdict in ctx.allGather("start" if allowed else "stop")):
-        sender.close()
-        raise RuntimeError(f"{GAVE_UP}: no retry left")
     secret = rendezvous_secret(spec.token)
-    server = _start_rendezvous(hosts[index], plan, secret) if slot.rank == 0 else None
-    ports = ctx.allGather(str(server.server_address[1] if server is not None else 0))
     chief = next(i for i, s in enumerate(plan) if s.rank == 0)
-    env = dict(spec.env)
-    env.update(rank_environment(slot, (hosts[chief], int(ports[chief])), interface_of(hosts[index], spec.nics),
-                                secret))
-    resources = ctx.resources()
-    if "gpu" in resources:
-        env[GPUS_VAR] = ",".join(str(a) for a in resources["gpu"].addresses)
-    folder = tempfile.mkdtemp(prefix="hvdkeras-rank-")
+    server, folder, proc = None, None, None
     try:
+        env = dict(spec.env)  # the rendezvous' port comes with the go
+        env.update(rank_environment(slot, (hosts[chief], 0), interface_of(hosts[index], spec.nics), secret))
+        resources = ctx.resources()
+        if "gpu" in resources:
+            env[GPUS_VAR] = ",".join(str(a) for a in resources["gpu"].addresses)
+        folder = tempfile.mkdtemp(prefix="hvdkeras-rank-")
         payload, result = os.path.join(folder, "payload"), os.path.join(folder, "result")
         with open(payload, "wb") as f:
             f.write(spec.payload)
         proc, cannot = start_rank(spec.executable or sys.executable, payload, result, env)
-        if cannot is not None:
-            sender.failed(cannot)
-            raise RuntimeError(f"{FAILED}: {cannot}")
         pumps = [threading.Thread(target=_pump, args=(stream, name, sender), daemon=True)
-                 for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
+                 for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))] if proc else []
         for pump in pumps:
             pump.start()
+        if slot.rank == 0 and cannot is None and sender.start():  # the driver counts the gang's starts
+            server = _start_rendezvous(hosts[index], plan, secret)
+        # Every task learns rank 0's answer before it could wait on anything else: a task that Spark kills while it
+        # waits in a barrier call takes its executor down with it (exit code 50), and the next job needs another.
+        mine = f"{_CANNOT} {cannot}" if cannot else f"start {server.server_address[1]}" if server else "ready"
+        answers = ctx.allGather(mine)
+        unstartable = [a[len(_CANNOT) + 1:] for a in answers if a.startswith(_CANNOT + " ")]
+        if unstartable:  # no retry mends it: every task fails with the same line
+            if cannot:
+                sender.failed(cannot)
+            raise RuntimeError(f"{FAILED}: {unstartable[0]}")
+        if not answers[chief].startswith("start "):
+            raise RuntimeError(f"{GAVE_UP}: no retry left")
+        assert proc is not None and proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps({"HOROVOD_GLOO_RENDEZVOUS_PORT": answers[chief].split()[1]}).encode() + b"\n")
+            proc.stdin.close()
+        except OSError:  # the rank has ended already: its status says how
+            pass
         status = proc.wait()
         for pump in pumps:
             pump.join(timeout=10)
@@ -227,11 +241,15 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         with open(result, "rb") as f:
             data = f.read()
     finally:
+        if proc is not None and proc.poll() is None:  # the gang does not start: its rank ends before it trains
+            proc.kill()
+            proc.wait()
         sender.close()
         if server is not None:
             server.shutdown()
             server.server_close()
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
     yield slot.rank, data
 
 

@@ -1,4 +1,5 @@
-"""hvdkeras.common.processes: a tree, a group or a list of processes ends, and what is already gone is no error."""
+"""hvdkeras.common.processes: this process ends with its exit handlers run and its output whole; a tree, a group
+or a list of processes ends, and what is already gone is no error."""
 import subprocess
 import sys
 import time
@@ -47,3 +48,25 @@ def test_stop_terminates_and_gone_processes_are_no_error():
     processes.kill_tree(proc.pid)
     processes.kill_group(proc.pid)
     processes.stop([proc.pid], grace=0.1)
+
+
+# Output still in the buffers, an exit handler that writes a file and one that prints, then exit_now(3).
+EXIT_NOW = """
+import atexit, sys
+from hvdkeras.common import processes
+atexit.register(lambda: open(sys.argv[1], "w").write("handled"))
+atexit.register(lambda: print("handler printed"))
+sys.stdout.write("no newline yet")
+sys.stderr.write("on stderr")
+processes.exit_now(3)
+print("never")
+"""
+
+
+def test_exit_now_ends_with_the_status_after_the_exit_handlers_and_the_whole_output(tmp_path):
+    marker = tmp_path / "marker"
+    proc = subprocess.run([sys.executable, "-c", EXIT_NOW, str(marker)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 3
+    assert proc.stdout == "no newline yethandler printed\n" and proc.stderr == "on stderr"
+    assert marker.read_text() == "handled"
