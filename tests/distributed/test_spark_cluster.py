@@ -73,7 +73,7 @@ def check(spark_cluster):
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
     print(f"\nthe environment packed in {packed['seconds']} s ({packed['bytes'] >> 20} MiB, its packages"
           f" {'from the cache' if packed['cached'] else 'packed now'}); the driver's laps (s): {seconds}; num_proc=3"
-          f" was refused after {report['too_many']['seconds']:.1f}s")
+          f" was refused after {report['too_many']['seconds']:.1f}s; the laps of the fits (s): {report['fit_laps']}")
     return report
 
 

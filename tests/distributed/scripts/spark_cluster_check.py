@@ -241,7 +241,13 @@ def fits(session, work, driver_addr):
     def marker(name):
         return os.path.join(work, name)
 
+    laps, clock = {}, [time.time()]
+
+    def lap(name):  # the seconds since the last lap, as report["fit_laps"][name]
+        laps[name], clock[0] = round(time.time() - clock[0], 1), time.time()
+
     quiet = fit("quiet", "quiet", keep_intermediate_data=True)
+    lap("quiet")
     report = {"devices": {"use_gpu": devices(work, "quiet")}}
     report["ranks"] = [d["where"] for d in report["devices"]["use_gpu"]]
     report["pythons"] = [d["python"] for d in report["devices"]["use_gpu"]]
@@ -261,7 +267,9 @@ def fits(session, work, driver_addr):
                          "killed": [os.path.exists(marker(m)) for m in ("executor-once", "rank-once", "rank-twice")]}
     report["devices"]["no_gpu"] = devices(work, "retried")
     best_in_bucket = stored_model(store, "store/runs/retried/checkpoint_callback/model.keras")
+    lap("retried")
     model = fit("retried", "resumed", use_gpu=False, checkpoint_callback=best())
+    lap("resumed")
     final = trained_weights(store, "store/runs/retried/checkpoints/epoch-0003")
     report["resumed"] = {"epochs": len(model.getHistory()["loss"]), "checkpoints": checkpoints("retried"),
                          "run_files": sorted(k.rsplit("/", 1)[-1] for k in objects("store/runs/retried/")
@@ -284,15 +292,19 @@ def fits(session, work, driver_addr):
     report["persist"] = {"same": first == again, "objects": objects("models/resumed/"),
                          "output_cols": loaded.getOutputCols()}
 
+    lap("transform_persist")
     intermediate = sorted({k.split("/")[1] for k in objects("store/intermediate_")})
     (kept,) = [n for n in intermediate if n.startswith("intermediate_train_data.quiet.")]
     report["left"] = [n for n in intermediate if ".quiet." not in n]  # the retried fits removed their Parquet
     report["same_files"] = prepared_twice_alike(df, store, f"{store.prefix_path}/{kept}", ["features"], ["label"],
                                                 seed=1)
+    lap("prepared_twice")
     s3 = boto3.client("s3")
     holding = [key for key in objects() if SECRET.encode() in s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()]
     left = set(glob.glob(os.path.join(os.environ["TMPDIR"], "hvdkeras-run-*"))) - rank_dirs_before
     report["secret"] = {"objects_checked": len(objects()), "holding_secret": holding, "rank_dirs_left": len(left)}
+    lap("secret")
+    report["fit_laps"] = laps
     return report
 
 
