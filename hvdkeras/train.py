@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: k
 from absl import flags
 
 from hvdkeras import config as config_lib
-from hvdkeras.common import command_line, workdir_guard
+from hvdkeras.common import command_line, processes, workdir_guard
 from hvdkeras.common.errors import SetupError
 from hvdkeras.common.horovod_env import launcher_rank
 from hvdkeras.common.workdir import check_writable
@@ -49,9 +49,7 @@ def _leave_after_preemption(status: int) -> None:
     docs/reliability.md#preemption-in-detail). The command line owns the process, so it may end it
     like this; the library does not.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    processes.exit_now(status, exit_handlers=False)
 
 
 def _train(cfg: config_lib.Config, workdir: str) -> None:

@@ -15,16 +15,20 @@ import time
 from typing import Iterable, List, NoReturn
 
 
-def exit_now(status: int) -> NoReturn:
-    """Ends this process with ``status`` after its exit handlers (``atexit``: Horovod's shutdown, logging's flush,
-    the user's own) and a flush of its output, but without the interpreter's teardown, which frees every object one
-    by one: with TensorFlow imported it takes most of a second, paid again at every start of a Spark gang.
+def exit_now(status: int, exit_handlers: bool = True) -> NoReturn:
+    """Ends this process with ``status`` after a flush of its output, without the interpreter's teardown, which frees
+    every object one by one: with TensorFlow imported it takes most of a second (a Spark rank pays it at every start
+    of its gang).
 
     Args:
         status: the exit status.
+        exit_handlers: run the ``atexit`` handlers first (Horovod's shutdown, logging's flush, the user's own), as
+            ``sys.exit`` would; without them, a rank whose peers are gone does not wait on them in Horovod's
+            shutdown.
     """
     try:
-        atexit._run_exitfuncs()  # what sys.exit would run, in the same order
+        if exit_handlers:
+            atexit._run_exitfuncs()  # what sys.exit would run, in the same order
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

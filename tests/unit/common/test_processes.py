@@ -70,3 +70,13 @@ def test_exit_now_ends_with_the_status_after_the_exit_handlers_and_the_whole_out
     assert proc.returncode == 3
     assert proc.stdout == "no newline yethandler printed\n" and proc.stderr == "on stderr"
     assert marker.read_text() == "handled"
+
+
+def test_exit_now_without_exit_handlers_skips_them_and_keeps_the_output(tmp_path):
+    marker = tmp_path / "marker"
+    script = EXIT_NOW.replace("processes.exit_now(3)", "processes.exit_now(75, exit_handlers=False)")
+    proc = subprocess.run([sys.executable, "-c", script, str(marker)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 75
+    assert proc.stdout == "no newline yet" and proc.stderr == "on stderr"
+    assert not marker.exists()  # a rank whose peers are gone must not wait on them in Horovod's shutdown
