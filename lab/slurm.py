@@ -137,10 +137,9 @@ def slurm_conf(folder: str, nodes: List[Tuple[str, str]], cpus: int, controller:
 
 def _daemon_pids() -> List[int]:
     """Every munged, slurmctld and slurmd whose command line names a cluster folder (this module's)."""
-    import psutil
 
     pids = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in processes.scan(["pid", "cmdline"]):
         cmd = proc.info["cmdline"] or []
         if cmd and os.path.basename(cmd[0]) in DAEMONS and any(f"/{FOLDER}/" in a for a in cmd):
             pids.append(proc.info["pid"])

@@ -154,10 +154,9 @@ def _properties(conf: Dict[str, str]) -> str:
 def _daemon_pids() -> List[int]:
     """Every JVM whose command line names a cluster folder: this module's daemons and the executors their
     workers start (whose class path holds the workers' conf folder)."""
-    import psutil
 
     pids = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in processes.scan(["pid", "cmdline"]):
         cmd = proc.info["cmdline"] or []
         if cmd and os.path.basename(cmd[0]) == JAVA and any(f"/{FOLDER}/" in a for a in cmd):
             pids.append(proc.info["pid"])

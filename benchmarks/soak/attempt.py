@@ -9,7 +9,7 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from benchmarks.soak.faults import marked, preempt
-from hvdkeras.common.processes import alive, kill_session
+from hvdkeras.common.processes import alive, kill_session, scan
 
 
 class Running:
@@ -79,7 +79,7 @@ def left_behind(marker: str, grace: float = 10.0, env_key: Optional[str] = None)
     deadline = time.monotonic() + grace
     while True:
         found = []
-        for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        for proc in scan(["pid", "cmdline", "status"]):
             try:
                 argv = " ".join(proc.info["cmdline"] or [])
                 if (proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE

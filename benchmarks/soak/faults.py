@@ -20,6 +20,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.soak.output import Position, checkpoint_position
+from hvdkeras.common import processes
 
 DAMAGED_SIZE = 100  # bytes left of a data file the soak damages (the damaged-checkpoint test's truncation)
 
@@ -39,7 +40,7 @@ def rank_pids(marker: str, env_key: Optional[str] = None) -> Dict[int, int]:
     import psutil
 
     found: Dict[int, int] = {}
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in processes.scan(["pid", "cmdline"]):
         try:
             argv = proc.info["cmdline"] or []
             if not argv or not os.path.basename(argv[0]).startswith("python"):
@@ -97,7 +98,7 @@ def elastic_ranks(marker: str) -> Dict[int, Tuple[int, str]]:
     import psutil
 
     found: List[Worker] = []
-    for proc in psutil.process_iter(["pid", "cmdline", "create_time"]):
+    for proc in processes.scan(["pid", "cmdline", "create_time"]):
         try:
             argv = proc.info["cmdline"] or []
             if not argv or marker not in " ".join(argv) or not os.path.basename(argv[0]).startswith("python"):

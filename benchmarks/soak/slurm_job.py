@@ -20,6 +20,8 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from hvdkeras.common import processes
+
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
          "DEADLINE")
 REQUEUED_STATUS = 75  # an attempt that ended in a requeue: the trainer's own status for "preempted, rerun me"
@@ -202,12 +204,11 @@ class SlurmRun:
         """Waits at most ``timeout`` s for the batch script's shell to run (slurmd's ``job%05u/slurm_script``):
         Slurm says RUNNING a few seconds before it, while the node prepares the job, and a signal for the batch
         shell sent then is lost (seen once beside a busy suite: the job went on); whether it runs."""
-        import psutil
 
         marker = f"job{int(self.job.job_id):05d}/slurm_script"
         deadline = time.monotonic() + timeout
         while True:
-            for proc in psutil.process_iter(["cmdline"]):
+            for proc in processes.scan(["cmdline"]):
                 if any(marker in part for part in (proc.info["cmdline"] or [])):
                     time.sleep(0.3)  # its first lines are the traps
                     return True

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import time
-from typing import Iterable, List, NoReturn
+from typing import Any, Iterable, Iterator, List, NoReturn, Sequence
 
 
 def exit_now(status: int, exit_handlers: bool = True) -> NoReturn:
@@ -36,6 +36,26 @@ def exit_now(status: int, exit_handlers: bool = True) -> NoReturn:
             except (OSError, ValueError):  # a closed or broken pipe: nothing more can reach it
                 pass
         os._exit(status)
+
+
+def scan(attrs: Sequence[str]) -> Iterator[Any]:
+    """Every process now, as ``psutil.process_iter(attrs)`` yields them (each a ``psutil.Process`` with ``info``), but
+    read afresh.
+
+    ``process_iter`` keeps the ``Process`` of every PID it has seen. psutil 7 leaves a PID out of the next scan once it
+    has found it reused by another process, so a new process with a reused PID (frequent here: a suite starts
+    thousands, and ``pid_max`` is 32768) could be missed by the one scan that looks for it.
+
+    Args:
+        attrs: the ``info`` to read, as ``process_iter``'s.
+
+    Returns:
+        The processes, in PID order.
+    """
+    import psutil
+
+    getattr(psutil.process_iter, "cache_clear", lambda: None)()
+    return psutil.process_iter(list(attrs))
 
 
 def kill_tree(pid: int, timeout: float = 10.0) -> None:

@@ -8,6 +8,7 @@ import time
 
 import psutil
 
+from hvdkeras.common import processes
 from hvdkeras.runtime import checkpointing
 from tests.harness.ranks import (
     DISCOVER_HOSTS,
@@ -44,7 +45,7 @@ def _wait_for(predicate, timeout, what, log=None, proc=None):
 
 
 def _worker_on(host: str, marker: str):
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in processes.scan(["pid", "cmdline"]):
         try:
             if marker in " ".join(proc.info["cmdline"] or []) and proc.environ().get("HOROVOD_HOSTNAME") == host:
                 return proc.pid

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from hvdkeras.common.processes import kill_session, kill_tree
+from hvdkeras.common.processes import kill_session, kill_tree, scan
 from hvdkeras.common.workdir import read_metrics
 from hvdkeras.launch import MPIRUN_FLAGS
 
@@ -225,7 +225,7 @@ def rank_pid(rank: int, marker: str):
     """The PID of the rank process ``rank`` whose command line contains ``marker`` (None if not running)."""
     import psutil
 
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in scan(["pid", "cmdline"]):
         try:
             if marker in " ".join(proc.info["cmdline"] or []) and proc.environ().get("HOROVOD_RANK") == str(rank):
                 return proc.pid

@@ -80,3 +80,16 @@ def test_exit_now_without_exit_handlers_skips_them_and_keeps_the_output(tmp_path
     assert proc.returncode == 75
     assert proc.stdout == "no newline yet" and proc.stderr == "on stderr"
     assert not marker.exists()  # a rank whose peers are gone must not wait on them in Horovod's shutdown
+
+
+def test_scan_finds_a_process_whose_pid_psutil_has_seen_reused():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdin=subprocess.DEVNULL)
+    try:
+        list(psutil.process_iter(["pid"]))  # psutil keeps a Process for every PID it saw, this one's too
+        psutil._pids_reused.add(proc.pid)  # as once psutil finds that PID taken by another process
+        assert proc.pid not in [p.pid for p in psutil.process_iter(["pid"])]  # psutil's own scan leaves it out once
+        psutil._pids_reused.add(proc.pid)
+        assert proc.pid in [p.pid for p in processes.scan(["pid"])]
+    finally:
+        proc.kill()
+        proc.wait()
