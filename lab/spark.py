@@ -59,6 +59,10 @@ JAVA = "java"
 FAST_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 INSTALL_HINT = "install Java 17 (make system-deps) and pyspark (the [spark] extra, make install)"
 START_TIMEOUT_S = 120.0
+# The driver's local folder, where it copies and unpacks a shipped environment (spark.archives) before its executors
+# start: in memory when the machine has room, as a gateway's local SSD would be (fixed name: down() removes it).
+DRIVER_IN_MEMORY = "/dev/shm/hvdtest-spark-driver"
+DRIVER_IN_MEMORY_ROOM = 8 << 30  # bytes the machine must have free in memory and in /dev/shm for it
 GPU_ADDRESS_ENV = "HVDTEST_GPU_ADDRESS"  # the stand-in GPU address a worker's discovery script announces
 DISCOVERY_SCRIPT = f"""#!/bin/sh
 echo '{{"name": "gpu", "addresses": ["'"${GPU_ADDRESS_ENV}"'"]}}'
@@ -76,6 +80,7 @@ class ClusterInfo:
     conf_dir: str
     hidden: Tuple[str, ...] = ()  # folders the workers and their executors cannot see (up's ``hide``)
     worker_spark_home: str = ""  # the Spark the workers run: spark_home, or its copy outside the hidden folders
+    driver_dir: str = ""  # a driver's local folder (:func:`_driver_folder`)
 
     @property
     def slots(self) -> int:
@@ -88,7 +93,7 @@ class ClusterInfo:
         env = dict(os.environ if base is None else base)
         env.update(SPARK_HOME=self.spark_home, SPARK_CONF_DIR=self.conf_dir, PYSPARK_PYTHON=self.python,
                    PYSPARK_DRIVER_PYTHON=self.python, SPARK_LOCAL_IP=self.hosts.launcher_addr,
-                   SPARK_LOCAL_DIRS=os.path.join(self.folder, "driver"))
+                   SPARK_LOCAL_DIRS=self.driver_dir or os.path.join(self.folder, "driver"))
         return env
 
     def to_json(self) -> str:
@@ -118,14 +123,42 @@ def can_run() -> Tuple[bool, str]:
     return True, ""
 
 
-def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cores: int) -> Dict[str, str]:
+def _available_memory() -> int:
+    """``MemAvailable`` in bytes (0 where /proc/meminfo has none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _driver_folder(folder: str) -> str:
+    """Where a driver of the cluster in ``folder`` keeps its files: :data:`DRIVER_IN_MEMORY` when the machine has
+    :data:`DRIVER_IN_MEMORY_ROOM` free in memory and in /dev/shm, else ``folder/driver``. A driver unpacks a shipped
+    environment there (1.6 GB for hvdkeras's) before its executors start, while the rest of the suite writes to the
+    same disk (docs/records/test-timings.md has what that costs)."""
+    try:
+        room = shutil.disk_usage(os.path.dirname(DRIVER_IN_MEMORY)).free
+    except OSError:
+        room = 0
+    if min(room, _available_memory()) >= DRIVER_IN_MEMORY_ROOM:
+        return DRIVER_IN_MEMORY
+    return os.path.join(folder, "driver")
+
+
+def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cores: int,
+                local_dir: Optional[str] = None) -> Dict[str, str]:
     """A driver's ``spark-defaults.conf`` for the cluster: its master, the driver's address (which the
     executors connect back to), small executors, no UI, and nothing written outside ``folder``.
 
     ``spark.cores.max`` is the whole cluster's cores, as an application on a shared standalone cluster
     states its share: the SparkContext then starts once executors with 80% of them have registered
     (``spark.scheduler.minRegisteredResourcesRatio``; at most 30 s), and ``hvdkeras.spark.run`` refuses
-    more ranks than that share at once."""
+    more ranks than that share at once. ``local_dir``: the driver's files (default ``folder/driver``)."""
+    local = local_dir or os.path.join(folder, "driver")
     return {
         "spark.master": master_url,
         "spark.driver.host": driver_addr,
@@ -134,7 +167,7 @@ def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cor
         "spark.driver.memory": "512m",
         # Their temporary files (an archive fetched before it is unpacked) in the folder, not /tmp: a killed
         # executor leaves them behind, and down() leaves nothing.
-        "spark.driver.extraJavaOptions": f"{FAST_START} -Djava.io.tmpdir={os.path.join(folder, 'driver')}",
+        "spark.driver.extraJavaOptions": f"{FAST_START} -Djava.io.tmpdir={local}",
         "spark.executor.extraJavaOptions": f"{FAST_START} -Djava.io.tmpdir={os.path.join(folder, 'executor-tmp')}",
         "spark.pyspark.python": python,
         "spark.cores.max": str(cores),
@@ -143,7 +176,7 @@ def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cor
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": os.path.join(folder, "warehouse"),
-        "spark.local.dir": os.path.join(folder, "driver"),
+        "spark.local.dir": local,
     }
 
 
@@ -193,14 +226,24 @@ def _kill_jvms(pids: List[int], timeout: float = 10.0) -> List[int]:
     return left
 
 
+# What the daemons and their executors write under the cluster's folder, besides the logs: each executor's copy of
+# a shipped environment (some 2 GB each, left behind by a SIGKILL), the fetch caches, the driver's files.
+WORK_FOLDERS = ("master", "driver", "executor-tmp", "warehouse", "spark-home")
+
+
 def down(info: Optional[ClusterInfo] = None) -> None:
     """Kills the master, the workers and their executors (what else runs in the hosts goes with them), then
-    removes the two hosts. Idempotent; finds the JVMs by the folder name, ``info`` is optional."""
+    removes the two hosts and, with ``info``, the daemons' work folders (the logs and the configuration stay).
+    Idempotent; finds the JVMs by the folder name, ``info`` is optional."""
     left = _kill_jvms(_daemon_pids())
     hosts_lib.down(info.hosts if info is not None else None)
     left += [p for p in _daemon_pids() if p not in left and _running(p)]
     if left:
         raise RuntimeError(f"spark.down left JVMs running: {left}")
+    shutil.rmtree(DRIVER_IN_MEMORY, ignore_errors=True)
+    if info is not None:
+        for name in (*WORK_FOLDERS, *(h.name for h in info.hosts.hosts)):
+            shutil.rmtree(os.path.join(info.folder, name), ignore_errors=True)
 
 
 def _daemon_env(home: str, python: str, addr: str, folder: str, name: str) -> Dict[str, str]:
@@ -305,11 +348,13 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S, h
         info = ClusterInfo(hosts=hosts, folder=folder, spark_home=home, python=python,
                            master_url=f"spark://{launcher}:{MASTER_PORT}",
                            master_ui=f"http://{launcher}:{MASTER_UI_PORT}", conf_dir=os.path.join(folder, "conf"),
-                           hidden=hide, worker_spark_home=_worker_spark_home(home, folder, hide))
+                           hidden=hide, worker_spark_home=_worker_spark_home(home, folder, hide),
+                           driver_dir=_driver_folder(folder))
         for sub in ("conf", "driver", "warehouse", "executor-tmp"):
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        os.makedirs(info.driver_dir, exist_ok=True)
         with open(os.path.join(info.conf_dir, "spark-defaults.conf"), "w") as f:
-            f.write(_properties(driver_conf(info.master_url, launcher, python, folder, info.slots)))
+            f.write(_properties(driver_conf(info.master_url, launcher, python, folder, info.slots, info.driver_dir)))
         discovery = os.path.join(folder, "gpus.sh")
         with open(discovery, "w") as f:
             f.write(DISCOVERY_SCRIPT)

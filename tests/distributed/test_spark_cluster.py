@@ -65,11 +65,14 @@ def check(spark_cluster):
     packed = packed_env.pack(archive)
     # The driver took 358 s beside keras2's suite in a quiet day's fresh clone, and CI's runs have taken up to 1.6x
     # such a day's: the same 900 s as keras2's shared driver (tests/harness/spark_driver.py); a hang still fails.
-    with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
-        (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--estimator-fit", "--tuning", "--stream",
-                                    "--scenarios",
-                                    ",".join(SCENARIOS_IN_THE_DRIVER), "--archive", archive, "--hidden",
-                                    os.pathsep.join(HIDDEN)], env=spark_cluster.env(), timeout=900))
+    try:
+        with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
+            (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--estimator-fit", "--tuning",
+                                        "--stream", "--scenarios", ",".join(SCENARIOS_IN_THE_DRIVER), "--archive",
+                                        archive, "--hidden", os.pathsep.join(HIDDEN)], env=spark_cluster.env(),
+                                       timeout=900))
+    finally:
+        os.remove(archive)  # 483 MiB; the executors' copies go with the cluster (lab.spark.down)
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
     print(f"\nthe environment packed in {packed['seconds']} s ({packed['bytes'] >> 20} MiB, its packages"
           f" {'from the cache' if packed['cached'] else 'packed now'}); the driver's laps (s): {seconds}; num_proc=3"
