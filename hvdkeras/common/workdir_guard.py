@@ -116,16 +116,25 @@ def claim(path: str) -> Claim:
     A process of the job that holds the lock gets a claim that holds nothing: in an elastic job a
     worker added later can be rank 0 while the first rank 0 still runs.
     """
-    created = not os.path.isdir(path)
-    os.makedirs(path, exist_ok=True)
-    planted = [name for name in (LOCK_FILE,) + RUN_FILES if os.path.islink(os.path.join(path, name))]
-    if planted:
-        raise SetupError(f"--workdir {path} holds {planted[0]} as a symbolic link, which the run would write through;"
-                         " remove it (a run writes only files and folders of its own there)")
     lock_path = os.path.join(path, LOCK_FILE)
     for _ in range(CLAIM_ATTEMPTS):
+        # A job that ends removes the workdir it created when nothing was written there: between this job's
+        # making the folder and opening the lock file in it, the folder can go (then both are tried again).
+        created = not os.path.isdir(path)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except FileExistsError:
+            if os.path.lexists(path) and not os.path.isdir(path):
+                raise SetupError(f"--workdir {path} is a file, not a folder: pass another --workdir") from None
+            continue  # it was there, and went as it was looked at
+        planted = [name for name in (LOCK_FILE,) + RUN_FILES if os.path.islink(os.path.join(path, name))]
+        if planted:
+            raise SetupError(f"--workdir {path} holds {planted[0]} as a symbolic link, which the run would write"
+                             " through; remove it (a run writes only files and folders of its own there)")
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            continue  # the folder went after it was made
         except OSError as exc:
             why = exc.strerror or exc
             raise SetupError(f"--workdir {path}: cannot open its lock file {LOCK_FILE} ({why})") from None

@@ -252,3 +252,26 @@ def test_a_symbolic_link_planted_in_the_workdir_is_refused_before_anything_is_wr
     with pytest.raises(SetupError, match=r"holds .hvdkeras.lock as a symbolic link"):
         workdir_guard.claim(str(workdir))
     assert victim.read_text() == "keep me\n"
+
+
+def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
+    path = tmp_path / "w"
+    path.write_text("not a folder")
+    with pytest.raises(SetupError, match=r"^--workdir .*/w is a file, not a folder: pass another --workdir$"):
+        workdir_guard.claim(str(path))
+
+
+def test_a_workdir_removed_by_its_ending_job_as_it_is_claimed_is_made_again(tmp_path, monkeypatch):
+    path = str(tmp_path / "w")
+    real_open, gone = os.open, []
+
+    def open_after_the_folder_went(name, *args, **kwargs):
+        if name.endswith(workdir_guard.LOCK_FILE) and not gone:  # the other job's release: lock file, then folder
+            gone.append(True)
+            os.rmdir(path)
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(workdir_guard.os, "open", open_after_the_folder_went)
+    claim = workdir_guard.claim(path)
+    assert gone and claim.held and os.path.isfile(os.path.join(path, workdir_guard.LOCK_FILE))
+    claim.release()
