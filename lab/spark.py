@@ -78,9 +78,9 @@ class ClusterInfo:
     master_url: str
     master_ui: str
     conf_dir: str
+    driver_dir: str  # a driver's local folder (:func:`_driver_folder`)
     hidden: Tuple[str, ...] = ()  # folders the workers and their executors cannot see (up's ``hide``)
     worker_spark_home: str = ""  # the Spark the workers run: spark_home, or its copy outside the hidden folders
-    driver_dir: str = ""  # a driver's local folder (:func:`_driver_folder`)
 
     @property
     def slots(self) -> int:
@@ -93,7 +93,7 @@ class ClusterInfo:
         env = dict(os.environ if base is None else base)
         env.update(SPARK_HOME=self.spark_home, SPARK_CONF_DIR=self.conf_dir, PYSPARK_PYTHON=self.python,
                    PYSPARK_DRIVER_PYTHON=self.python, SPARK_LOCAL_IP=self.hosts.launcher_addr,
-                   SPARK_LOCAL_DIRS=self.driver_dir or os.path.join(self.folder, "driver"))
+                   SPARK_LOCAL_DIRS=self.driver_dir)
         return env
 
     def to_json(self) -> str:
@@ -123,28 +123,18 @@ def can_run() -> Tuple[bool, str]:
     return True, ""
 
 
-def _available_memory() -> int:
-    """``MemAvailable`` in bytes (0 where /proc/meminfo has none)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def _driver_folder(folder: str) -> str:
     """Where a driver of the cluster in ``folder`` keeps its files: :data:`DRIVER_IN_MEMORY` when the machine has
     :data:`DRIVER_IN_MEMORY_ROOM` free in memory and in /dev/shm, else ``folder/driver``. A driver unpacks a shipped
     environment there (1.6 GB for hvdkeras's) before its executors start, while the rest of the suite writes to the
     same disk (docs/records/test-timings.md has what that costs)."""
+    import psutil
+
     try:
         room = shutil.disk_usage(os.path.dirname(DRIVER_IN_MEMORY)).free
     except OSError:
         room = 0
-    if min(room, _available_memory()) >= DRIVER_IN_MEMORY_ROOM:
+    if min(room, psutil.virtual_memory().available) >= DRIVER_IN_MEMORY_ROOM:
         return DRIVER_IN_MEMORY
     return os.path.join(folder, "driver")
 
@@ -348,8 +338,8 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S, h
         info = ClusterInfo(hosts=hosts, folder=folder, spark_home=home, python=python,
                            master_url=f"spark://{launcher}:{MASTER_PORT}",
                            master_ui=f"http://{launcher}:{MASTER_UI_PORT}", conf_dir=os.path.join(folder, "conf"),
-                           hidden=hide, worker_spark_home=_worker_spark_home(home, folder, hide),
-                           driver_dir=_driver_folder(folder))
+                           driver_dir=_driver_folder(folder), hidden=hide,
+                           worker_spark_home=_worker_spark_home(home, folder, hide))
         for sub in ("conf", "driver", "warehouse", "executor-tmp"):
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
         os.makedirs(info.driver_dir, exist_ok=True)
