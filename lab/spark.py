@@ -8,7 +8,9 @@ What ``up`` builds, on top of :mod:`lab.hosts` (its namespaces and bridge; the s
 
 - ``TMPDIR/hvdtest-spark/``: the daemons' properties file and logs, each worker's work and local
   folders, and ``conf/spark-defaults.conf`` for drivers. Every daemon's command line names this
-  folder, which is how ``down`` finds what a killed run left (the folder name is fixed; the parent is not);
+  folder, which is how ``down`` finds what a killed run left (the folder name is fixed; the parent is not).
+  When the machine has room (:func:`in_memory`), the driver's folder and each worker's work folder,
+  where shipped environments are unpacked, are in ``/dev/shm/hvdtest-spark/`` instead;
 - the Master in the root namespace at the launcher's bridge address (198.18.213.1, port 17077, its
   web UI on 18080), the cluster's head node, as :mod:`lab.slurm`'s slurmctld;
 - in each host's namespace a Worker (1 core, 1 GB for executors) started like that host's sshd: with
@@ -59,10 +61,15 @@ JAVA = "java"
 FAST_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 INSTALL_HINT = "install Java 17 (make system-deps) and pyspark (the [spark] extra, make install)"
 START_TIMEOUT_S = 120.0
-# The driver's local folder, where it copies and unpacks a shipped environment (spark.archives) before its executors
-# start: in memory when the machine has room, as a gateway's local SSD would be (fixed name: down() removes it).
-DRIVER_IN_MEMORY = "/dev/shm/hvdtest-spark-driver"
-DRIVER_IN_MEMORY_ROOM = 8 << 30  # bytes the machine must have free in memory and in /dev/shm for it
+# In memory when the machine has room, as a gateway's and a worker's local SSD would be (a fixed name: down() removes
+# it): the driver's local folder, where it copies and unpacks a shipped environment (spark.archives, 2.1 GB for
+# hvdkeras's) before its executors start, and the workers' work folders, where each executor unpacks its own copy
+# (1.6 GB; a SIGKILLed executor's stays until down()). On this disk two executors unpacking at once took twice as long
+# as in memory (docs/records/test-timings.md).
+IN_MEMORY = "/dev/shm/hvdtest-spark"
+# Bytes the machine must have free in memory and in /dev/shm for the driver's folder there, and for the workers' too:
+# the cluster test's peak is the driver's 2.1 GB and three executors' 1.6 GB, beside the rest of the suite.
+DRIVER_IN_MEMORY_ROOM, WORKERS_IN_MEMORY_ROOM = 8 << 30, 14 << 30
 GPU_ADDRESS_ENV = "HVDTEST_GPU_ADDRESS"  # the stand-in GPU address a worker's discovery script announces
 DISCOVERY_SCRIPT = f"""#!/bin/sh
 echo '{{"name": "gpu", "addresses": ["'"${GPU_ADDRESS_ENV}"'"]}}'
@@ -78,7 +85,8 @@ class ClusterInfo:
     master_url: str
     master_ui: str
     conf_dir: str
-    driver_dir: str  # a driver's local folder (:func:`_driver_folder`)
+    driver_dir: str  # a driver's local folder (:func:`in_memory` says where)
+    work_dirs: Dict[str, str]  # each host's worker's work folder, by host name (:func:`in_memory` says where)
     hidden: Tuple[str, ...] = ()  # folders the workers and their executors cannot see (up's ``hide``)
     worker_spark_home: str = ""  # the Spark the workers run: spark_home, or its copy outside the hidden folders
 
@@ -123,20 +131,24 @@ def can_run() -> Tuple[bool, str]:
     return True, ""
 
 
-def _driver_folder(folder: str) -> str:
-    """Where a driver of the cluster in ``folder`` keeps its files: :data:`DRIVER_IN_MEMORY` when the machine has
-    :data:`DRIVER_IN_MEMORY_ROOM` free in memory and in /dev/shm, else ``folder/driver``. A driver unpacks a shipped
-    environment there (1.6 GB for hvdkeras's) before its executors start, while the rest of the suite writes to the
-    same disk (docs/records/test-timings.md has what that costs)."""
+def in_memory(room: int) -> Tuple[bool, bool]:
+    """Whether the driver's folder, and whether the workers' work folders, go in :data:`IN_MEMORY`.
+
+    Args:
+        room: the bytes the machine has free both in memory and in /dev/shm.
+    """
+    return room >= DRIVER_IN_MEMORY_ROOM, room >= WORKERS_IN_MEMORY_ROOM
+
+
+def _room() -> int:
+    """The bytes free both in memory and in :data:`IN_MEMORY`'s filesystem (0 without one)."""
     import psutil
 
     try:
-        room = shutil.disk_usage(os.path.dirname(DRIVER_IN_MEMORY)).free
+        free = shutil.disk_usage(os.path.dirname(IN_MEMORY)).free
     except OSError:
-        room = 0
-    if min(room, psutil.virtual_memory().available) >= DRIVER_IN_MEMORY_ROOM:
-        return DRIVER_IN_MEMORY
-    return os.path.join(folder, "driver")
+        return 0
+    return min(free, psutil.virtual_memory().available)
 
 
 def driver_conf(master_url: str, driver_addr: str, python: str, folder: str, cores: int,
@@ -230,17 +242,17 @@ def down(info: Optional[ClusterInfo] = None) -> None:
     left += [p for p in _daemon_pids() if p not in left and _running(p)]
     if left:
         raise RuntimeError(f"spark.down left JVMs running: {left}")
-    shutil.rmtree(DRIVER_IN_MEMORY, ignore_errors=True)
+    shutil.rmtree(IN_MEMORY, ignore_errors=True)
     if info is not None:
         for name in (*WORK_FOLDERS, *(h.name for h in info.hosts.hosts)):
             shutil.rmtree(os.path.join(info.folder, name), ignore_errors=True)
 
 
-def _daemon_env(home: str, python: str, addr: str, folder: str, name: str) -> Dict[str, str]:
+def _daemon_env(home: str, python: str, addr: str, folder: str, name: str, work_dir: str = "") -> Dict[str, str]:
     env = dict(os.environ, SPARK_HOME=home, SPARK_CONF_DIR=os.path.join(folder, "daemon-conf"),
                SPARK_LOCAL_IP=addr, SPARK_DAEMON_MEMORY=DAEMON_MEMORY, PYSPARK_PYTHON=python,
                SPARK_LOCAL_DIRS=os.path.join(folder, name, "local"),
-               SPARK_WORKER_DIR=os.path.join(folder, name, "work"),
+               SPARK_WORKER_DIR=work_dir or os.path.join(folder, name, "work"),
                SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={os.path.join(folder, name, 'tmp')} {FAST_START}")
     for var in ("SPARK_CONF_DIR", "SPARK_LOCAL_DIRS", "SPARK_WORKER_DIR"):
         os.makedirs(env[var], exist_ok=True)
@@ -335,10 +347,13 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S, h
         assert home is not None  # can_run checked
         launcher = hosts.launcher_addr
         os.makedirs(folder, exist_ok=True)
+        driver_in_memory, workers_in_memory = in_memory(_room())
         info = ClusterInfo(hosts=hosts, folder=folder, spark_home=home, python=python,
                            master_url=f"spark://{launcher}:{MASTER_PORT}",
                            master_ui=f"http://{launcher}:{MASTER_UI_PORT}", conf_dir=os.path.join(folder, "conf"),
-                           driver_dir=_driver_folder(folder), hidden=hide,
+                           driver_dir=os.path.join(IN_MEMORY if driver_in_memory else folder, "driver"),
+                           work_dirs={h.name: os.path.join(IN_MEMORY if workers_in_memory else folder, h.name, "work")
+                                      for h in hosts.hosts}, hidden=hide,
                            worker_spark_home=_worker_spark_home(home, folder, hide))
         for sub in ("conf", "driver", "warehouse", "executor-tmp"):
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
@@ -369,8 +384,9 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S, h
             worker = [os.path.join(worker_home, "bin", "spark-class"), "org.apache.spark.deploy.worker.Worker",
                       info.master_url, "--host", host.addr,
                       "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--webui-port", str(WORKER_UI_PORT),
-                      "--work-dir", os.path.join(folder, host.name, "work"), "--properties-file", props]
-            env = dict(_daemon_env(worker_home, python, host.addr, folder, host.name), **{GPU_ADDRESS_ENV: str(index)})
+                      "--work-dir", info.work_dirs[host.name], "--properties-file", props]
+            env = dict(_daemon_env(worker_home, python, host.addr, folder, host.name, info.work_dirs[host.name]),
+                       **{GPU_ADDRESS_ENV: str(index)})
             command = host.daemon_command(worker, hosts.etc_hosts(host), own_sysfs=False, hide=hide)
             daemons.append((f"worker on {host.name}", _start(command, env, log), log))
         _wait(info, daemons, deadline, timeout, len(hosts.hosts))

@@ -1,4 +1,5 @@
-"""The Spark test cluster's pure parts (lab/spark.py): the driver's defaults and how down() finds the JVMs."""
+"""The Spark test cluster's pure parts (lab/spark.py): the driver's defaults, where environments unpack, and how
+down() finds the JVMs."""
 import os
 
 from lab import spark
@@ -33,3 +34,10 @@ def test_down_finds_only_jvms_that_name_a_cluster_folder(monkeypatch):
              Proc(4, None)]
     monkeypatch.setattr(psutil, "process_iter", lambda attrs=None: iter(procs))
     assert spark._daemon_pids() == [1]
+
+
+def test_shipped_environments_are_unpacked_in_memory_only_where_the_machine_has_room_for_them():
+    assert spark.in_memory(spark.DRIVER_IN_MEMORY_ROOM - 1) == (False, False)
+    assert spark.in_memory(spark.DRIVER_IN_MEMORY_ROOM) == (True, False)  # the driver's 2.1 GB first
+    assert spark.in_memory(spark.WORKERS_IN_MEMORY_ROOM) == (True, True)
+    assert spark.IN_MEMORY.startswith("/dev/shm/") and spark.IN_MEMORY.endswith(spark.FOLDER)  # down() removes it
