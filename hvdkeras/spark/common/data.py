@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common import parquet_writer
 from hvdkeras.spark.common.store import FilesystemStore
 
 
@@ -226,6 +227,20 @@ def _ordered(df: Any, files: int) -> Any:
     return df.repartition(files).sortWithinPartitions(ROW).drop(ROW)
 
 
+def files_per_rank(rows: int, num_proc: int, most: int) -> int:
+    """Parquet files per rank for ``rows`` rows: ``most`` (``partitions_per_process``), or fewer, so that each file
+    holds at least one row group of the writer's (:data:`hvdkeras.spark.common.parquet_writer.CHUNK` rows) and at
+    least one file per rank. Each file costs a Spark task to write, and a rank reads its rows the same way whatever
+    the files, so a small table goes in a few files rather than many of a few rows each.
+
+    Args:
+        rows: the DataFrame's rows.
+        num_proc: the number of ranks.
+        most: the files per rank of a table large enough.
+    """
+    return max(1, min(most, -(-rows // (num_proc * parquet_writer.CHUNK))))
+
+
 def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
             sample_weight_col: Optional[str] = None, validation: Union[None, float, str] = None,
             seed: Optional[int] = None, partitions_per_process: int = 10, dataset_idx: Union[None, int, str] = None,
@@ -241,7 +256,7 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
         sample_weight_col: a column of per-row loss weights, or ``None``.
         validation: see :func:`validation_split`.
         seed: the random validation split's seed.
-        partitions_per_process: Parquet files per rank.
+        partitions_per_process: Parquet files per rank at most (:func:`files_per_rank`).
         dataset_idx: the suffix of the store's data paths (Horovod's ``dataset_idx``; each fit has its own).
         allow_nan: let NaN through in the columns (:func:`survey`).
 
@@ -266,8 +281,6 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     check_present(df, split_by, "validation")
     from pyspark.sql import functions as F
 
-    from hvdkeras.spark.common import parquet_writer
-
     # Two passes over the rows: one aggregate (the checks, the lengths, the count), then one job writing the
     # training and the validation rows. (Holding the selected columns in Spark's cache between the two made a
     # small fit's data step slower, not faster.)
@@ -277,7 +290,7 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
         raise SetupError("the DataFrame has no rows to train on; give fit() a DataFrame with data")
     train, val = validation_split(selected, validation, seed)
     train_path, val_path = store.get_train_data_path(dataset_idx), None
-    files = num_proc * partitions_per_process
+    files = num_proc * files_per_rank(total, num_proc, partitions_per_process)
     parts = [(train_path, _ordered(_as_arrays(train.select(*columns, ROW), infos), files))]
     if val is not None:
         val_path = store.get_val_data_path(dataset_idx)

@@ -43,7 +43,8 @@ ESTIMATOR_PARAMS: Tuple[Tuple[str, str, Any, str], ...] = (
     ("run_id", "RunId", None, "the run's name (its folder in the store); a fit with the same run_id resumes"
      " (default: a new, unique name)"),
     ("verbose", "Verbose", 1, "Keras' progress output on rank 0"),
-    ("partitions_per_process", "PartitionsPerProcess", 10, "Parquet files per rank"),
+    ("partitions_per_process", "PartitionsPerProcess", 10, "Parquet files per rank, at most: a table of fewer"
+     " than that many row groups (8192 rows each) a rank gets fewer files, one at least"),
     ("train_steps_per_epoch", "TrainStepsPerEpoch", None, "steps per epoch (default: every rank's rows once)"),
     ("label_shapes", "LabelShapes", None, "the shape each label column is reshaped to (default: its output's, where"
      " the column holds as many values per row as the output; else as read, e.g. a class index)"),
@@ -118,7 +119,8 @@ HOROVOD_DEFAULTS: Dict[str, Dict[str, Tuple[str, str]]] = {
         "random_seed": ("None", ""),
         "shuffle_buffer_size": ("None", "deprecated there (a value only warns; the reader shuffles as `shuffle` says)"),
         "shuffle": ("True", ""),
-        "partitions_per_process": ("10", ""),
+        "partitions_per_process": ("10", "at most that many: fewer for a small table, whose files would hold a few rows"
+                                   " each"),
         "run_id": ("None", ""),
         "train_steps_per_epoch": ("None", ""),
         "validation_steps_per_epoch": ("None", ""),
