@@ -306,6 +306,7 @@ def fits(session, work, driver_addr):
     report["secret"] = {"objects_checked": len(objects()), "holding_secret": holding, "rank_dirs_left": len(left)}
     lap("secret")
     report["fit_laps"] = laps
+    report["fit_seconds"] = {"quiet": quiet.getFitSeconds(), "resumed": model.getFitSeconds()}
     return report
 
 
