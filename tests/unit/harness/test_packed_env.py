@@ -1,7 +1,11 @@
 """tests/harness/packed_env.py: a venv packed as Spark's ``spark.archives`` unpacks it, on a small venv of its own."""
+import ctypes
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from tests.harness import packed_env
 
@@ -86,3 +90,19 @@ def test_a_name_belongs_to_its_distribution():
     assert packed_env._owner("_pytest") == "_pytest" and packed_env._owner("pillow.libs") == "pillow"
     assert packed_env._left_out("__editable___hvdkeras_0_1_0_finder.py")
     assert not packed_env._left_out("numpy") and not packed_env._left_out(f"{sys.implementation.name}.pth")
+
+
+@pytest.mark.skipif(not (shutil.which("cc") and shutil.which("strip")), reason="needs cc and strip (binutils)")
+def test_a_large_shared_library_goes_in_without_its_symbol_table_and_still_loads(tmp_path, monkeypatch):
+    venv = small_venv(tmp_path / "venv")
+    (tmp_path / "answer.c").write_text("int answer(void) { return 42; }\n")
+    library = venv / packed_env.SITE / "numpy" / "libanswer.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "answer.c")], check=True)
+    os.chmod(library, 0o644)
+    monkeypatch.setattr(packed_env, "STRIP_FROM", os.path.getsize(library))  # this one, and no smaller file
+    packed_env.pack(str(tmp_path / "env.tar.gz"), prefix=str(venv), cache=str(tmp_path / "cache"))
+    packed = unpack(tmp_path / "env.tar.gz", tmp_path / "environment") / packed_env.SITE / "numpy" / "libanswer.so.1"
+    assert os.path.getsize(packed) < os.path.getsize(library)
+    assert b".symtab" in library.read_bytes() and b".symtab" not in packed.read_bytes()
+    assert os.stat(packed).st_mode & 0o777 == 0o644  # the library's own mode, not strip's output's
+    assert ctypes.CDLL(str(packed)).answer() == 42
