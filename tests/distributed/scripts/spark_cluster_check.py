@@ -42,6 +42,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 import boto3
@@ -49,16 +50,80 @@ import cloudpickle
 import numpy as np
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
-from spark_estimator_check import prepared_twice_alike  # this script's folder is first on sys.path
 
-import hvdkeras.spark.keras as hvd_keras
-from hvdkeras import spark as hvd_spark
-from hvdkeras.callbacks.model_checkpoint import BestModelCheckpoint
 from hvdkeras.common import processes
-from hvdkeras.common.errors import HvdkerasError
-from hvdkeras.runtime.compat import keras
-from hvdkeras.spark.common.store import Store
-from hvdkeras.spark.runner import _registered_slots
+
+SECRET = "hvdkeras-test-secret-key-not-in-any-file"
+BUCKET = "bucket"
+ROWS = 192
+
+
+def s3_environment(endpoint, work):
+    """The variables that find the S3 server and its credentials, as a job finds S3 (the endpoint, dummy keys), and
+    put the ranks' local folders in ``work/tmp``, where no other job's ranks are; set in this process too."""
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "hvdkeras-test", "AWS_SECRET_ACCESS_KEY": SECRET,
+           "AWS_DEFAULT_REGION": "us-east-1", "TMPDIR": tmp}
+    os.environ.update(env)
+    tempfile.tempdir = tmp
+    return env
+
+
+ARGS = argparse.ArgumentParser()
+ARGS.add_argument("work")
+ARGS.add_argument("endpoint")
+ARGS.add_argument("--scenarios", default="")
+ARGS.add_argument("--archive", default="", help="a packed environment: the executors run it (spark.archives)")
+ARGS.add_argument("--hidden", default="", help="the folders the hosts cannot see, os.pathsep between them")
+ARGS.add_argument("--estimator-fit", action="store_true")
+ARGS.add_argument("--tuning", action="store_true")
+ARGS.add_argument("--stream", action="store_true")
+OPTIONS = ARGS.parse_args()
+
+driver_addr = os.environ["SPARK_LOCAL_IP"]
+HIDDEN = [p for p in OPTIONS.hidden.split(os.pathsep) if p]
+began = time.time()
+builder = SparkSession.builder.appName("hvdkeras-spark-cluster-check")
+if OPTIONS.archive:  # PySpark's guide, in a script: the executors unpack it as ./environment and run its Python
+    os.environ["PYSPARK_PYTHON"] = "./environment/bin/python"
+    builder = builder.config("spark.archives", f"{OPTIONS.archive}#environment").config(
+        "spark.pyspark.python", "./environment/bin/python")
+for name, value in s3_environment(OPTIONS.endpoint, OPTIONS.work).items():
+    builder = builder.config(f"spark.executorEnv.{name}", value)
+# The session starts (a JVM, the shipped environment's copy unpacked for the driver, the executors) in a thread of its
+# own while TensorFlow is imported below, which takes a few seconds that the unpacking leaves a core for.
+_starting = {}
+
+
+def _start():
+    try:
+        _starting["session"] = builder.getOrCreate()
+    except BaseException as exc:  # noqa: BLE001 - raised again by start_session()
+        _starting["error"] = exc
+
+
+_starter = threading.Thread(target=_start, name="session-start", daemon=True)
+_starter.start()
+
+
+def start_session():
+    """The session the thread started, once it has (its error, when it could not)."""
+    _starter.join()
+    if "error" in _starting:
+        raise _starting["error"]
+    return _starting["session"]
+
+
+from spark_estimator_check import prepared_twice_alike  # noqa: E402 (this script's folder is first on sys.path)
+
+import hvdkeras.spark.keras as hvd_keras  # noqa: E402
+from hvdkeras import spark as hvd_spark  # noqa: E402
+from hvdkeras.callbacks.model_checkpoint import BestModelCheckpoint  # noqa: E402
+from hvdkeras.common.errors import HvdkerasError  # noqa: E402
+from hvdkeras.runtime.compat import keras  # noqa: E402
+from hvdkeras.spark.common.store import Store  # noqa: E402
+from hvdkeras.spark.runner import _registered_slots  # noqa: E402
 
 
 def where(driver_addr):
@@ -153,23 +218,6 @@ class EpochsTrained(keras.callbacks.Callback):
         if hvd_tf.rank() == 0:
             with open(self.path, "a") as f:
                 f.write(f"{self.tag} {epoch}\n")
-
-
-SECRET = "hvdkeras-test-secret-key-not-in-any-file"
-BUCKET = "bucket"
-ROWS = 192
-
-
-def s3_environment(endpoint, work):
-    """The variables that find the S3 server and its credentials, as a job finds S3 (the endpoint, dummy keys), and
-    put the ranks' local folders in ``work/tmp``, where no other job's ranks are; set in this process too."""
-    tmp = os.path.join(work, "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "hvdkeras-test", "AWS_SECRET_ACCESS_KEY": SECRET,
-           "AWS_DEFAULT_REGION": "us-east-1", "TMPDIR": tmp}
-    os.environ.update(env)
-    tempfile.tempdir = tmp
-    return env
 
 
 def objects(prefix=""):
@@ -330,28 +378,7 @@ def slots(sc):
     return {"default_parallelism": sc.defaultParallelism, "registered": _registered_slots(sc)}
 
 
-ARGS = argparse.ArgumentParser()
-ARGS.add_argument("work")
-ARGS.add_argument("endpoint")
-ARGS.add_argument("--scenarios", default="")
-ARGS.add_argument("--archive", default="", help="a packed environment: the executors run it (spark.archives)")
-ARGS.add_argument("--hidden", default="", help="the folders the hosts cannot see, os.pathsep between them")
-ARGS.add_argument("--estimator-fit", action="store_true")
-ARGS.add_argument("--tuning", action="store_true")
-ARGS.add_argument("--stream", action="store_true")
-OPTIONS = ARGS.parse_args()
-
-driver_addr = os.environ["SPARK_LOCAL_IP"]
-HIDDEN = [p for p in OPTIONS.hidden.split(os.pathsep) if p]
-began = time.time()
-builder = SparkSession.builder.appName("hvdkeras-spark-cluster-check")
-if OPTIONS.archive:  # PySpark's guide, in a script: the executors unpack it as ./environment and run its Python
-    os.environ["PYSPARK_PYTHON"] = "./environment/bin/python"
-    builder = builder.config("spark.archives", f"{OPTIONS.archive}#environment").config(
-        "spark.pyspark.python", "./environment/bin/python")
-for name, value in s3_environment(OPTIONS.endpoint, OPTIONS.work).items():
-    builder = builder.config(f"spark.executorEnv.{name}", value)
-session = builder.getOrCreate()
+session = start_session()
 sc = session.sparkContext
 try:
     report = {"master": sc.master, "slots": {"at_start": slots(sc)}, "seconds": {"session": time.time() - began},
