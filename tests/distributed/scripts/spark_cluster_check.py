@@ -42,7 +42,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 
 import boto3
@@ -50,6 +49,7 @@ import cloudpickle
 import numpy as np
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
+from session_start import in_background  # this script's folder is first on sys.path
 
 from hvdkeras.common import processes
 
@@ -91,31 +91,11 @@ if OPTIONS.archive:  # PySpark's guide, in a script: the executors unpack it as 
         "spark.pyspark.python", "./environment/bin/python")
 for name, value in s3_environment(OPTIONS.endpoint, OPTIONS.work).items():
     builder = builder.config(f"spark.executorEnv.{name}", value)
-# The session starts (a JVM, the shipped environment's copy unpacked for the driver, the executors) in a thread of its
-# own while TensorFlow is imported below, which takes a few seconds that the unpacking leaves a core for.
-_starting = {}
+# The session starts (a JVM, the driver's copy of the shipped environment unpacked, the executors) while TensorFlow is
+# imported below, which takes a few seconds that the unpacking leaves a core for.
+start_session = in_background(builder)
 
-
-def _start():
-    try:
-        _starting["session"] = builder.getOrCreate()
-    except BaseException as exc:  # noqa: BLE001 - raised again by start_session()
-        _starting["error"] = exc
-
-
-_starter = threading.Thread(target=_start, name="session-start", daemon=True)
-_starter.start()
-
-
-def start_session():
-    """The session the thread started, once it has (its error, when it could not)."""
-    _starter.join()
-    if "error" in _starting:
-        raise _starting["error"]
-    return _starting["session"]
-
-
-from spark_estimator_check import prepared_twice_alike  # noqa: E402 (this script's folder is first on sys.path)
+from spark_estimator_check import prepared_twice_alike  # noqa: E402
 
 import hvdkeras.spark.keras as hvd_keras  # noqa: E402
 from hvdkeras import spark as hvd_spark  # noqa: E402

@@ -60,6 +60,13 @@ EXAMPLES = {"keras_spark_mnist": ["--num-proc", "2", "--epochs", "1", "--work-di
 # folder and returns what it wrote (the example itself reads a dataset it would download).
 OFFLINE_DATA = {"keras_spark_rossmann_estimator": ("offline_rossmann.py", "write_csvs")}
 from pyspark.sql import SparkSession  # noqa: E402
+from session_start import in_background  # noqa: E402 (this script's folder is first on sys.path)
+
+began = time.monotonic()
+start_session = in_background(
+    SparkSession.builder.master("local[2]").appName("hvdkeras-spark-local-check").config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "4"))
+import hvdkeras.runtime.compat  # noqa: E402,F401 (TensorFlow and Keras imported while the session starts)
 
 
 def run_example(name, work):
@@ -107,9 +114,7 @@ def check_module(name):
     return module
 
 
-began = time.monotonic()
-session = (SparkSession.builder.master("local[2]").appName("hvdkeras-spark-local-check")
-           .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+session = start_session()
 result: dict = {"seconds": {}}
 
 
