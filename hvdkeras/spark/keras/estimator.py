@@ -190,6 +190,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 "stack": stack.current().describe()}
 
     def _fit(self, dataset: Any) -> "KerasModel":
+        files = self._whole("partitions_per_process", 1)
         for param in ("feature_cols", "label_cols"):  # before the run is looked at: a typo is named as one
             check_present(dataset, list(self.getOrDefault(param) or []), param)
 
@@ -198,7 +199,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 dataset, store, num_proc, list(self.getOrDefault("feature_cols") or []),
                 list(self.getOrDefault("label_cols") or []), sample_weight_col=self.getOrDefault("sample_weight_col"),
                 validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
-                partitions_per_process=int(self.getOrDefault("partitions_per_process")), dataset_idx=data_index,
+                partitions_per_process=files or 1, dataset_idx=data_index,
                 allow_nan=self._flag("allow_nan"))
 
         return self._fit_run(written, intermediate=True)

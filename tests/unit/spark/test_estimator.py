@@ -131,3 +131,11 @@ def test_a_bad_flag_or_accumulation_is_one_line_before_anything_is_written(name,
     with pytest.raises(SetupError) as error:
         KerasEstimator(**{name: value})._config_tree(2, keras.optimizers.SGD(0.1))
     assert str(error.value) == line
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, "10", None, True])
+def test_a_bad_partitions_per_process_is_one_line_before_the_data_is_looked_at(value):
+    with pytest.raises(SetupError) as error:
+        KerasEstimator(partitions_per_process=value)._fit(object())  # not a DataFrame: never reached
+    assert str(error.value) == ("partitions_per_process must be a whole number of at least 1"
+                                f" (Received: partitions_per_process={value!r})")
