@@ -81,12 +81,18 @@ _CLAIM = None  # rank 0's lock on the workdir, held until the process ends
 
 
 def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
-    """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.common.workdir_guard), and holds
+    """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.common.workdir_guard), cleared of
+    the unfinished writes a killed job left, and holds
     no other training's checkpoints, by config or by stack (or --fresh moves them aside, or --resume=force takes
     them as they are where this stack can load them)."""
     global _CLAIM
     check_writable(workdir)
     _CLAIM = workdir_guard.claim(workdir)
+    left = workdir_guard.remove_staging(workdir, _CLAIM)  # a killed writer's, before this job writes anything
+    if left:
+        print(f"[hvdkeras] removed {len(left)} unfinished write{'s' if len(left) > 1 else ''} a stopped job left"
+              f" in {workdir} ({', '.join(os.path.relpath(p, workdir) for p in left[:3])}"
+              f"{', ...' if len(left) > 3 else ''})", flush=True)
     if FLAGS.fresh:
         moved = workdir_guard.start_over(workdir)
         if moved:

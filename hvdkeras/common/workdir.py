@@ -8,11 +8,18 @@ Everything in a workdir is written by rank 0 only::
     <workdir>/tensorboard/       event files, with trainer.tensorboard: true
     <workdir>/estimator/         the Estimator API's model_dir (trainer.api: estimator)
     <workdir>/report.png         python -m hvdkeras.report
+    <workdir>/export/            the model to ship (hvdkeras.runtime.export)
+
+Every atomic write stages in a ``.saving-*`` folder beside its target, and a removal renames
+into a ``.deleting-*`` one first: a process killed in between leaves that folder behind, and
+:func:`remove_staging` is how the next job on the workdir clears it
+(:func:`hvdkeras.common.workdir_guard.remove_staging` names the places).
 
 No TensorFlow here: the report and the tests read runs through this module alone.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,6 +36,9 @@ CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tensorboard"
 ESTIMATOR_DIR = "estimator"
 REPORT_FILE = "report.png"
+EXPORT_DIR = "export"
+# The names an atomic write or a removal gives its temporary folder (``.epoch-``: an older version's saves).
+STAGING_PREFIXES = (".saving-", ".deleting-", ".epoch-")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +76,11 @@ class Workdir:
     def report(self) -> str:
         """The run's ``report.png``."""
         return os.path.join(self.path, REPORT_FILE)
+
+    @property
+    def export(self) -> str:
+        """The run's ``export/`` folder (:mod:`hvdkeras.runtime.export`)."""
+        return os.path.join(self.path, EXPORT_DIR)
 
 
 # --------------------------------------------------------------------------- writing
@@ -129,6 +144,90 @@ def remove_tree(path: str) -> None:
         os.remove(path)
 
 
+def is_staging(name: str) -> bool:
+    """Whether ``name`` (a file or folder name, not a path) is an atomic write's or a removal's temporary folder."""
+    return name.startswith(STAGING_PREFIXES)
+
+
+def remove_staging(folder: str) -> List[str]:
+    """Clears the temporary folders that atomic writes and removals left in ``folder`` (not below it); their names.
+
+    A staging folder whose write had committed (:func:`atomic_save`: its files were all on disk and
+    the move into place had begun) is finished first, so its target holds the new version whole,
+    unless the target is newer than that commit; any other is deleted, and its target keeps the old
+    version. Only for a folder no live process writes in: the caller holds the workdir's lock
+    (:func:`hvdkeras.common.workdir_guard.remove_staging`) or is the checkpoints' one writer. A
+    missing folder has none; a symbolic link is removed as a link, never followed.
+    """
+    try:
+        names = sorted(n for n in os.listdir(folder) if is_staging(n))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for name in names:
+        path = os.path.join(folder, name)
+        if os.path.islink(path) or not os.path.isdir(path):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            continue
+        target = _committed_target(path)
+        if target is not None and not _newer_than_commit(os.path.join(folder, target), path):
+            with contextlib.suppress(OSError):
+                _move_into_place(path, folder, target)
+                fsync_dir(folder)
+        shutil.rmtree(path, ignore_errors=True)
+    return names
+
+
+_COMMITTED = ".committed"  # in a staging folder: the target's name, written once every file is on disk
+
+
+def _committed_target(staging: str) -> Optional[str]:
+    """The name of the target a staging folder had committed to (None: it had not, or the marker is not one)."""
+    marker = os.path.join(staging, _COMMITTED)
+    if os.path.islink(marker):
+        return None
+    try:
+        with open(marker, "rb") as f:
+            name = f.read(4096).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    plain = name and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+    return name if plain and not is_staging(name) else None
+
+
+def _newer_than_commit(target: str, staging: str) -> bool:
+    """Whether ``target`` (a file, a folder, or a weights prefix's index) was written after ``staging`` committed: a
+    later save landed, and the leftover is older than what is there."""
+    committed = os.stat(os.path.join(staging, _COMMITTED)).st_mtime_ns
+    for candidate in (target, target + ".index"):
+        if os.path.lexists(candidate) and os.lstat(candidate).st_mtime_ns > committed:
+            return True
+    return False
+
+
+def _move_into_place(staging: str, directory: str, base: str) -> None:
+    """Moves what ``staging`` holds for target ``base`` into ``directory``: one file or folder by one rename (an old
+    folder moved aside first), or a TensorFlow weights prefix's files, data first and index last. Safe to run
+    again on what a killed run of it left: each step looks at what is still in ``staging``."""
+    path, tmp = os.path.join(directory, base), os.path.join(staging, base)
+    if os.path.lexists(tmp):  # one file or one folder
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rename(path, tempfile.mkdtemp(prefix=".old-", dir=staging))
+        os.replace(tmp, path)
+        return
+    names = sorted(os.listdir(staging), key=lambda n: (n == "checkpoint", n.endswith(".index"), n))
+    for name in names:
+        if not (name.startswith(base) or name == "checkpoint"):
+            continue
+        if name == "checkpoint":  # TensorFlow's pointer file: point it at the final prefix
+            pointer = os.path.join(staging, name)
+            with open(pointer) as f:
+                text = f.read().replace(staging + os.sep, "").replace(staging, directory)
+            with open(pointer, "w") as f:
+                f.write(text)
+        os.replace(os.path.join(staging, name), os.path.join(directory, name))
+
+
 def atomic_save(path: str, save: Callable[[str], Any]) -> None:
     """Calls ``save(tmp_path)`` beside ``path``, syncs it to disk, then moves it into place by rename.
 
@@ -137,32 +236,23 @@ def atomic_save(path: str, save: Callable[[str], Any]) -> None:
     ``path.data-*``, maybe a ``checkpoint`` pointer file): a prefix is moved data
     files first and index last, since readers find it through its index. Temporary
     names start with ``.saving-``; on any error they are removed and ``path`` is
-    left as it was.
+    left as it was. Once every file is on disk the staging folder records its
+    target (the commit): a process killed after that leaves a write that
+    :func:`remove_staging` finishes, one killed before it one that it deletes.
     """
     directory = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
     os.makedirs(directory, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".saving-", dir=directory)
     try:
-        tmp = os.path.join(staging, os.path.basename(path))
-        save(tmp)
+        save(os.path.join(staging, base))
         _fsync_tree(staging)
-        if os.path.exists(tmp):  # one file or one folder
-            if os.path.isdir(path):
-                os.rename(path, os.path.join(staging, ".old"))
-            os.replace(tmp, path)
-        else:  # a TensorFlow weights prefix: several files
-            base = os.path.basename(path)
-            names = sorted(os.listdir(staging), key=lambda n: (n == "checkpoint", n.endswith(".index"), n))
-            for name in names:
-                if not (name.startswith(base) or name == "checkpoint"):
-                    continue
-                if name == "checkpoint":  # TensorFlow's pointer file: point it at the final prefix
-                    pointer = os.path.join(staging, name)
-                    with open(pointer) as f:
-                        text = f.read().replace(staging + os.sep, "").replace(staging, directory)
-                    with open(pointer, "w") as f:
-                        f.write(text)
-                os.replace(os.path.join(staging, name), os.path.join(directory, name))
+        with open(os.path.join(staging, _COMMITTED), "w") as f:
+            f.write(base)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(staging)
+        _move_into_place(staging, directory, base)
         fsync_dir(directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -192,18 +282,19 @@ def save_config(cfg: Any, path: str, auto: Optional[Mapping[str, str]] = None, f
 def read_metrics_counting(path: str) -> Tuple[List[Dict[str, Any]], int]:
     """(the JSON objects of a ``metrics.jsonl``, oldest first; how many lines were not one).
 
-    A missing file has no records. A line cut short by a crash is not a record.
+    A missing file has no records. A line cut short by a crash, or torn into bytes that are not
+    UTF-8, is not a record: the file is read as bytes and each line decoded on its own.
     """
     if not os.path.exists(path):
         return [], 0
     records, skipped = [], 0
-    with open(path) as f:
-        for line in f:
-            if not line.strip():
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.strip():
                 continue
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
                 record = None
             if isinstance(record, dict):
                 records.append(record)

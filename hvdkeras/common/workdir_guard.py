@@ -18,6 +18,9 @@ Rank 0 calls these before anything is trained (``python -m hvdkeras.train`` does
   :mod:`hvdkeras.common.stack`): a run on another stack is refused in one line naming both stacks,
   and ``--resume=force`` (:func:`forced_changes`) is refused too where the checkpoint format
   differs (Keras 2 against Keras 3).
+* :func:`remove_staging` clears what a killed writer left: the ``.saving-*`` and ``.deleting-*`` folders
+  of atomic writes and removals (:func:`hvdkeras.common.workdir.atomic_save`) in every folder they stage
+  in, once the claim holds the lock and before anything is written.
 * :func:`start_over` (``--fresh``) moves the run's files into ``<workdir>/previous/<time>/`` and
   deletes nothing.
 
@@ -35,15 +38,24 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from hvdkeras.common import stack as stack_lib
+from hvdkeras.common import workdir as workdir_lib
 from hvdkeras.common.errors import ConfigError, SetupError
 from hvdkeras.common.horovod_env import launcher_job
 from hvdkeras.common.stack import Stack
-from hvdkeras.common.workdir import CHECKPOINT_DIR, CONFIG_FILE, ESTIMATOR_DIR, METRICS_FILE, TENSORBOARD_DIR, Workdir
-from hvdkeras.config import Config, to_dict
+from hvdkeras.common.workdir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    ESTIMATOR_DIR,
+    EXPORT_DIR,
+    METRICS_FILE,
+    TENSORBOARD_DIR,
+    Workdir,
+)
+from hvdkeras.config import Config, safe_yaml, to_dict
 
 LOCK_FILE = ".hvdkeras.lock"
 PREVIOUS_DIR = "previous"
-RUN_FILES = (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR, TENSORBOARD_DIR, ESTIMATOR_DIR, "export")
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR, TENSORBOARD_DIR, ESTIMATOR_DIR, EXPORT_DIR)
 
 # What a checkpoint's weights were trained with: a resume with any of these changed is refused (section: every
 # key of the section; section.key: that key alone).
@@ -190,8 +202,8 @@ def changed_training(path: str, cfg: Config) -> List[str]:
         return []
     try:
         with open(files.config) as f:
-            stored = flat(yaml.safe_load(f))
-    except (OSError, yaml.YAMLError):
+            stored = flat(safe_yaml.load(f))
+    except (OSError, yaml.YAMLError, ValueError, RecursionError, AttributeError):
         return []
     changed = []
     for key, value in flat(to_dict(cfg)).items():
@@ -274,6 +286,37 @@ def forced_changes(path: str, cfg: Config, running: Optional[Stack] = None) -> L
         raise ConfigError(f"--workdir {path} holds checkpoints trained {_stack_text(trained, running)}:"
                           f" {_no_force(trained, running)}; pass another --workdir or {_fresh(path)}")
     return changed + [f"stack: {trained.describe()} -> {running.describe()}"]
+
+
+def staging_places(path: str) -> List[str]:
+    """Every folder of workdir ``path`` an atomic write stages in: its top, ``checkpoints/``, ``export/``,
+    ``previous/`` and, in each earlier run kept there, the same three (``--fresh`` moved them as they were)."""
+    runs = [path]
+    previous = os.path.join(path, PREVIOUS_DIR)
+    if os.path.isdir(previous) and not os.path.islink(previous):
+        runs += [os.path.join(previous, n) for n in sorted(os.listdir(previous))
+                 if not workdir_lib.is_staging(n) and os.path.isdir(os.path.join(previous, n))
+                 and not os.path.islink(os.path.join(previous, n))]
+    places = []
+    for run in runs:
+        files = Workdir(run)
+        places += [run, files.checkpoints, files.export]
+    return places[:3] + [previous] + places[3:]
+
+
+def remove_staging(path: str, held: Claim) -> List[str]:
+    """Deletes the staging folders killed writers left in workdir ``path`` (:func:`staging_places`); their paths.
+
+    Only with ``held``, a claim that holds the workdir's lock: then no other job writes there, and this
+    job has written nothing yet. A claim that holds nothing (a later rank 0 of an elastic job whose first
+    still runs) removes nothing: that writer may be live.
+    """
+    if not held.held:
+        return []
+    removed = []
+    for place in staging_places(path):
+        removed += [os.path.join(place, name) for name in workdir_lib.remove_staging(place)]
+    return removed
 
 
 def start_over(path: str) -> Optional[str]:

@@ -30,14 +30,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
 from hvdkeras.common import log
 from hvdkeras.common.errors import CheckpointError
-from hvdkeras.common.workdir import atomic_save, remove_tree
+from hvdkeras.common.workdir import atomic_save, remove_staging, remove_tree
 from hvdkeras.runtime import distributed
 
 PREFIX = "ckpt"
@@ -280,10 +279,7 @@ class CheckpointStore:
 
     def remove_stale(self) -> None:
         """Deletes temporary folders left by a crash during a save or a removal (call on one process only)."""
-        if os.path.isdir(self.directory):
-            for name in os.listdir(self.directory):
-                if name.startswith((".saving-", ".deleting-", ".epoch-")):
-                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+        remove_staging(self.directory)
 
     @staticmethod
     def restore(info: CheckpointInfo, trackable: tf.train.Checkpoint) -> None:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import os
 from typing import Dict
 
-from hvdkeras.common.workdir import atomic_save
+from hvdkeras.common.workdir import EXPORT_DIR, atomic_save
 from hvdkeras.runtime import compat
 
-EXPORT_DIR = "export"
 KERAS_FILE = "model.keras"
 SAVED_MODEL_DIR = "saved_model"
 

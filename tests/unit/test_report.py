@@ -86,6 +86,18 @@ def test_main_writes_report_png_into_the_workdir(tmp_path, capsys):
     assert f"wrote {tmp_path / 'report.png'}" in capsys.readouterr().out
 
 
+def test_a_run_a_crash_tore_is_drawn_skipping_the_torn_lines_and_the_staging_folders(tmp_path, capsys):
+    from tests.unit.common.test_workdir import TORN
+
+    write_jsonl(tmp_path / "metrics.jsonl", synthetic_records())
+    with open(tmp_path / "metrics.jsonl", "ab") as f:
+        f.write(TORN)
+    (tmp_path / ".saving-x1" / "metrics.jsonl").mkdir(parents=True)  # a killed write's staging, with its name
+    assert run_report(str(tmp_path)) == 0
+    assert_png(tmp_path / "report.png")
+    assert "skipped 2 line(s)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("content", [None, "", "\n\n", '{"loss": 1.0}\n'])
 def test_missing_or_empty_metrics_is_one_line_with_status_2(tmp_path, capsys, content):
     path = tmp_path / "metrics.jsonl"

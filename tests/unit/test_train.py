@@ -1,9 +1,11 @@
 """python -m hvdkeras.train: every error a user can fix is one line on stderr, exit status 2, nothing written."""
+import json
 import os
 import subprocess
 import sys
 
 from tests.harness.stacks import once_per_make_test
+from tests.unit.common.test_workdir import TORN
 from tests.unit.helpers import REPO, write_yaml
 
 
@@ -117,9 +119,18 @@ def test_a_changed_config_is_refused_in_one_line_and_force_resumes(tmp_path):
         f" ({workdir}/config.yaml), pass --fresh to start over (the old run moves to {workdir}/previous/), or"
         " --resume=force to continue from its weights anyway"]
 
+    # What a job killed mid-write leaves: staging folders where atomic writes stage, a torn metrics record
+    for place in (".", "checkpoints", "export"):
+        (workdir / place / ".saving-killed" / "half").mkdir(parents=True)
+    with open(workdir / "metrics.jsonl", "ab") as f:
+        f.write(TORN)
     forced = run_train("--config", "configs/digits.yaml", "--workdir", str(workdir), *QUICK, *CHANGED,
                        "--set", "trainer.epochs=2", "--resume=force")
     assert forced.returncode == 0, forced.stderr[-2000:]
+    assert f"removed 3 unfinished writes a stopped job left in {workdir}" in forced.stdout
+    assert not [n for _, dirs, _ in os.walk(workdir) for n in dirs if n.startswith(".saving-")]
+    metrics = (workdir / "metrics.jsonl").read_bytes()  # resumed after epoch 1: the torn lines gone, epoch 2 logged
+    assert [json.loads(line)["epoch"] for line in metrics.splitlines()] == [1, 2]
     forced_line = "--resume=force: resuming from checkpoints trained with optimizer.learning_rate: 0.05 -> 0.2"
     assert forced_line in forced.stderr
     assert "resuming after epoch 1" in forced.stdout

@@ -47,6 +47,7 @@ NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")  # hvdkeras.runtime.checkpo
 RUN_FILES = (METRICS_FILE, CONFIG_FILE)  # beside the checkpoints, published after them
 BEST_DIR = "checkpoint_callback"  # the checkpoint callback's file and its record, beside the checkpoints
 BEST_RECORD = "best.json"
+_PUT_STAGING = re.compile(r"\.tmp-\d+$")  # _put_whole's temporary name: <file>.tmp-<pid>
 
 
 def position(name: str) -> Tuple[int, int]:
@@ -206,6 +207,7 @@ class RunMirror:
         ``damaged-<name>-<n>`` (kept, out of the way of the saves to come).
         """
         os.makedirs(self.local_checkpoints, exist_ok=True)
+        self.remove_staging()
         found = None
         for name in reversed(self.stored()):
             staging = tempfile.mkdtemp(prefix=".fetching-", dir=self.local_checkpoints)
@@ -227,6 +229,25 @@ class RunMirror:
             except FileNotFoundError:
                 pass
         return found
+
+    def remove_staging(self) -> List[str]:
+        """Deletes the temporary objects an upload cut short left in the run's folder and the best model's
+        (``<file>.tmp-<pid>``, :meth:`_put_whole`); their names. :meth:`fetch` calls it first: the fit holds the
+        run (:class:`hvdkeras.spark.common.runs.RunLock`), so no live writer stages there."""
+        removed = []
+        for folder in (self.remote, self.remote_best):
+            try:
+                self.fs.invalidate_cache(folder)
+                found = [str(p) for p in self.fs.ls(folder, detail=False)]
+            except FileNotFoundError:
+                continue
+            for path in found:
+                name = path.rstrip("/").rsplit("/", 1)[-1]
+                if _PUT_STAGING.search(name) and self.fs.isfile(path):
+                    self.fs.rm(path)
+                    removed.append(name)
+            self.fs.invalidate_cache(folder)
+        return removed
 
     def fetch_best(self, warn: Callable[[str], None] = log.warning) -> Tuple[bool, Optional[float]]:
         """Downloads the followed file from the store (:meth:`follow_best` first); ``(fetched, its score)``.

@@ -16,13 +16,13 @@ refused returns the one line instead of raising, for the driver to raise.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.common.workdir import read_metrics
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.publish import BEST_DIR, RunMirror, local_folder
 from hvdkeras.spark.keras.task import SparkTaskSpec
@@ -33,16 +33,13 @@ NOT_KERAS = ("epoch", "epoch_time_s", "examples_per_sec", "examples_per_sec_per_
 
 
 def history_from(metrics_path: str) -> Dict[str, List[float]]:
-    """Keras' ``History.history`` of the run, from its ``metrics.jsonl`` (every epoch, over resumed fits too)."""
+    """Keras' ``History.history`` of the run, from its ``metrics.jsonl`` (every epoch, over resumed fits too; a line
+    a crash tore is skipped, :func:`hvdkeras.common.workdir.read_metrics`)."""
     history: Dict[str, List[float]] = {}
-    if not os.path.exists(metrics_path):
-        return history
-    with open(metrics_path) as f:
-        for line in f:
-            record = json.loads(line)
-            for key, value in record.items():
-                if key not in NOT_KERAS and isinstance(value, (int, float)):
-                    history.setdefault(key, []).append(float(value))
+    for record in read_metrics(metrics_path):
+        for key, value in record.items():
+            if key not in NOT_KERAS and isinstance(value, (int, float)) and not isinstance(value, bool):
+                history.setdefault(key, []).append(float(value))
     return history
 
 

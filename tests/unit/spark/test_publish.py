@@ -128,6 +128,24 @@ def test_fetch_takes_the_newest_trusted_checkpoint_and_sets_an_untrusted_one_asi
     assert publish.problem(store.fs, newest) is None and store.fs.exists(aside)
 
 
+def test_the_next_fit_removes_the_uploads_a_killed_rank_left_half_done_and_keeps_the_runs_files(store, tmp_path):
+    first = mirror_of(store, tmp_path / "first")
+    save_checkpoint(tmp_path / "first", "epoch-0001", b"weights-1")
+    (tmp_path / "first" / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    first.publish()
+    left = [f"{first.remote}/metrics.jsonl.tmp-4242", f"{first.remote}/config.yaml.tmp-17",
+            f"{first.remote_best}/model.keras.tmp-99"]  # _put_whole's names, the rank killed before the move
+    for path in left:
+        store.fs.pipe(path, b"half")
+    store.fs.pipe(f"{first.remote}/notes.tmp-x", b"a user's file, not a staging name")
+    again = mirror_of(store, tmp_path / "again")
+    assert again.fetch(warn=pytest.fail) == "epoch-0001"
+    assert not any(store.fs.exists(path) for path in left)
+    assert stored_files(store, first.remote) == [
+        "ckpt.data-00000-of-00001", "ckpt.index", "manifest.json", "meta.json", "metrics.jsonl", "notes.tmp-x"]
+    assert (tmp_path / "again" / "metrics.jsonl").read_text() == '{"epoch": 1}\n'
+
+
 def test_an_empty_store_fetches_nothing(store, tmp_path):
     mirror = mirror_of(store, tmp_path / "local")
     assert mirror.fetch(warn=pytest.fail) is None and mirror.stored() == []
