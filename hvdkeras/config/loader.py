@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from hvdkeras.common.errors import ConfigError, shown
-from hvdkeras.config import schema
+from hvdkeras.config import safe_yaml, schema
 from hvdkeras.config.schema import Config
 
 HEADER = "# Resolved hvdkeras config: defaults, then the file, then --set overrides.\n"
@@ -184,10 +184,10 @@ def parse_override(text: str) -> Tuple[List[str], Any]:
     if any(not p for p in parts):
         raise ConfigError(f"--set {shown(text)} has an empty key; write section.key=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = safe_yaml.load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {shown(text)}: the value is not valid YAML ({str(exc).splitlines()[0]})") from None
-    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits; lists nested thousands deep
+    except (ValueError, RecursionError) as exc:  # thousands of digits; nested thousands deep; a recursive alias
         why = str(exc).splitlines()[0][:120]
         raise ConfigError(f"--set {shown(text)}: the value cannot be read ({why})") from None
     return parts, value
@@ -222,12 +222,12 @@ def read_yaml(path: str) -> Dict[str, Any]:
                           f" of a shipped config: {', '.join(shipped_names())}")
     try:
         with open(path) as f:
-            tree = yaml.safe_load(f)
+            tree = safe_yaml.load(f)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    except (ValueError, RecursionError) as exc:  # not UTF-8; an integer of thousands of digits; nesting too deep
+    except (ValueError, RecursionError) as exc:  # not UTF-8; thousands of digits; nesting too deep; alias bombs
         raise ConfigError(f"config file {path} cannot be read as YAML: {str(exc).splitlines()[0][:120]}") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None

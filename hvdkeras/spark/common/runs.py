@@ -35,7 +35,7 @@ JOB_FILE = "job.json"
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
 RESUME_CHOICES = ("auto", "force")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_run_id(run_id: Any) -> str:
@@ -44,7 +44,7 @@ def check_run_id(run_id: Any) -> str:
     Raises:
         ConfigError: not a string of letters, digits, ``.``, ``_`` and ``-`` (1 to 128, a letter or digit first).
     """
-    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise ConfigError("run_id must be a name of letters, digits, '.', '_' and '-' (at most 128, starting with a"
                           f" letter or digit), not a path (Received: run_id={run_id!r})")
     return run_id

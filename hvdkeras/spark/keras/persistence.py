@@ -6,8 +6,10 @@ A saved folder holds ``metadata`` (one JSON line, as Spark's ``DefaultParamsRead
 * a JSON value as it is (numbers, strings, booleans, lists; a dict as ``{"$dict": {...}}``);
 * a Keras optimizer, loss or metric object as its Keras config (``{"$keras": kind, "config": {...}}``);
 * a class or function (a custom object, a loss function, Horovod's compression) by its import path
-  (``{"$import": "package.module:name"}``), loaded by importing it; one the running script defines by its name
-  there (``"__main__:name"``, as Keras saves it), loaded from the script that loads, which must define it too;
+  (``{"$import": "package.module:name"}``), loaded by importing it, from an installed package only
+  (:mod:`hvdkeras.common.installed`: a module found in the working directory, the saved folder or another folder
+  not installed is refused in one line, unless it is already imported); one the running script defines by its
+  name there (``"__main__:name"``, as Keras saves it), loaded from the script that loads, which must define it too;
 
 The estimator's store and backend are not saved (a loaded one is given them again). Anything else that is not
 one of these (a callback object) is refused when saving, in one line naming the parameter. Folders
@@ -22,6 +24,7 @@ from typing import Any, Dict, Sequence
 
 from pyspark.ml.util import MLReader, MLWriter
 
+from hvdkeras.common import installed
 from hvdkeras.common.errors import SetupError
 from hvdkeras.spark.common.store import Store
 
@@ -54,8 +57,14 @@ def _import_path(value: Any) -> str:
 
 
 def _resolve(path: str) -> Any:
-    """The object at import path ``module:qualname``; ``__main__``'s is the running script's (imports nothing)."""
+    """The object at import path ``module:qualname``; ``__main__``'s is the running script's (imports nothing).
+
+    Raises:
+        SetupError: the module would be imported from outside the installed packages (:func:`installed.check`).
+    """
     module, _, name = path.partition(":")
+    if module != "__main__":
+        installed.check(module, f"$import {path[:200]!r}")
     found: Any = importlib.import_module(module)
     for part in name.split("."):
         if module == "__main__" and not hasattr(found, part):
@@ -235,6 +244,8 @@ class ParamsReader(MLReader):
                 params[name] = from_json(value)
             except (ImportError, AttributeError, ValueError) as exc:
                 raise SetupError(f"{path}/metadata: parameter {name!r} cannot be loaded here ({exc})") from None
+            except SetupError as exc:
+                raise SetupError(f"{path}/metadata: parameter {name!r}: {exc}") from None
         return params
 
     def _from_pickles(self, path: str, param_map: Dict[str, Any]) -> Dict[str, Any]:

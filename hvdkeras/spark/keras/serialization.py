@@ -1,13 +1,19 @@
 """A Keras model as the bytes of a ``.keras`` file and back: what travels to the ranks and the Python workers.
 
-A leaf: Keras only (through :mod:`hvdkeras.runtime.compat`), nothing of Spark or Horovod.
+A leaf: Keras only (through :mod:`hvdkeras.runtime.compat`), nothing of Spark or Horovod. In safe mode the
+archive's ``config.json`` is read before Keras reads it, for the modules it names.
 """
 from __future__ import annotations
 
+import io
+import json
 import os
 import tempfile
-from typing import Any, Dict, Optional
+import zipfile
+from typing import Any, Dict, List, Optional
 
+from hvdkeras.common import installed
+from hvdkeras.common.errors import SetupError
 from hvdkeras.runtime.compat import keras
 
 MODEL_SUFFIX = ".keras"
@@ -22,9 +28,48 @@ def model_to_bytes(model: Any) -> bytes:
             return f.read()
 
 
+def named_modules(blob: bytes) -> List[str]:
+    """The modules a ``.keras`` file's ``config.json`` names for its objects (``module`` beside a ``class_name``),
+    other than Keras' own and Python's builtins, which Keras resolves itself; each once, in order.
+
+    Raises:
+        SetupError: the bytes are not a ``.keras`` archive with a JSON ``config.json``.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            config = json.loads(archive.read("config.json").decode("utf-8"))
+    except (zipfile.BadZipFile, KeyError, ValueError, RecursionError, OSError) as exc:
+        raise SetupError(f"the saved model is not a .keras archive with a config.json ({type(exc).__name__})") from None
+    found: List[str] = []
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            module = node.get("module")
+            if isinstance(module, str) and "class_name" in node and not _keras_own(module) and module not in found:
+                found.append(module)
+            stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+    return found
+
+
+def _keras_own(module: str) -> bool:
+    return module in ("keras", "builtins", "tf_keras") or module.startswith(("keras.", "tf_keras."))
+
+
 def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = None, safe_mode: bool = True) -> Any:
     """The model that :func:`model_to_bytes` wrote, not compiled; ``safe_mode``: Keras' (False loads a ``Lambda``'s
-    bytecode)."""
+    bytecode), and each module the archive names must come from an installed package
+    (:func:`hvdkeras.common.installed.check`: Keras 2.15 imports whatever module a ``config.json`` names, also in
+    its safe mode).
+
+    Raises:
+        SetupError: in safe mode, the archive names a module found outside the installed packages.
+    """
+    if safe_mode:
+        for module in named_modules(blob):
+            installed.check(module, "the saved model's config.json")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model" + MODEL_SUFFIX)
         with open(path, "wb") as f:

@@ -182,3 +182,83 @@ def test_overwrite_removes_a_saved_model_through_fsspec_and_nothing_else(tmp_pat
     with pytest.raises(SetupError, match=r"exists and holds no saved model .*: overwrite removes only a saved model"):
         writer._handleOverwrite(str(other))
     assert (other / "data.csv").exists()
+
+
+PLANTED_LOAD = """
+import sys
+from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.keras.estimator import KerasModel
+for folder in sys.argv[1:]:
+    try:
+        KerasModel.load(folder)
+        print("LOADED", folder)
+    except SetupError as exc:
+        print("REFUSED", exc)
+"""
+
+
+def _plant(where, module_path, marker):
+    """A payload module at ``where/module_path`` that creates ``marker`` when imported; a class ``x`` in it."""
+    path = where / module_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"open({str(marker)!r}, 'w').close()\nclass x:\n    pass\n")
+
+
+def _with_import(saved, tmp_path, name, target):
+    """A copy of the saved model folder ``saved`` whose metadata's custom_objects name ``target`` by ``$import``."""
+    import shutil
+
+    folder = tmp_path / name
+    shutil.copytree(saved, folder)
+    metadata = json.loads((folder / "metadata").read_text())
+    metadata["paramMap"]["custom_objects"] = {"$dict": {"x": {"$import": target}}}
+    (folder / "metadata").write_text(json.dumps(metadata))
+    return folder
+
+
+def _with_keras_module(saved, tmp_path, name, module):
+    """A copy of ``saved`` whose model.keras names ``module`` for its Dense layer (the pattern of CVE-2025-1550)."""
+    import shutil
+    import zipfile
+
+    folder = tmp_path / name
+    shutil.copytree(saved, folder)
+    with zipfile.ZipFile(saved / "model.keras") as src, zipfile.ZipFile(folder / "model.keras", "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "config.json":
+                text = data.decode()
+                assert '"module": "keras.layers"' in text
+                data = text.replace('"module": "keras.layers"', f'"module": "{module}"', 1).encode()
+            dst.writestr(item, data)
+    return folder
+
+
+def test_a_saved_folder_that_names_code_beside_or_inside_it_is_refused_and_runs_nothing(tmp_path):
+    """A notebook's, a pyspark shell's or a script's working directory holds the saved folder and a payload: beside
+    it, inside it (the saved folder as a namespace package), as a namespace package of its own, or named by the
+    model.keras's config.json. Loading in a fresh interpreter (the working directory first on sys.path) refuses each
+    in one line naming the module and its folder; no payload runs."""
+    import subprocess
+
+    KerasModel(model=small_model(), feature_columns=["f"], label_columns=["y"], run_id="r1").save(
+        str(tmp_path / "clean"))
+    folders = [_with_import(tmp_path / "clean", tmp_path, "beside", "payload_beside:x"),
+               _with_import(tmp_path / "clean", tmp_path, "inside", "inside.payload:x"),
+               _with_import(tmp_path / "clean", tmp_path, "namespace", "nspkg.sub.payload:x"),
+               _with_keras_module(tmp_path / "clean", tmp_path, "archive", "payload_keras")]
+    marker = tmp_path / "MARKER"
+    for planted in ("payload_beside.py", "inside/payload.py", "nspkg/sub/payload.py", "payload_keras.py"):
+        _plant(tmp_path, planted, marker)
+    proc = subprocess.run([sys.executable, "-c", PLANTED_LOAD, *[f.name for f in folders], "clean"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(("LOADED", "REFUSED"))]
+    assert proc.returncode == 0 and len(lines) == 5, proc.stdout + proc.stderr[-3000:]
+    assert not marker.exists()
+    says = "which no installed package holds (the working directory, the saved folder or another folder on sys.path)"
+    for line, (module, where) in zip(lines, [("payload_beside", "payload_beside.py"), ("inside.payload", "inside"),
+                                             ("nspkg.sub.payload", "nspkg"), ("payload_keras", "payload_keras.py")]):
+        assert line.startswith("REFUSED ") and f"names module {module!r}, found in {tmp_path / where}," in line, line
+        assert says in line
+    assert lines[-1] == "LOADED clean"

@@ -15,7 +15,7 @@ def store(tmp_path):
 
 
 @pytest.mark.parametrize("run_id", ["../../x", "/abs/path", "a/b", "", ".", "..", ".hidden", "a b", "x" * 129, 7,
-                                    None, "run\n1"])
+                                    None, "run\n1", "run1\n"])
 def test_a_run_id_that_is_not_a_name_is_one_line(run_id):
     with pytest.raises(ConfigError) as error:
         runs.check_run_id(run_id)
