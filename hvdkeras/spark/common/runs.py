@@ -5,11 +5,13 @@ same ``run_id`` resumes there. Three rules keep runs from clobbering each other,
 
 * :func:`check_run_id`: a ``run_id`` is a name (letters, digits, ``.``, ``_``, ``-``), never a path, so no
   fit writes or prunes outside its run's folder; :func:`new_run_id` is unique when none is given.
-* :class:`RunLock`: a fit holds its run through ``<run>/.hvdkeras-lock.json`` (who holds it and when it was
-  last seen). A heartbeat thread keeps it fresh; a second ``fit`` on a run whose lock was seen within
-  :data:`STALE_S` seconds is refused in one line naming the holder. A lock left by a driver that died goes
-  stale and is taken over with a warning. An object store has no exclusive create, so the lock is written,
-  then read back: of two fits that start together, the one whose token is not there backs off.
+* :class:`RunLock`: a fit holds its run through a lock object, ``<run>/.hvdkeras-lock-<generation>.json``
+  (who holds it and when it was last seen). Taking the run is one atomic step: the exclusive create of the
+  next generation's object (``O_EXCL`` on a folder store, S3's ``If-None-Match: *``, fsspec's ``"xb"`` mode),
+  so of two fits that start together exactly one creates it and the other is refused. A heartbeat thread
+  keeps the lock fresh; a second ``fit`` on a run whose lock was seen within :data:`STALE_S` seconds is
+  refused in one line naming the holder. A lock left by a driver that died goes stale and is taken over, by
+  the next generation's exclusive create, with a warning; a fit whose lock was taken over stops in one line.
 * :func:`check_same_job`: ``<run>/job.json`` records what trained the run's checkpoints (the model's
   architecture, the optimizer, the loss, the columns, the batch, the seed, the stack). Resuming them with
   another job is refused in one line listing the differences, unless ``resume='force'``.
@@ -18,19 +20,22 @@ No TensorFlow here: what describes a model comes from the caller.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from hvdkeras.common import log
 from hvdkeras.common.errors import ConfigError, SetupError
 from hvdkeras.common.workdir_guard import holder_line
 from hvdkeras.spark.common.store import FilesystemStore
 
-LOCK_FILE = ".hvdkeras-lock.json"
+LOCK_FILE = ".hvdkeras-lock.json"  # an earlier version's lock: read as generation 0, removed when taken over
+LOCK_PREFIX = ".hvdkeras-lock-"
+_LOCK_NAME = re.compile(r"\.hvdkeras-lock-(\d{1,18})\.json")
 JOB_FILE = "job.json"
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
@@ -92,15 +97,22 @@ class RunLock:
         heartbeat_s: how often the lock is refreshed while held.
         stale_s: how old a lock's last refresh may be before another fit takes it over.
         clock: the time (tests pass a fake one).
+        on_lost: called once, from the heartbeat's thread, when another fit took the lock over (the fit cancels
+            its Spark jobs); :meth:`lost_error` then gives the line that stops the fit.
     """
 
     def __init__(self, store: FilesystemStore, run_id: str, heartbeat_s: float = HEARTBEAT_S,
-                 stale_s: float = STALE_S, clock: Callable[[], float] = time.time):
+                 stale_s: float = STALE_S, clock: Callable[[], float] = time.time,
+                 on_lost: Optional[Callable[[], None]] = None):
         self.store, self.run_id = store, run_id
-        self.path = f"{store.get_run_path(run_id)}/{LOCK_FILE}"
+        self.folder = store.get_run_path(run_id)
+        self.path = ""  # this fit's lock object, once acquired
+        self.generation = 0
         self.heartbeat_s, self.stale_s, self.clock = heartbeat_s, stale_s, clock
         self.token = secrets.token_hex(16)
         self.holder = holder_line()
+        self.on_lost = on_lost
+        self.lost: Optional[str] = None  # who took the lock over, once another fit did
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -109,41 +121,103 @@ class RunLock:
         return SetupError(f"run_id {self.run_id!r} is being fitted by another fit ({_holder(held)};"
                           f" last seen {age:.0f} s ago): wait for it to end, or pass another run_id")
 
-    def _write(self) -> None:
-        self.store.write_text(self.path, json.dumps({"token": self.token, "holder": self.holder,
-                                                     "heartbeat": self.clock()}))
+    def _payload(self) -> str:
+        return json.dumps({"token": self.token, "holder": self.holder, "heartbeat": self.clock()})
+
+    def generations(self) -> List[Tuple[int, str]]:
+        """The run's lock objects as (generation, path), oldest first; an earlier version's is generation 0."""
+        where = self.store.get_localized_path(self.folder)
+        try:
+            self.store.fs.invalidate_cache(where)
+            names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in self.store.fs.ls(where, detail=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = [(0, f"{self.folder}/{LOCK_FILE}")] if LOCK_FILE in names else []
+        for name in names:
+            match = _LOCK_NAME.fullmatch(name)
+            if match:
+                found.append((int(match.group(1)), f"{self.folder}/{name}"))
+        return sorted(found)
+
+    def _lock_path(self, generation: int) -> str:
+        return f"{self.folder}/{LOCK_PREFIX}{generation:010d}.json"
+
+    def _last_seen(self, path: str) -> Tuple[Dict[str, Any], float]:
+        """(what the lock at ``path`` holds, when it was last refreshed): one that is not whole yet (being created)
+        was last seen when it was written, by the store's clock where it has one."""
+        held = _read_json(self.store, path)
+        if held is not None:
+            return held, _heartbeat(held)
+        try:
+            modified = self.store.fs.modified(self.store.get_localized_path(path)).timestamp()
+        except (OSError, NotImplementedError, AttributeError, ValueError):
+            modified = 0.0
+        return {"holder": "a fit that is taking the run"}, modified
 
     def acquire(self) -> "RunLock":
         """Takes the run, or refuses in one line when another fit holds it.
 
         Raises:
-            SetupError: a lock seen within ``stale_s`` seconds is there, or another fit wrote its lock at once.
+            SetupError: a lock seen within ``stale_s`` seconds is there, or another fit took the run at once.
         """
-        held = _read_json(self.store, self.path)
-        if held is not None and held.get("token") != self.token:
-            if self.clock() - _heartbeat(held) < self.stale_s:
-                raise self._refuse(held)
+        older = self.generations()
+        newest = older[-1][0] if older else 0
+        stale: Optional[Dict[str, Any]] = None
+        if older:
+            held, seen = self._last_seen(older[-1][1])
+            if self.clock() - seen < self.stale_s:
+                raise self._refuse(dict(held, heartbeat=seen))
+            stale = held
+        path = self._lock_path(newest + 1)
+        try:
+            self.store.create_exclusive(path, self._payload())
+        except FileExistsError:  # another fit created this generation first: it holds the run
+            raise self._refuse(self._last_seen(path)[0] | {"heartbeat": self.clock()}) from None
+        self.path, self.generation = path, newest + 1
+        if stale is not None:
             log.warning(f"run_id {self.run_id!r}: taking over a lock last seen more than {self.stale_s:g} s ago"
-                        f" ({_holder(held)}), whose fit has ended without releasing it")
-        self._write()
-        back = _read_json(self.store, self.path)
-        if back is None or back.get("token") != self.token:
-            raise self._refuse(back or {})
+                        f" ({_holder(stale)}), whose fit has ended without releasing it")
+        for _, old in older:  # taken over: the stale generations go
+            with contextlib.suppress(OSError):
+                self.store.fs.rm(self.store.get_localized_path(old))
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, name=f"hvdkeras-run-lock-{self.run_id}", daemon=True)
         self._thread.start()
         return self
 
+    def _taken_over(self) -> Optional[str]:
+        """Who holds the run now when it is not this fit (a newer generation, or this fit's lock gone)."""
+        gens = self.generations()
+        if gens and gens[-1][0] > self.generation:
+            return _holder(self._last_seen(gens[-1][1])[0])
+        if self.generation not in [g for g, _ in gens]:
+            return "this fit's lock is gone from the store"
+        return None
+
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
-            held = _read_json(self.store, self.path)
-            if held is not None and held.get("token") != self.token:
-                log.warning(f"run_id {self.run_id!r}: another fit took this run's lock ({_holder(held)})")
-                return
             try:
-                self._write()
+                other = self._taken_over()
+                if other is None:
+                    self.store.write_text(self.path, self._payload())
+                    continue
             except OSError as exc:  # a store that does not answer now: the next beat tries again
                 log.warning(f"run_id {self.run_id!r}: the lock's heartbeat could not be written ({exc})")
+                continue
+            self.lost = other
+            log.warning(f"run_id {self.run_id!r}: another fit took this run's lock ({other}); this fit stops")
+            if self.on_lost is not None:
+                self.on_lost()
+            return
+
+    def lost_error(self) -> Optional[SetupError]:
+        """The one line that stops this fit when another fit took its lock over (None: it still holds the run)."""
+        if self.lost is None:
+            return None
+        return SetupError(f"run_id {self.run_id!r}: another fit took this run over while this fit trained"
+                             f" ({self.lost}; this fit's heartbeat had not reached the store for {self.stale_s:g} s);"
+                             " this fit stopped: its checkpoints so far stay in the store, fit again once the other"
+                             " ends to resume")
 
     def release(self) -> None:
         """Stops the heartbeat and removes the lock, if it is still this fit's."""
@@ -151,6 +225,8 @@ class RunLock:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        if not self.path:
+            return
         held = _read_json(self.store, self.path)
         if held is not None and held.get("token") == self.token:
             self.store.fs.rm(self.store.get_localized_path(self.path))

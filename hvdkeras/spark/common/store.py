@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Union
 
-from hvdkeras.common.errors import ConfigError
+from hvdkeras.common.errors import ConfigError, SetupError
 
 # fsspec's protocols whose filesystem lives in another package: the package to pip install.
 CLIENTS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "abfs": "adlfs", "abfss": "adlfs",
@@ -172,6 +172,30 @@ class FilesystemStore(Store):
         with self.fs.open(tmp, "w") as f:
             f.write(text)
         self.fs.mv(tmp, where)
+
+    def create_exclusive(self, path: str, text: str) -> None:
+        """Creates ``path`` holding ``text`` in one atomic step that fails when it exists: ``O_EXCL`` on a folder,
+        a conditional write (S3's ``If-None-Match: *``) on an object store, through fsspec's ``"xb"`` mode.
+
+        Raises:
+            FileExistsError: ``path`` exists (another writer created it first).
+            SetupError: the store's filesystem has no exclusive create.
+        """
+        where = self.get_localized_path(path)
+        self.fs.makedirs(where.rsplit("/", 1)[0], exist_ok=True)
+        try:
+            with self.fs.open(where, "xb") as f:
+                f.write(text.encode())
+        except FileExistsError:
+            raise
+        except (ValueError, NotImplementedError) as exc:
+            raise SetupError(f"the store {self} cannot create a file exclusively ({_first(exc)}), which the run's lock"
+                             " needs: use a folder, S3, GCS or another store with conditional writes") from None
+        except OSError as exc:  # S3's 412 Precondition Failed arrives as an OSError of its own kind
+            if "Precondition" in str(exc) or "412" in str(exc):
+                raise FileExistsError(path) from None
+            raise
+        self.fs.invalidate_cache(where.rsplit("/", 1)[0])
 
     def is_parquet_dataset(self, path: str) -> bool:
         """Whether ``path`` holds a Parquet dataset (a folder with ``.parquet`` files)."""

@@ -40,6 +40,38 @@ __all__ = ["KerasEstimator", "KerasModel"]  # KerasModel: where models saved bef
 # The fits of this driver, one at a time: a fit's ranks take every task slot they need at once, so fits started
 # together (Spark ML's tuning with parallelism > 1 runs them on threads) would wait on each other's slots; they queue.
 _ONE_FIT = threading.Lock()
+class _JobTag:
+    """A Spark job tag on this thread's jobs while a fit runs (``with``), so that :meth:`cancel` stops them alone."""
+
+    def __init__(self, prefix: str):
+        import secrets
+
+        self.tag = f"{prefix}-{secrets.token_hex(4)}"
+
+    @staticmethod
+    def _context() -> Any:
+        from pyspark import SparkContext
+
+        return SparkContext._active_spark_context
+
+    def __enter__(self) -> "_JobTag":
+        sc = self._context()
+        if sc is not None and hasattr(sc, "addJobTag"):
+            sc.addJobTag(self.tag)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sc = self._context()
+        if sc is not None and hasattr(sc, "removeJobTag"):
+            sc.removeJobTag(self.tag)
+
+    def cancel(self) -> None:
+        """Cancels the running jobs that carry the tag (from another thread: the run lock's heartbeat)."""
+        sc = self._context()
+        if sc is not None and hasattr(sc, "cancelJobsWithTag"):
+            sc.cancelJobsWithTag(self.tag)
+
+
 class KerasEstimator(Estimator, MLWritable, MLReadable):
     """Trains a Keras model on a Spark DataFrame with Horovod (Horovod's ``KerasEstimator`` arguments).
 
@@ -248,23 +280,42 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         self._config_tree(backend.num_processes(), optimizer)  # refused before anything is written
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
-        with runs.RunLock(store, run_id):
-            forced = runs.check_same_job(store, run_id, job, self.getOrDefault("resume"))
-            if forced:
-                log.warning(f"resume='force': run_id {run_id!r} resumes from checkpoints trained by another job"
-                            f" ({'; '.join(forced)})")
-            data_index = runs.fit_data_index(run_id)
+        tag = _JobTag(f"hvdkeras-fit-{run_id}")
+        lock = runs.RunLock(store, run_id, on_lost=tag.cancel)
+        with lock, tag:
             try:
-                checked = time.monotonic()
-                prepared = data(store, backend.num_processes(), data_index)
-                runs.record_job(store, run_id, job)
-                seconds = {"checks": checked - began, "data": time.monotonic() - checked}
-                return self._train(model, optimizer, loss, store, backend, prepared, run_id, seconds)
-            finally:
-                if intermediate and not self._flag("keep_intermediate_data"):
-                    for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
-                        if store.exists(path):
-                            store.fs.rm(store.get_localized_path(path), recursive=True)
+                fitted = self._fit_holding(data, intermediate, store, backend, model, optimizer, loss, run_id, job,
+                                           began)
+            except Exception:
+                lost = lock.lost_error()  # a fit whose run another fit took over says so, not what the cancel broke
+                if lost is None:
+                    raise
+                raise lost from None
+            lost = lock.lost_error()
+            if lost is not None:
+                raise lost
+            return fitted
+
+    def _fit_holding(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
+                     store: FilesystemStore, backend: Any, model: Any, optimizer: Any, loss: Any, run_id: str,
+                     job: Dict[str, Any], began: float) -> "KerasModel":
+        """The fit of a run this fit holds (:class:`runs.RunLock`): the job checked and recorded, the data, training."""
+        forced = runs.check_same_job(store, run_id, job, self.getOrDefault("resume"))
+        if forced:
+            log.warning(f"resume='force': run_id {run_id!r} resumes from checkpoints trained by another job"
+                        f" ({'; '.join(forced)})")
+        data_index = runs.fit_data_index(run_id)
+        try:
+            checked = time.monotonic()
+            prepared = data(store, backend.num_processes(), data_index)
+            runs.record_job(store, run_id, job)
+            seconds = {"checks": checked - began, "data": time.monotonic() - checked}
+            return self._train(model, optimizer, loss, store, backend, prepared, run_id, seconds)
+        finally:
+            if intermediate and not self._flag("keep_intermediate_data"):
+                for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
+                    if store.exists(path):
+                        store.fs.rm(store.get_localized_path(path), recursive=True)
 
     @staticmethod
     def _output_shapes(model: Any, prepared: Any) -> Optional[List[Optional[Tuple[int, ...]]]]:

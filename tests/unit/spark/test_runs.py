@@ -95,6 +95,95 @@ def test_the_heartbeat_keeps_a_long_fit_held(store):
         lock.release()
 
 
+def _race(store, run_id, fits, clock=None):
+    """``fits`` locks on ``run_id`` acquired at one instant (a barrier), each on a thread: (held, refused lines)."""
+    import threading
+
+    gate, held, refused = threading.Barrier(fits), [], []
+
+    def take():
+        lock = runs.RunLock(store, run_id, heartbeat_s=3600, clock=clock or Clock())
+        gate.wait()
+        try:
+            held.append(lock.acquire())
+        except SetupError as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=take) for _ in range(fits)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return held, refused
+
+
+def test_of_fits_that_take_a_run_at_the_same_instant_exactly_one_holds_it_every_time(store):
+    for round_ in range(40):
+        held, refused = _race(store, f"run{round_ % 4}", 4)
+        assert len(held) == 1 and len(refused) == 3, (round_, refused)
+        assert all(line.startswith(f"run_id 'run{round_ % 4}' is being fitted by another fit") for line in refused)
+        held[0].release()
+
+
+def test_of_fits_that_take_over_a_stale_lock_at_the_same_instant_exactly_one_holds_it(store, capsys):
+    for round_ in range(20):
+        dead = runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock(1000.0)).acquire()
+        dead._stop.set()  # its driver died
+        held, refused = _race(store, "run1", 3, clock=Clock(2000.0))
+        assert len(held) == 1 and len(refused) == 2, (round_, refused)
+        assert [g for g, _ in held[0].generations()] == [held[0].generation]  # the stale generation went
+        held[0].release()
+    assert capsys.readouterr().err.count("taking over a lock last seen more than 60 s ago") == 20
+
+
+def test_a_fit_whose_lock_another_fit_took_over_is_told_and_stops_in_one_line(store):
+    lost = []
+    slow = runs.RunLock(store, "run1", heartbeat_s=0.01, stale_s=60, clock=Clock(1000.0),
+                        on_lost=lambda: lost.append(True)).acquire()
+    try:
+        assert slow.lost_error() is None
+        other = runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock(2000.0)).acquire()  # slow's beat seemed lost
+        deadline = time.monotonic() + 30
+        while not lost:
+            assert time.monotonic() < deadline, "the heartbeat did not see the lock taken over within 30 s"
+            time.sleep(0.01)
+        line = str(slow.lost_error())
+        assert line.startswith(f"run_id 'run1': another fit took this run over while this fit trained ({other.holder};")
+        assert line.endswith("fit again once the other ends to resume") and "\n" not in line
+        slow.release()  # not its lock any more: the other fit's stays
+        assert store.exists(other.path)
+        other.release()
+    finally:
+        slow.release()
+
+
+@pytest.fixture(scope="module")
+def s3_store():
+    """A store in a bucket of moto's S3 server, whose conditional writes are S3's (If-None-Match)."""
+    pytest.importorskip("s3fs")
+    import boto3
+
+    from tests.harness.s3_server import moto_server
+
+    with moto_server() as endpoint:
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                     region_name="us-east-1").create_bucket(Bucket="locks")
+        options = {"key": "testing", "secret": "testing",
+                   "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+        yield Store.create("s3://locks/store", storage_options=options)
+
+
+def test_on_s3_too_of_fits_that_take_a_run_at_once_exactly_one_holds_it(s3_store):
+    with pytest.raises(FileExistsError):
+        s3_store.create_exclusive(f"{s3_store.get_run_path('x')}/once", "a") or s3_store.create_exclusive(
+            f"{s3_store.get_run_path('x')}/once", "b")
+    assert s3_store.read(f"{s3_store.get_run_path('x')}/once") == b"a"
+    for round_ in range(8):
+        held, refused = _race(s3_store, "run1", 3)
+        assert len(held) == 1 and len(refused) == 2, (round_, refused)
+        held[0].release()
+
+
 def _checkpoint(store, run_id):
     path = store.get_localized_path(store.get_checkpoint_path(run_id)) + "/epoch-0001"
     store.fs.makedirs(path, exist_ok=True)
