@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from hvdkeras.common import log
 from hvdkeras.common.errors import ConfigError, SetupError
 from hvdkeras.common.workdir_guard import holder_line
-from hvdkeras.spark.common.store import FilesystemStore
+from hvdkeras.spark.common.store import ExclusiveCreateError, FilesystemStore
 
 LOCK_FILE = ".hvdkeras-lock.json"  # an earlier version's lock: read as generation 0, removed when taken over
 LOCK_PREFIX = ".hvdkeras-lock-"
@@ -173,6 +173,8 @@ class RunLock:
             self.store.create_exclusive(path, self._payload())
         except FileExistsError:  # another fit created this generation first: it holds the run
             raise self._refuse(self._last_seen(path)[0] | {"heartbeat": self.clock()}) from None
+        except ExclusiveCreateError as exc:
+            self._write_and_read_back(path, str(exc))
         self.path, self.generation = path, newest + 1
         if stale is not None:
             log.warning(f"run_id {self.run_id!r}: taking over a lock last seen more than {self.stale_s:g} s ago"
@@ -184,6 +186,19 @@ class RunLock:
         self._thread = threading.Thread(target=self._beat, name=f"hvdkeras-run-lock-{self.run_id}", daemon=True)
         self._thread.start()
         return self
+
+    def _write_and_read_back(self, path: str, why: str) -> None:
+        """The lock on a store without an exclusive create: written unless there, then read back (one warning line:
+        two fits that start at the same instant may both pass)."""
+        log.warning(f"run_id {self.run_id!r}: the store cannot create a file exclusively ({why}); its lock is written"
+                    " and read back, which two fits started at the same instant may both pass: start one fit per"
+                    " run_id at a time")
+        if self.store.exists(path):
+            raise self._refuse(self._last_seen(path)[0])
+        self.store.write_text(path, self._payload())
+        back = _read_json(self.store, path)
+        if back is None or back.get("token") != self.token:
+            raise self._refuse(back or {})
 
     def _taken_over(self) -> Optional[str]:
         """Who holds the run now when it is not this fit (a newer generation, or this fit's lock gone)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Union
 
-from hvdkeras.common.errors import ConfigError, SetupError
+from hvdkeras.common.errors import ConfigError
 
 # fsspec's protocols whose filesystem lives in another package: the package to pip install.
 CLIENTS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "abfs": "adlfs", "abfss": "adlfs",
@@ -179,7 +179,7 @@ class FilesystemStore(Store):
 
         Raises:
             FileExistsError: ``path`` exists (another writer created it first).
-            SetupError: the store's filesystem has no exclusive create.
+            ExclusiveCreateError: the store's filesystem has none (HDFS through Arrow, for one).
         """
         where = self.get_localized_path(path)
         self.fs.makedirs(where.rsplit("/", 1)[0], exist_ok=True)
@@ -189,8 +189,7 @@ class FilesystemStore(Store):
         except FileExistsError:
             raise
         except (ValueError, NotImplementedError) as exc:
-            raise SetupError(f"the store {self} cannot create a file exclusively ({_first(exc)}), which the run's lock"
-                             " needs: use a folder, S3, GCS or another store with conditional writes") from None
+            raise ExclusiveCreateError(_first(exc)) from None
         except OSError as exc:  # S3's 412 Precondition Failed arrives as an OSError of its own kind
             if "Precondition" in str(exc) or "412" in str(exc):
                 raise FileExistsError(path) from None
@@ -203,6 +202,10 @@ class FilesystemStore(Store):
         if not self.fs.isdir(where):
             return False
         return any(str(name).endswith(".parquet") for name in self.fs.ls(where, detail=False))
+
+
+class ExclusiveCreateError(Exception):
+    """The store's filesystem cannot create a file in one step that fails when it exists."""
 
 
 def _first(exc: BaseException) -> str:

@@ -226,3 +226,20 @@ def test_a_hostile_lock_in_the_store_is_still_one_line(store):
     assert "\n" not in str(error.value) and "(evil line two" in str(error.value) and len(str(error.value)) < 400
     store.write_text(lock_path, json.dumps({"token": "x", "holder": "h", "heartbeat": "soon"}))  # not a number
     runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock()).acquire().release()  # stale: taken over
+
+
+def test_a_store_without_an_exclusive_create_still_locks_and_says_what_it_cannot_promise(store, monkeypatch, capsys):
+    from hvdkeras.spark.common.store import ExclusiveCreateError
+
+    def unsupported(path, text):
+        raise ExclusiveCreateError("unsupported mode for Arrow filesystem: 'xb'")
+
+    monkeypatch.setattr(store, "create_exclusive", unsupported)
+    first = runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock()).acquire()
+    try:
+        assert "the store cannot create a file exclusively (unsupported mode for Arrow filesystem: 'xb')" in (
+            capsys.readouterr().err)
+        with pytest.raises(SetupError, match="is being fitted by another fit"):
+            runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock()).acquire()
+    finally:
+        first.release()
