@@ -35,6 +35,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -114,20 +115,44 @@ def _local_files(folder: str) -> List[str]:
     return sorted(found)
 
 
-LOCAL_PREFIX = "hvdkeras-run-"  # a rank's local folder: <tmp>/hvdkeras-run-<pid>-<random>
+LOCAL_PREFIX = "hvdkeras-run-"  # a rank's local folder: <tmp>/hvdkeras-run-<host and boot>-<pid>-<random>
+
+
+def _this_boot() -> str:
+    """12 hex digits naming this host and its boot: a local folder's owner is provably gone only when it is of the
+    same host and boot (a shared temporary folder, or one that survives a reboot, holds others')."""
+    import socket
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        import psutil
+
+        boot = str(int(psutil.boot_time()))
+    return hashlib.sha256(f"{socket.gethostname()}\0{boot}".encode()).hexdigest()[:12]
 
 
 def local_folder(parent: Optional[str] = None) -> str:
-    """A new local folder for this process's run (in ``parent``, default the temporary folder); the folders of
-    processes that are gone (a rank killed before it could remove its own) are removed first."""
+    """A new local folder for this process's run (in ``parent``, default the temporary folder). The folders of
+    processes that are provably gone are removed first: of this host and boot, owned by this user, a folder and
+    not a link, and whose process is not running (a rank killed before it could remove its own)."""
     import psutil
 
     parent = parent or tempfile.gettempdir()
+    mine = f"{LOCAL_PREFIX}{_this_boot()}-"
     for name in os.listdir(parent):
-        owner = name[len(LOCAL_PREFIX):].split("-", 1)[0]
-        if name.startswith(LOCAL_PREFIX) and owner.isdigit() and not psutil.pid_exists(int(owner)):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"{LOCAL_PREFIX}{os.getpid()}-", dir=parent)
+        owner = name[len(mine):].split("-", 1)[0]
+        if not (name.startswith(mine) and owner.isdigit()) or psutil.pid_exists(int(owner)):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(path, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{mine}{os.getpid()}-", dir=parent)
 
 
 class RunMirror:

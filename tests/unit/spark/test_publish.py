@@ -193,19 +193,29 @@ def test_no_secret_reaches_a_file_in_the_store_or_a_message(store, tmp_path):
     assert SECRET not in repr(mirror) and SECRET not in repr(store)
 
 
-def test_a_ranks_local_folder_is_new_and_the_folders_of_gone_processes_go(tmp_path):
+def test_a_ranks_local_folder_is_new_and_only_the_folders_of_provably_gone_processes_go(tmp_path):
+    """Removed: a folder of this host and boot, this user's, whose process is not running. Kept: a live process's,
+    another host's or boot's (a shared or persistent temporary folder), a link, a name that is not a pid."""
     import subprocess
     import sys
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead = tmp_path / f"hvdkeras-run-{int(gone.stdout)}-abc"
-    alive = tmp_path / f"hvdkeras-run-{os.getpid()}-def"
-    other = tmp_path / "hvdkeras-run-notapid"
-    for folder in (dead, alive, other):
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    here = f"hvdkeras-run-{publish._this_boot()}"
+    dead = tmp_path / f"{here}-{gone}-abc"
+    alive = tmp_path / f"{here}-{os.getpid()}-def"
+    other_boot = tmp_path / f"hvdkeras-run-0123456789ab-{gone}-ghi"
+    other = tmp_path / f"{here}-notapid"
+    for folder in (dead, alive, other_boot, other):
         (folder / "checkpoints").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / f"{here}-{gone}-link"
+    link.symlink_to(elsewhere)
     made = publish.local_folder(str(tmp_path))
-    assert os.path.basename(made).startswith(f"hvdkeras-run-{os.getpid()}-")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name, os.path.basename(made)])
+    assert os.path.basename(made).startswith(f"{here}-{os.getpid()}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, other_boot.name, other.name, link.name, "elsewhere", os.path.basename(made)])
 
 
 @pytest.mark.parametrize("listed", ["../../outside", "/abs/path", "a/../../b", "./ckpt.index", "a//b"])
