@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.common.errors import RankFailedError, SetupError
+from hvdkeras.spark.common import environment
 
 DEFAULT_START_TIMEOUT_S = 120
 
@@ -260,7 +261,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         use_mpi: launch the ranks with MPI instead of Gloo.
         use_gloo: launch them with Gloo (the default).
         extra_mpi_args: more ``mpirun`` arguments, with ``use_mpi``.
-        env: the ranks' environment (default: this process's).
+        env: the ranks' environment (default: this process's allowed variables,
+            :mod:`hvdkeras.spark.common.environment`; one you give goes whole).
         stdout: where the ranks' standard output goes.
         stderr: where their standard error goes.
         verbose: Horovod's verbosity.
@@ -285,14 +287,16 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
     if use_mpi:
-        return _run_horovods(sc, fn, args, kwargs, num_proc, start_timeout, extra_mpi_args, env, stdout, stderr,
+        ranks_env = environment.for_ranks(os.environ) if env is None else dict(env)
+        return _run_horovods(sc, fn, args, kwargs, num_proc, start_timeout, extra_mpi_args, ranks_env, stdout, stderr,
                              verbose, nics, prefix_output_with_timestamp,
                              executable or rank_python(getattr(sc, "pythonExec", None), executor))
     from hvdkeras.spark.gang import run_gang
 
     if isinstance(nics, str):
         nics = [nics]
-    return run_gang(sc, fn, args, dict(kwargs or {}), num_proc, dict(os.environ if env is None else env),
+    return run_gang(sc, fn, args, dict(kwargs or {}), num_proc,
+                    environment.for_ranks(os.environ) if env is None else dict(env),
                     float(start_timeout), max_retries=max_retries, executable=executable,
                     nics=list(nics) if nics else None, stdout=stdout, stderr=stderr,
                     timestamp=prefix_output_with_timestamp, retry_hint=retry_hint)

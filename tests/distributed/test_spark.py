@@ -51,6 +51,12 @@ def test_more_ranks_than_task_slots_is_one_line_at_once(checked):
                                    " local[2]); lower num_proc to 2 or give Spark more cores")
 
 
+def test_no_rank_sees_a_secret_of_the_drivers_environment_but_its_own_settings(checked):
+    # the driver's whole environment went to every rank in Spark's task messages; now an allow-list does
+    assert checked["environment"] == [{"unrelated": None, "aws": None, "rank": str(rank), "path": True}
+                                      for rank in range(2)]
+
+
 def test_the_quick_start_fits_transforms_saves_and_loads(spark_local):
     # docs/spark.md's quick start, examples/spark/keras_spark_digits.py's quick_start, in the shared driver's session
     quick = spark_local["quick_start"]

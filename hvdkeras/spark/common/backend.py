@@ -6,6 +6,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, RankFailedError
+from hvdkeras.spark.common import environment
 
 
 class Backend:
@@ -85,7 +86,8 @@ class SparkBackend(Backend):
 
     Args:
         num_proc: the number of ranks (default: Spark's task slots).
-        env: the ranks' environment (default: the driver's).
+        env: the ranks' environment (default: the driver's allowed variables,
+            :mod:`hvdkeras.spark.common.environment`; one you give goes whole).
         stdout: where the ranks' standard output goes (default: the driver's).
         stderr: where their standard error goes.
         prefix_output_with_timestamp: prefix each line of their output with its time.
@@ -130,7 +132,7 @@ class SparkBackend(Backend):
         """
         from hvdkeras.spark.runner import run
 
-        full_env = dict(self._env or os.environ)
+        full_env = dict(self._env) if self._env else environment.for_ranks(os.environ)
         full_env.pop("CUDA_VISIBLE_DEVICES", None)
         full_env.update(env or {})
         return run(fn, args=args, kwargs=kwargs, num_proc=self._num_proc, env=full_env, max_retries=max_retries,

@@ -98,6 +98,10 @@ class FilesystemStore(Store):
         self._runs_path = self._full(runs_path) if runs_path else self._join("runs")
         self._save_runs = save_runs
 
+    def fs_protocol(self) -> str:
+        """The protocol of the store's URL (``file``, ``s3``, ``gs``...): which credentials its ranks need."""
+        return self.prefix_path.split("://", 1)[0]
+
     def __repr__(self) -> str:  # the prefix only: storage_options may hold credentials
         return f"{type(self).__name__}({self.prefix_path!r})"
 

@@ -10,6 +10,7 @@ refused in one line that names it. The unfitted estimator persists with Spark ML
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -24,7 +25,7 @@ from hvdkeras import config as config_lib
 from hvdkeras.common import log, stack
 from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError, shown
 from hvdkeras.runtime import compat
-from hvdkeras.spark.common import runs
+from hvdkeras.spark.common import environment, runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason, run_retrying
 from hvdkeras.spark.common.data import check_present, from_parquet, prepare
 from hvdkeras.spark.common.store import FilesystemStore
@@ -355,7 +356,8 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         workdir = store.get_localized_path(store.get_run_path(run_id))
         checkpoints = store.get_checkpoint_path(run_id) or f"{store.get_run_path(run_id)}/checkpoints"
         shown = store.get_localized_path(checkpoints) if store.is_local() else checkpoints
-        env = dict(self.getOrDefault("backend_env") or {})
+        env = environment.for_store(store.fs_protocol(), os.environ)  # the store's credentials, for its kind only
+        env.update(self.getOrDefault("backend_env") or {})
         if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         retries = self._max_retries()

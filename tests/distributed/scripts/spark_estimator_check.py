@@ -11,6 +11,7 @@ several checks in one driver (each Spark session and each Horovod start costs ~1
 * ``transform``: prediction columns, a row count, the argmax accuracy, the rows ``toPandas()`` gives;
 * ``persist``: the model saved and loaded alone and inside a PipelineModel gives the same predictions;
 * ``too_many``: hvdkeras.spark.run with num_proc=3 on two slots (local[2] only: the cluster's driver has its own);
+* ``environment``: what two ranks of hvdkeras.spark.run see of secrets in the driver's environment (local[2] only);
 * ``errors``: the one line for each bad input (missing column, string column, empty DataFrame,
   feature length, unknown parameter, a petastorm-only parameter).
 """
@@ -114,6 +115,12 @@ def allreduce_rank():
     hvd_tf.init()
     total = hvd_tf.allreduce(tf.constant(float(hvd_tf.rank())), op=hvd_tf.Sum, name="spark_check")
     return {"rank": hvd_tf.rank(), "size": hvd_tf.size(), "sum": float(total.numpy())}
+
+
+def rank_sees():
+    """What a rank sees of the driver's environment: two secrets it must not, and its own Horovod settings."""
+    return {"unrelated": os.environ.get("UNRELATED_API_TOKEN"), "aws": os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            "rank": os.environ.get("HOROVOD_RANK"), "path": bool(os.environ.get("PATH"))}
 
 
 def intermediate_data(store_path):
@@ -265,6 +272,14 @@ def run_checks(spark, store_path, too_many=True):
     lap("persist")
     if too_many:
         out["too_many"] = error_of(lambda: hvd_spark.run(allreduce_rank, num_proc=3, verbose=0))
+        secrets = {"UNRELATED_API_TOKEN": "tok-never-for-ranks", "AWS_SECRET_ACCESS_KEY": "aws-never-for-ranks"}
+        os.environ.update(secrets)
+        try:
+            out["environment"] = hvd_spark.run(rank_sees, num_proc=2, verbose=0)
+        finally:
+            for name in secrets:
+                del os.environ[name]
+        lap("environment")
     empty = df.limit(0)
     out["errors"] = {
         "missing": error_of(lambda: estimator(feature_cols=["pixels"]).fit(df)),

@@ -46,6 +46,18 @@ def test_the_drivers_hidden_gpus_do_not_reach_the_ranks_but_use_gpu_false_does(r
     assert runs[-1]["env"]["CUDA_VISIBLE_DEVICES"] == "-1"
 
 
+def test_the_ranks_get_the_drivers_allowed_variables_and_what_you_name_whole(runs, monkeypatch):
+    monkeypatch.setenv("UNRELATED_API_TOKEN", "s3cr3t")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-s3cr3t")
+    monkeypatch.setenv("HOROVOD_LOG_LEVEL", "warning")
+    backend_lib.SparkBackend(2).run(print)
+    env = runs[-1]["env"]
+    assert "UNRELATED_API_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["HOROVOD_LOG_LEVEL"] == "warning" and env["PATH"]
+    backend_lib.SparkBackend(2, env={"UNRELATED_API_TOKEN": "named"}).run(print)  # named: it goes, alone
+    assert runs[-1]["env"] == {"UNRELATED_API_TOKEN": "named"}
+
+
 def test_spark_backend_hands_the_retries_to_the_runner_once(runs):
     backend = backend_lib.SparkBackend(2)
     assert backend_lib.run_retrying(backend, print, (1,), {"A": "1"}, 2, retry_hint=", from x") == ["done"]
