@@ -40,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         plan = plans.discover(mpi=args.mpi, gpu=args.gpu)
         selected = patches.select(gpu=plan.gpu)
+        if patches.open_rendezvous(selected):
+            builder.log(f"WARNING: {patches.AUTH_PATCH} left out ({patches.OPEN_ENV}=1): this Horovod's Gloo"
+                        " rendezvous answers anyone who reaches its port, and hvdkeras refuses it unless"
+                        f" {patches.OPEN_ENV}=1 is set where it runs too")
         root = builder.cache_root(args.cache_dir)
         if args.print_plan:
             print(plans.build_id(plan, patches.digest(selected)))

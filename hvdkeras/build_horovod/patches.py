@@ -26,6 +26,9 @@ from hvdkeras.build_horovod import BuildError
 PATCH_DIR = pathlib.Path(__file__).with_name("patches")
 SKIP_ENV = "HVDKERAS_HOROVOD_SKIP_PATCHES"
 EXTRA_ENV = "HVDKERAS_HOROVOD_EXTRA_PATCHES"
+# The patch whose rendezvous requires the job's secret: skipped only with OPEN_ENV=1, and the build says so.
+AUTH_PATCH = "0010-rendezvous-answers-only-the-job.patch"
+OPEN_ENV = "HVDKERAS_ALLOW_OPEN_RENDEZVOUS"  # hvdkeras.common.horovod_env.OPEN_RENDEZVOUS_ENV
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +75,17 @@ def select(gpu: bool, patch_dir: str | os.PathLike[str] = PATCH_DIR, skip: str |
             raise BuildError(f"{EXTRA_ENV} names a patch file that does not exist. Received: {name}")
         paths.append(pathlib.Path(name))
     chosen = [read(p) for p in sorted(paths, key=lambda p: p.name)]
-    return [p for p in chosen if (gpu or p.builds == "all") and not (prefixes and p.name.startswith(prefixes))]
+    kept = [p for p in chosen if (gpu or p.builds == "all") and not (prefixes and p.name.startswith(prefixes))]
+    shipped = (pathlib.Path(patch_dir) / AUTH_PATCH).is_file()
+    if shipped and AUTH_PATCH not in {p.name for p in kept} and os.environ.get(OPEN_ENV) != "1":
+        raise BuildError(f"{SKIP_ENV}={skip} leaves out {AUTH_PATCH}, without which every Gloo rendezvous answers"
+                         f" anyone who reaches its port; set {OPEN_ENV}=1 too to build such a Horovod anyway")
+    return kept
+
+
+def open_rendezvous(selected: Sequence[Patch], patch_dir: str | os.PathLike[str] = PATCH_DIR) -> bool:
+    """Whether a build of ``selected`` serves an open rendezvous (the shipped :data:`AUTH_PATCH` left out)."""
+    return (pathlib.Path(patch_dir) / AUTH_PATCH).is_file() and AUTH_PATCH not in {p.name for p in selected}
 
 
 def digest(patches: Sequence[Patch]) -> str:

@@ -51,6 +51,7 @@ from hvdkeras.common.horovod_env import (
     apply_environment,
     cpu_binding,
     horovod_environment,
+    require_authenticated_rendezvous,
     resolve_horovod,
     select_local_gpu,
     shared_cpus,
@@ -226,6 +227,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     Returns:
         What was set up for this process.
     """
+    require_authenticated_rendezvous("this rank")  # before anything: an open rendezvous is refused, not joined
     signals.install_process_flag(output_after_launcher(workdir) if workdir else None)
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")

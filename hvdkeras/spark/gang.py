@@ -40,6 +40,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from hvdkeras.common import horovod_env
 from hvdkeras.common.errors import RankFailedError, SetupError
 from hvdkeras.spark.common.gpus import GPUS_VAR
 
@@ -207,7 +208,9 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         payload, result = os.path.join(folder, "payload"), os.path.join(folder, "result")
         with open(payload, "wb") as f:
             f.write(spec.payload)
-        proc, cannot = start_rank(spec.executable or sys.executable, payload, result, env)
+        unpatched = horovod_env.horovod_unpatched() if env.get(horovod_env.OPEN_RENDEZVOUS_ENV) != "1" else None
+        proc, cannot = ((None, f"{CANNOT_START} with an authenticated rendezvous on {slot.hostname}: {unpatched}")
+                        if unpatched else start_rank(spec.executable or sys.executable, payload, result, env))
         pumps = [threading.Thread(target=_pump, args=(stream, name, sender), daemon=True)
                  for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))] if proc else []
         for pump in pumps:
@@ -334,6 +337,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
 
     from hvdkeras.spark.relay import Relay
 
+    horovod_env.require_authenticated_rendezvous("hvdkeras.spark.run on the driver", launcher=True)
     if str(sc.getConf().get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
         raise SetupError("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses with"
                          " dynamic allocation: set spark.dynamicAllocation.enabled=false for this application")

@@ -116,3 +116,14 @@ def test_installed_horovod_asks_how_it_was_built_once_per_build(monkeypatch, tmp
     assert asked[-1] == "built with Gloo" and len(asked) == 5
     path, real_key = real_file("tensorflow")  # the real place: beside horovod/tensorflow's library
     assert real_key and real_key[0][0].startswith("mpi_lib") and path.endswith("tensorflow/.build_checks.json")
+
+
+def test_leaving_out_the_authenticated_rendezvous_is_refused_unless_accepted_and_then_said(monkeypatch):
+    monkeypatch.delenv(patches.OPEN_ENV, raising=False)
+    with pytest.raises(BuildError, match=r"^HVDKERAS_HOROVOD_SKIP_PATCHES=0010 leaves out 0010-rendezvous-answers-only"
+                                         r"-the-job.patch, without which every Gloo rendezvous answers anyone .*; set"
+                                         r" HVDKERAS_ALLOW_OPEN_RENDEZVOUS=1 too"):
+        patches.select(gpu=False, skip="0010")
+    assert not patches.open_rendezvous(patches.select(gpu=False, skip=""))
+    monkeypatch.setenv(patches.OPEN_ENV, "1")
+    assert patches.open_rendezvous(patches.select(gpu=False, skip="0010"))
