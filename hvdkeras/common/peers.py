@@ -60,7 +60,8 @@ TOKEN_BYTES = 16
 # The beacon's listen backlog, which ``ss -ltn`` shows: not Gloo's 1024 (each Gloo pair listens with that while it
 # connects), so a rank's beacon port can be told apart from the ports of Gloo, which authenticates nothing.
 BACKLOG = 1000
-TOKEN_WAIT_S = 2.0
+TOKEN_WAIT_S = 2.0  # from accept, not restarted by each byte
+MAX_PENDING = 256  # connections that have not sent the token yet; beyond, the oldest is closed
 # After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
 # leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
 LEAVE_WAIT_S = 30.0
@@ -147,23 +148,29 @@ class Beacon:
                 self._drop(selector, conn)
 
     def _accept(self, selector: selectors.BaseSelector) -> None:
-        try:
-            conn, _ = self._sock.accept()
-        except OSError:  # the prober gave up meanwhile
-            return
-        if self._token is None:
-            with conn:
-                _send(conn)
-            return
-        conn.setblocking(False)
-        self._pending[conn] = (time.monotonic() + TOKEN_WAIT_S, b"")
-        selector.register(conn, selectors.EVENT_READ)
+        """Accepts what the listen queue holds (a flood never fills it), up to a batch at a time."""
+        for _ in range(MAX_PENDING):
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # nothing more waiting, or the prober gave up meanwhile
+                return
+            if self._token is None:
+                with conn:
+                    _send(conn)
+                continue
+            while len(self._pending) >= MAX_PENDING:  # a flood: the oldest goes (dicts keep their insertion order)
+                self._drop(selector, next(iter(self._pending)))
+            conn.setblocking(False)
+            self._pending[conn] = (time.monotonic() + TOKEN_WAIT_S, b"")
+            selector.register(conn, selectors.EVENT_READ)
 
     def _read_token(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
         assert self._token is not None
         deadline, got = self._pending[conn]
         try:
             chunk = conn.recv(len(self._token) - len(got))
+        except (BlockingIOError, InterruptedError):
+            return
         except OSError:
             chunk = b""
         got += chunk
