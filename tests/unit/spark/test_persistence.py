@@ -184,19 +184,6 @@ def test_overwrite_removes_a_saved_model_through_fsspec_and_nothing_else(tmp_pat
     assert (other / "data.csv").exists()
 
 
-PLANTED_LOAD = """
-import sys
-from hvdkeras.common.errors import SetupError
-from hvdkeras.spark.keras.estimator import KerasModel
-for folder in sys.argv[1:]:
-    try:
-        KerasModel.load(folder)
-        print("LOADED", folder)
-    except SetupError as exc:
-        print("REFUSED", exc)
-"""
-
-
 def _plant(where, module_path, marker):
     """A payload module at ``where/module_path`` that creates ``marker`` when imported; a class ``x`` in it."""
     path = where / module_path
@@ -234,13 +221,11 @@ def _with_keras_module(saved, tmp_path, name, module):
     return folder
 
 
-def test_a_saved_folder_that_names_code_beside_or_inside_it_is_refused_and_runs_nothing(tmp_path):
+def test_a_saved_folder_that_names_code_beside_or_inside_it_is_refused_and_runs_nothing(tmp_path, monkeypatch):
     """A notebook's, a pyspark shell's or a script's working directory holds the saved folder and a payload: beside
     it, inside it (the saved folder as a namespace package), as a namespace package of its own, or named by the
-    model.keras's config.json. Loading in a fresh interpreter (the working directory first on sys.path) refuses each
-    in one line naming the module and its folder; no payload runs."""
-    import subprocess
-
+    model.keras's config.json. Loading from there (the working directory first on sys.path, as in ``python -c``)
+    refuses each in one line naming the module and its folder; no payload runs."""
     KerasModel(model=small_model(), feature_columns=["f"], label_columns=["y"], run_id="r1").save(
         str(tmp_path / "clean"))
     folders = [_with_import(tmp_path / "clean", tmp_path, "beside", "payload_beside:x"),
@@ -250,15 +235,17 @@ def test_a_saved_folder_that_names_code_beside_or_inside_it_is_refused_and_runs_
     marker = tmp_path / "MARKER"
     for planted in ("payload_beside.py", "inside/payload.py", "nspkg/sub/payload.py", "payload_keras.py"):
         _plant(tmp_path, planted, marker)
-    proc = subprocess.run([sys.executable, "-c", PLANTED_LOAD, *[f.name for f in folders], "clean"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(("LOADED", "REFUSED"))]
-    assert proc.returncode == 0 and len(lines) == 5, proc.stdout + proc.stderr[-3000:]
-    assert not marker.exists()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend("")  # the working directory, first
     says = "which no installed package holds (the working directory, the saved folder or another folder on sys.path)"
-    for line, (module, where) in zip(lines, [("payload_beside", "payload_beside.py"), ("inside.payload", "inside"),
-                                             ("nspkg.sub.payload", "nspkg"), ("payload_keras", "payload_keras.py")]):
-        assert line.startswith("REFUSED ") and f"names module {module!r}, found in {tmp_path / where}," in line, line
-        assert says in line
-    assert lines[-1] == "LOADED clean"
+    for folder, (module, where) in zip(folders, [("payload_beside", "payload_beside.py"), ("inside.payload", "inside"),
+                                                 ("nspkg.sub.payload", "nspkg"),
+                                                 ("payload_keras", "payload_keras.py")]):
+        with pytest.raises(SetupError) as err:
+            KerasModel.load(folder.name)
+        line = str(err.value)
+        assert f"names module {module!r}, found in {tmp_path / where}," in line and says in line, line
+        assert "\n" not in line
+    assert not marker.exists()
+    assert not [m for m in sys.modules if m.split(".")[0] in ("payload_beside", "inside", "nspkg", "payload_keras")]
+    assert KerasModel.load("clean").getOrDefault("run_id") == "r1"
