@@ -57,6 +57,19 @@ def _check_maximum(value: Any, key: str, source: str) -> None:
             raise ConfigError(f"{key} in {source} must be at most {schema.maximum_text(limit)}; received: {shown(v)}")
 
 
+def _check_finite(value: Any, key: str, source: str) -> None:
+    """Raises ConfigError naming the first float in ``value`` (nested lists and mappings) that is not finite."""
+    stack = [(key, value)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ConfigError(f"{where} in {source} must be a finite number; received: {shown(node)}")
+        if isinstance(node, Mapping):
+            stack.extend((f"{where}.{k}", v) for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
+
+
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     """Checks ``value`` against the field type ``tp``; returns the typed value."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -86,7 +99,8 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
             return {}
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise bad()
-        if args[1] is Any:
+        if args[1] is Any:  # model.args, data.args: any YAML value, every number in it finite
+            _check_finite(value, key, source)
             return dict(value)
         return {k: _coerce(v, args[1], f"{key}.{k}", source) for k, v in value.items()}
     if tp is bool:

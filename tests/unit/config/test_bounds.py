@@ -23,6 +23,16 @@ def test_a_float_that_is_not_finite_is_refused(text):
         config_lib.load(DIGITS, [text])
 
 
+@pytest.mark.parametrize("text, key", [("model.args={x: .nan}", "model.args.x"),
+                                       ("model.args={x: [1, {y: -.inf}]}", r"model.args.x\[1\].y"),
+                                       ("data.args={scale: .inf}", "data.args.scale")])
+def test_a_float_that_is_not_finite_anywhere_in_your_own_pieces_args_is_refused_naming_it(text, key):
+    # SECURITY.md: every float in a config must be finite, model.args and data.args included
+    own = ["model.name=mypkg.models:build", "data.name=mypkg.data:load"]
+    with pytest.raises(ConfigError, match=f"^{key} in --set .* must be a finite number; received: "):
+        config_lib.load(DIGITS, [*own, text])
+
+
 @pytest.mark.parametrize("text, limit", [("data.global_batch_size=99999999999", "16777216"),
                                          ("checkpoint.preemption_grace_s=1e300", "86400"),
                                          ("runtime.seed=4294967296", "2147483647"),
