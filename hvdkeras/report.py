@@ -29,7 +29,7 @@ from absl import flags
 
 from hvdkeras.common import command_line, log
 from hvdkeras.common.errors import ReportError
-from hvdkeras.common.workdir import METRICS_FILE, REPORT_FILE, read_metrics_counting
+from hvdkeras.common.workdir import METRICS_FILE, REPORT_FILE, atomic_save, read_metrics_counting
 
 # (panel title, y label, [(record key, legend label, style)]); the throughput panel is the task's (throughput_panel).
 PANELS: Tuple[Tuple[str, str, Tuple[Tuple[str, str, str], ...]], ...] = (
@@ -219,9 +219,8 @@ def plot_metrics(records: Iterable[Dict[str, Any]], path: str, title: Optional[s
         summary += f", {when} val_accuracy {val_acc[-1]:.4f}"
     fig.suptitle(f"{title}: {summary}" if title else summary, fontsize=13)
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fig.savefig(path, format="png")
+    # Written beside its place and moved in (a symbolic link planted at ``path`` is replaced, never written through)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, format="png"))
     return path
 
 

@@ -48,6 +48,7 @@ from hvdkeras.common.workdir import (
     ESTIMATOR_DIR,
     EXPORT_DIR,
     METRICS_FILE,
+    REPORT_FILE,
     TENSORBOARD_DIR,
     Workdir,
 )
@@ -55,6 +56,7 @@ from hvdkeras.config import Config, safe_yaml, to_dict
 
 LOCK_FILE = ".hvdkeras.lock"
 PREVIOUS_DIR = "previous"
+LOGS_DIR = "logs"  # a rank's output after its launcher went (hvdkeras.common.launcher_watch)
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR, TENSORBOARD_DIR, ESTIMATOR_DIR, EXPORT_DIR)
 
 # What a checkpoint's weights were trained with: a resume with any of these changed is refused (section: every
@@ -139,7 +141,8 @@ def claim(path: str) -> Claim:
             if os.path.lexists(path) and not os.path.isdir(path):
                 raise SetupError(f"--workdir {path} is a file, not a folder: pass another --workdir") from None
             continue  # it was there, and went as it was looked at
-        planted = [name for name in (LOCK_FILE,) + RUN_FILES if os.path.islink(os.path.join(path, name))]
+        planted = [name for name in (LOCK_FILE, PREVIOUS_DIR, LOGS_DIR, REPORT_FILE) + RUN_FILES
+                   if os.path.islink(os.path.join(path, name))]
         if planted:
             raise SetupError(f"--workdir {path} holds {planted[0]} as a symbolic link, which the run would write"
                              " through; remove it (a run writes only files and folders of its own there)")

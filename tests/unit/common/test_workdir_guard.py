@@ -251,7 +251,23 @@ def test_a_symbolic_link_planted_in_the_workdir_is_refused_before_anything_is_wr
     os.symlink(victim, workdir / workdir_guard.LOCK_FILE)
     with pytest.raises(SetupError, match=r"holds .hvdkeras.lock as a symbolic link"):
         workdir_guard.claim(str(workdir))
+    os.remove(workdir / workdir_guard.LOCK_FILE)
+    for name in ("previous", "logs", "report.png"):  # --fresh's move, a rank's late output, the report
+        os.symlink(tmp_path, workdir / name)
+        with pytest.raises(SetupError, match=f"holds {name} as a symbolic link"):
+            workdir_guard.claim(str(workdir))
+        os.remove(workdir / name)
     assert victim.read_text() == "keep me\n"
+
+
+def test_the_report_replaces_a_link_planted_at_its_png_and_never_writes_through_it(tmp_path):
+    from hvdkeras import report
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    os.symlink(victim, tmp_path / "report.png")
+    report.plot_metrics([{"epoch": 1, "loss": 1.0}], str(tmp_path / "report.png"))
+    assert victim.read_text() == "keep me\n" and not os.path.islink(tmp_path / "report.png")
 
 
 def test_a_workdir_that_is_a_file_is_one_line(tmp_path):
