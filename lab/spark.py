@@ -43,6 +43,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,9 @@ START_TIMEOUT_S = 120.0
 # hvdkeras's) before its executors start, and the workers' work folders, where each executor unpacks its own copy
 # (1.6 GB; a SIGKILLed executor's stays until down()). On this disk two executors unpacking at once took twice as long
 # as in memory (docs/records/test-timings.md).
-IN_MEMORY = "/dev/shm/hvdtest-spark"
+IN_MEMORY = "/dev/shm"  # where the cluster's in-memory folder is made: a new one each up() (mkdtemp), never a name
+# another user of the machine could have made first, as a link, in that world-writable folder
+IN_MEMORY_PREFIX = f"{FOLDER}-"
 # Bytes the machine must have free in memory and in /dev/shm for the driver's folder there, and for the workers' too:
 # the cluster test's peak is the driver's 2.1 GB and three executors' 1.6 GB, beside the rest of the suite.
 DRIVER_IN_MEMORY_ROOM, WORKERS_IN_MEMORY_ROOM = 8 << 30, 14 << 30
@@ -89,6 +92,7 @@ class ClusterInfo:
     work_dirs: Dict[str, str]  # each host's worker's work folder, by host name (:func:`in_memory` says where)
     hidden: Tuple[str, ...] = ()  # folders the workers and their executors cannot see (up's ``hide``)
     worker_spark_home: str = ""  # the Spark the workers run: spark_home, or its copy outside the hidden folders
+    memory_dir: str = ""  # the cluster's own folder in IN_MEMORY (mkdtemp), when anything went in memory
 
     @property
     def slots(self) -> int:
@@ -145,7 +149,7 @@ def _room() -> int:
     import psutil
 
     try:
-        free = shutil.disk_usage(os.path.dirname(IN_MEMORY)).free
+        free = shutil.disk_usage(IN_MEMORY).free
     except OSError:
         return 0
     return min(free, psutil.virtual_memory().available)
@@ -233,6 +237,21 @@ def _kill_jvms(pids: List[int], timeout: float = 10.0) -> List[int]:
 WORK_FOLDERS = ("master", "driver", "executor-tmp", "warehouse", "spark-home")
 
 
+def _memory_dirs() -> List[str]:
+    """The in-memory folders earlier clusters of this user left (real folders, not links): what down() without
+    ``info`` removes."""
+    found = []
+    for name in os.listdir(IN_MEMORY) if os.path.isdir(IN_MEMORY) else []:
+        path = os.path.join(IN_MEMORY, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith(IN_MEMORY_PREFIX) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            found.append(path)
+    return found
+
+
 def down(info: Optional[ClusterInfo] = None) -> None:
     """Kills the master, the workers and their executors (what else runs in the hosts goes with them), then
     removes the two hosts and, with ``info``, the daemons' work folders (the logs and the configuration stay).
@@ -242,7 +261,8 @@ def down(info: Optional[ClusterInfo] = None) -> None:
     left += [p for p in _daemon_pids() if p not in left and _running(p)]
     if left:
         raise RuntimeError(f"spark.down left JVMs running: {left}")
-    shutil.rmtree(IN_MEMORY, ignore_errors=True)
+    for memory in ([info.memory_dir] if info is not None and info.memory_dir else _memory_dirs()):
+        shutil.rmtree(memory, ignore_errors=True)
     if info is not None:
         for name in (*WORK_FOLDERS, *(h.name for h in info.hosts.hosts)):
             shutil.rmtree(os.path.join(info.folder, name), ignore_errors=True)
@@ -348,13 +368,15 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S, h
         launcher = hosts.launcher_addr
         os.makedirs(folder, exist_ok=True)
         driver_in_memory, workers_in_memory = in_memory(_room())
+        memory = (tempfile.mkdtemp(prefix=IN_MEMORY_PREFIX, dir=IN_MEMORY)
+                  if driver_in_memory or workers_in_memory else "")
         info = ClusterInfo(hosts=hosts, folder=folder, spark_home=home, python=python,
                            master_url=f"spark://{launcher}:{MASTER_PORT}",
                            master_ui=f"http://{launcher}:{MASTER_UI_PORT}", conf_dir=os.path.join(folder, "conf"),
-                           driver_dir=os.path.join(IN_MEMORY if driver_in_memory else folder, "driver"),
-                           work_dirs={h.name: os.path.join(IN_MEMORY if workers_in_memory else folder, h.name, "work")
+                           driver_dir=os.path.join(memory if driver_in_memory else folder, "driver"),
+                           work_dirs={h.name: os.path.join(memory if workers_in_memory else folder, h.name, "work")
                                       for h in hosts.hosts}, hidden=hide,
-                           worker_spark_home=_worker_spark_home(home, folder, hide))
+                           worker_spark_home=_worker_spark_home(home, folder, hide), memory_dir=memory)
         for sub in ("conf", "driver", "warehouse", "executor-tmp"):
             os.makedirs(os.path.join(folder, sub), exist_ok=True)
         os.makedirs(info.driver_dir, exist_ok=True)

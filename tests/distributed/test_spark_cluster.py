@@ -74,7 +74,8 @@ def check(spark_cluster):
     finally:
         os.remove(archive)  # 483 MiB; the executors' copies go with the cluster (lab.spark.down)
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
-    in_memory = [d.startswith(spark_lab.IN_MEMORY + os.sep) for d in (spark_cluster.driver_dir,
+    memory = spark_cluster.memory_dir
+    in_memory = [bool(memory) and d.startswith(memory + os.sep) for d in (spark_cluster.driver_dir,
                                                                      *spark_cluster.work_dirs.values())]
     print(f"\nthe environment packed in {packed['seconds']} s ({packed['bytes'] >> 20} MiB, its packages"
           f" {'from the cache' if packed['cached'] else 'packed now'}); the driver's laps (s): {seconds}; num_proc=3"

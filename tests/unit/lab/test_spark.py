@@ -40,4 +40,14 @@ def test_shipped_environments_are_unpacked_in_memory_only_where_the_machine_has_
     assert spark.in_memory(spark.DRIVER_IN_MEMORY_ROOM - 1) == (False, False)
     assert spark.in_memory(spark.DRIVER_IN_MEMORY_ROOM) == (True, False)  # the driver's 2.1 GB first
     assert spark.in_memory(spark.WORKERS_IN_MEMORY_ROOM) == (True, True)
-    assert spark.IN_MEMORY.startswith("/dev/shm/") and spark.IN_MEMORY.endswith(spark.FOLDER)  # down() removes it
+    assert spark.IN_MEMORY == "/dev/shm" and spark.IN_MEMORY_PREFIX == f"{spark.FOLDER}-"  # up()'s own mkdtemp there
+
+
+def test_down_without_info_removes_only_this_users_real_in_memory_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(spark, "IN_MEMORY", str(tmp_path))
+    mine = tmp_path / f"{spark.IN_MEMORY_PREFIX}abc"
+    mine.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / f"{spark.IN_MEMORY_PREFIX}link").symlink_to(tmp_path / "elsewhere")  # planted: never followed
+    (tmp_path / "hvdtest-other").mkdir()
+    assert spark._memory_dirs() == [str(mine)]
