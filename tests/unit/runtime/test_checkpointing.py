@@ -26,13 +26,16 @@ def test_crash_mid_write_leaves_previous_checkpoint_as_latest(hvd_single, tmp_pa
     assert store.latest().epoch == 1
     assert sorted(os.listdir(tmp_path)) == ["epoch-0001"]
 
-    # a temp directory left by a hard kill is ignored, then cleaned
+    # temp folders left by a hard kill (an older version's, a save's staging, a removal's) are ignored, then cleaned
     os.makedirs(tmp_path / ".epoch-0002.tmp-abc")
     (tmp_path / ".epoch-0002.tmp-abc" / "ckpt.index").write_text("partial")
+    os.makedirs(tmp_path / ".saving-xyz" / "epoch-0004")
+    (tmp_path / ".saving-xyz" / "epoch-0004" / "meta.json").write_text('{"epoch": 4}')
+    os.makedirs(tmp_path / ".deleting-xyz" / "old")
     os.makedirs(tmp_path / "epoch-0003")  # no meta.json: incomplete
-    assert store.latest().epoch == 1
+    assert store.latest().epoch == 1 and [c.epoch for c in store.list()] == [1]  # what evaluate and resume read
     store.remove_stale()
-    assert not (tmp_path / ".epoch-0002.tmp-abc").exists()
+    assert sorted(os.listdir(tmp_path)) == ["epoch-0001", "epoch-0003"]
 
 
 def test_restore_round_trip_and_mismatch_error(hvd_single, tmp_path):
