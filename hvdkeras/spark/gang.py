@@ -303,6 +303,15 @@ class _StartWatch:
         self._thread.join(timeout=2 * WATCH_INTERVAL_S + 1)
 
 
+def start_timeout_error(num_proc: int, start_timeout: float, detail: str = "") -> SetupError:
+    """The one line for ranks whose Spark tasks did not all start in time (Horovod's runner or the gang)."""
+    said = f" ({detail})" if detail else ""
+    return SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout:g}"
+                      f" s{said}; check that the executors are alive and have {num_proc} free task slots, or raise"
+                      " start_timeout")
+
+
+
 def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[str, Any], num_proc: int,
              env: Dict[str, str], start_timeout: float, max_retries: int = 0, executable: Optional[str] = None,
              nics: Optional[Sequence[str]] = None, stdout: Any = None, stderr: Any = None,
@@ -361,9 +370,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
                 return [cloudpickle.loads(data) for _, data in sorted(pairs, key=lambda pair: pair[0])]
             except Exception as exc:  # noqa: BLE001 - py4j's error for the failed job: read below
                 if watch.fired:
-                    raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout="
-                                     f"{start_timeout:g} s; check that the executors are alive and have {num_proc}"
-                                     " free task slots, or raise start_timeout") from None
+                    raise start_timeout_error(num_proc, start_timeout) from None
                 refused = _marked(exc, "Barrier execution mode")
                 if refused:
                     raise SetupError(f"Spark refused the ranks' barrier stage: {refused[:300]}") from None
@@ -372,8 +379,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
                     failed[len(FAILED) + 2:] if failed else _first_line(exc))
                 if reason.startswith(CANNOT_START):
                     raise SetupError(reason) from None
-                if relay.starts == starts:
-                    relay.starts += 1  # a job that failed before its ranks started counts as an attempt
+                relay.count_attempt_since(starts)  # a job that failed before its ranks started is an attempt too
                 if _marked(exc, GAVE_UP) or relay.starts > max_retries:
                     raise RankFailedError(reason) from None
                 # Spark did not start the stage again itself (a local master allows no task failure): submit it

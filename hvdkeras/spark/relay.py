@@ -170,6 +170,13 @@ class Relay:
                         f"{self.retry_hint}")
         return f"go {attempt}"
 
+    def count_attempt_since(self, starts: int) -> None:
+        """Counts an attempt of the gang that failed before its rank 0 asked to start (:attr:`starts` still
+        ``starts``), under the lock :meth:`start` counts with."""
+        with self._count_lock:
+            if self.starts == starts:
+                self.starts += 1
+
     def why(self, since: int = 0) -> str:
         """The ranks' failures from :attr:`failures`'s index ``since`` on, in one clause (the first three)."""
         found = list(dict.fromkeys(self.failures[since:]))

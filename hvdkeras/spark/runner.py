@@ -28,7 +28,8 @@ from hvdkeras.spark.common import environment
 DEFAULT_START_TIMEOUT_S = 120
 
 
-def _spark_context() -> Any:
+def spark_context() -> Any:
+    """The active SparkContext, or :class:`SetupError` in one line when no SparkSession runs."""
     import pyspark
 
     sc = pyspark.SparkContext._active_spark_context
@@ -280,7 +281,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         SetupError: the job cannot start (too few slots, another Python, no SparkSession, a start that timed out).
         RankFailedError: a rank failed, and no retry was left; its text names the rank, its host and its status.
     """
-    sc = _spark_context()
+    sc = spark_context()
     num_proc = num_proc or max(task_slots(sc), 1)
     check_cluster(sc, num_proc)
     executor = check_executors(sc)
@@ -318,9 +319,9 @@ def _run_horovods(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: 
                 stderr=stderr, verbose=verbose, nics=nics, prefix_output_with_timestamp=prefix_output_with_timestamp,
                 executable=executable))
     except TimeoutException as exc:
-        raise SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout}"
-                         f" s ({str(exc).splitlines()[0][:160]}); check that the executors are alive and have"
-                         f" {num_proc} free task slots, or raise start_timeout") from None
+        from hvdkeras.spark.gang import start_timeout_error
+
+        raise start_timeout_error(num_proc, start_timeout, str(exc).splitlines()[0][:160]) from None
     except RuntimeError as exc:  # Horovod's runner: a rank exited with an error, or its Spark job failed
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         raise RankFailedError((lines[0] if lines else type(exc).__name__)[:240]) from None

@@ -104,9 +104,9 @@ class SparkBackend(Backend):
                  stderr: Any = None, prefix_output_with_timestamp: bool = False, start_timeout: Optional[int] = None,
                  verbose: int = 1, nics: Any = None, use_mpi: Optional[bool] = None, use_gloo: Optional[bool] = None,
                  extra_mpi_args: Optional[str] = None, executable: Optional[str] = None):
-        from hvdkeras.spark.runner import _spark_context, task_slots
+        from hvdkeras.spark.runner import spark_context, task_slots
 
-        self._num_proc = num_proc or max(task_slots(_spark_context()), 1)
+        self._num_proc = num_proc or max(task_slots(spark_context()), 1)
         self._env = env
         self._kwargs: Dict[str, Any] = dict(
             stdout=stdout, stderr=stderr, prefix_output_with_timestamp=prefix_output_with_timestamp,
@@ -145,8 +145,8 @@ class SparkBackend(Backend):
     def check(self) -> None:
         """Refuses, in one line, more ranks than Spark's task slots, or executors whose Python lacks what a rank
         needs (:func:`hvdkeras.spark.runner.check_cluster`, :func:`hvdkeras.spark.runner.check_executors`)."""
-        from hvdkeras.spark.runner import _spark_context, check_cluster, check_executors
+        from hvdkeras.spark.runner import check_cluster, check_executors, spark_context
 
-        sc = _spark_context()
+        sc = spark_context()
         check_cluster(sc, self._num_proc)
         check_executors(sc)
