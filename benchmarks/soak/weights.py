@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict
 
-PREFIX = "ckpt"  # hvdkeras.runtime.checkpointing.PREFIX (imported from there, it would load TensorFlow first)
+from hvdkeras.common.checkpoint_format import PREFIX
 
 
 def _is_model_variable(key: str) -> bool:

@@ -29,21 +29,17 @@ import errno
 import hashlib
 import json
 import os
-import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
 from hvdkeras.common import log
+from hvdkeras.common.checkpoint_format import DAMAGED, MANIFEST, META, NAME, PREFIX, folder_name, inside
 from hvdkeras.common.errors import CheckpointError
 from hvdkeras.common.workdir import atomic_save, remove_staging, remove_tree
 from hvdkeras.runtime import distributed
 
-PREFIX = "ckpt"
-META = "meta.json"
-MANIFEST = "manifest.json"
-DAMAGED = "damaged-"
-_NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")
+_NAME = NAME
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -91,10 +87,7 @@ def _files(folder: str) -> List[str]:
     return sorted(found)
 
 
-def _inside(rel: Any) -> bool:
-    """Whether a manifest entry names a path inside its folder: relative, no ``..``, ``.`` or empty part."""
-    return (isinstance(rel, str) and not os.path.isabs(rel) and "\\" not in rel
-            and all(part not in ("", ".", "..") for part in rel.split("/")))
+_inside = inside
 
 
 def _position_problem(folder: str) -> Optional[str]:
@@ -186,7 +179,7 @@ class CheckpointStore:
         self.keep = keep
 
     def _path(self, epoch: int, batch: int = 0) -> str:
-        return os.path.join(self.directory, f"epoch-{epoch:04d}" + (f"-batch-{batch:04d}" if batch else ""))
+        return os.path.join(self.directory, folder_name(epoch, batch))
 
     def list(self) -> List[CheckpointInfo]:
         """Checkpoints that look complete (their ``meta.json`` reads), oldest first; not yet verified."""

@@ -40,23 +40,13 @@ import tempfile
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from hvdkeras.common import log
+from hvdkeras.common.checkpoint_format import DAMAGED, MANIFEST, NAME, inside, position
 from hvdkeras.common.workdir import CHECKPOINT_DIR, CONFIG_FILE, METRICS_FILE
 
-MANIFEST = "manifest.json"  # hvdkeras.runtime.checkpointing.MANIFEST: every other file's size and SHA-256
-DAMAGED = "damaged-"
-NAME = re.compile(r"^epoch-(\d+)(?:-batch-(\d+))?$")  # hvdkeras.runtime.checkpointing's checkpoint folders
 RUN_FILES = (METRICS_FILE, CONFIG_FILE)  # beside the checkpoints, published after them
 BEST_DIR = "checkpoint_callback"  # the checkpoint callback's file and its record, beside the checkpoints
 BEST_RECORD = "best.json"
 _PUT_STAGING = re.compile(r"\.tmp-\d+$")  # _put_whole's temporary name: <file>.tmp-<pid>
-
-
-def position(name: str) -> Tuple[int, int]:
-    """``(epoch, batch)`` of a checkpoint folder's name (``epoch-0003`` is (3, 0))."""
-    match = NAME.match(name)
-    if match is None:
-        raise ValueError(f"{name!r} is not a checkpoint folder's name (epoch-NNNN or epoch-NNNN-batch-NNNN)")
-    return int(match.group(1)), int(match.group(2) or 0)
 
 
 def _digest(fs: Any, path: str) -> Tuple[int, str]:
@@ -81,7 +71,7 @@ def _manifest(fs: Any, folder: str) -> Tuple[Optional[Dict[str, Dict[str, Any]]]
     if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
         return None, f"{MANIFEST} is unreadable (not a table of files)"
     for rel in entries:  # the store is outside this process: a listed path never leaves its checkpoint's folder
-        if not isinstance(rel, str) or any(part in ("", ".", "..") for part in rel.split("/")) or "\\" in rel:
+        if not inside(rel):
             return None, f"{MANIFEST} lists {str(rel)[:80]!r}, a path outside its checkpoint"
     return entries, None
 
