@@ -97,7 +97,8 @@ def test_the_kubernetes_manifest_parses_back_to_the_values_given(args, image):
         return
     header, _, body = text.partition("\napiVersion")
     assert all(line.startswith("#") for line in header.splitlines())
-    manifest = yaml.safe_load("apiVersion" + body)
+    manifest, policy = yaml.safe_load_all("apiVersion" + body)
+    assert policy["kind"] == "NetworkPolicy"
     (launcher,) = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
     (worker,) = manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert launcher["image"] == worker["image"] == image
