@@ -36,16 +36,14 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import errno
-import hmac
 import os
 import secrets
-import selectors
 import socket
-import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiveError, StallError
+from hvdkeras.common.token_gate import TokenGate
 
 ALIVE, UNRESPONSIVE, EXITED, UNREACHABLE = "alive", "unresponsive", "exited", "unreachable"
 PROBE_TIMEOUT_S = 3.0
@@ -60,8 +58,7 @@ TOKEN_BYTES = 16
 # The beacon's listen backlog, which ``ss -ltn`` shows: not Gloo's 1024 (each Gloo pair listens with that while it
 # connects), so a rank's beacon port can be told apart from the ports of Gloo, which authenticates nothing.
 BACKLOG = 1000
-TOKEN_WAIT_S = 2.0  # from accept, not restarted by each byte
-MAX_PENDING = 256  # connections that have not sent the token yet; beyond, the oldest is closed
+TOKEN_WAIT_S = 2.0  # from accept, not restarted by each byte (hvdkeras.common.token_gate)
 # After a preemption, how long a rank other than 0 waits at most for rank 0's process to be gone before it
 # leaves too (rank 0 needs about a second after its line; a rank 0 stuck longer is not waited for).
 LEAVE_WAIT_S = 30.0
@@ -109,7 +106,6 @@ class Beacon:
     """
 
     def __init__(self, host: str = "0.0.0.0", token: Optional[bytes] = None):
-        self._token = token
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
@@ -117,79 +113,11 @@ class Beacon:
         # stopped, nobody does; the process's end drops them). Room for every rank's probes while they wait
         # for this one to exit (the kernel caps it at net.core.somaxconn).
         self._sock.listen(BACKLOG)
-        self._sock.setblocking(False)  # the thread accepts what the selector shows; a probe gone meanwhile is skipped
         self.address = host
         self.port = self._sock.getsockname()[1]
         self._held: Optional[int] = None
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._pending: Dict[socket.socket, Tuple[float, bytes]] = {}  # connections yet to send the token
-        self._thread = threading.Thread(target=self._answer, name="hvdkeras-beacon", daemon=True)
-        self._thread.start()
-
-    def _answer(self) -> None:
-        """Answers each connection (that sent the token) with :data:`REPLY` and closes it, until :meth:`close`."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._sock, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while True:
-                ready = selector.select(timeout=TOKEN_WAIT_S if self._pending else None)
-                if any(key.fileobj is self._wake_r for key, _ in ready):
-                    break
-                for key, _ in ready:
-                    if key.fileobj is self._sock:
-                        self._accept(selector)
-                    else:
-                        self._read_token(selector, key.fileobj)  # type: ignore[arg-type]
-                now = time.monotonic()
-                for conn, (deadline, _) in list(self._pending.items()):
-                    if now > deadline:  # no token in time: closed unanswered
-                        self._drop(selector, conn)
-            for conn in list(self._pending):
-                self._drop(selector, conn)
-
-    def _accept(self, selector: selectors.BaseSelector) -> None:
-        """Accepts what the listen queue holds (a flood never fills it), up to a batch at a time."""
-        for _ in range(MAX_PENDING):
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:  # nothing more waiting, or the prober gave up meanwhile
-                return
-            if self._token is None:
-                with conn:
-                    _send(conn)
-                continue
-            while len(self._pending) >= MAX_PENDING:  # a flood: the oldest goes (dicts keep their insertion order)
-                self._drop(selector, next(iter(self._pending)))
-            conn.setblocking(False)
-            self._pending[conn] = (time.monotonic() + TOKEN_WAIT_S, b"")
-            selector.register(conn, selectors.EVENT_READ)
-
-    def _read_token(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
-        assert self._token is not None
-        deadline, got = self._pending[conn]
-        try:
-            chunk = conn.recv(len(self._token) - len(got))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        got += chunk
-        if not chunk:  # closed, or reset, before the whole token
-            self._drop(selector, conn)
-        elif len(got) >= len(self._token):
-            if hmac.compare_digest(got, self._token):
-                _send(conn)
-            self._drop(selector, conn)
-        else:
-            self._pending[conn] = (deadline, got)
-
-    def _drop(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
-        self._pending.pop(conn, None)
-        try:
-            selector.unregister(conn)
-        except (KeyError, ValueError):
-            pass
-        conn.close()
+        # One that sent the token gets REPLY and is closed (hvdkeras.common.token_gate: bounded, one thread).
+        self.gate = TokenGate(self._sock, token, TOKEN_WAIT_S, _answer, "hvdkeras-beacon")
 
     def hold_until_exit(self) -> None:
         """Keeps the port listening until this process ends, even after :meth:`close`.
@@ -203,12 +131,8 @@ class Beacon:
 
     def close(self) -> None:
         """Stops the answers and closes the listening socket (a port held by :meth:`hold_until_exit` stays open)."""
-        if self._thread.is_alive():
-            self._wake_w.send(b"x")
-            self._thread.join()
+        self.gate.close()
         self._sock.close()
-        self._wake_r.close()
-        self._wake_w.close()
 
     def __enter__(self) -> "Beacon":
         return self
@@ -217,11 +141,13 @@ class Beacon:
         self.close()
 
 
-def _send(conn: socket.socket) -> None:
-    try:
-        conn.sendall(REPLY)
-    except OSError:
-        pass
+def _answer(conn: socket.socket) -> None:
+    """A probe with the token: one byte, then closed."""
+    with conn:
+        try:
+            conn.sendall(REPLY)
+        except OSError:
+            pass
 
 
 def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S, reply_timeout: Optional[float] = None,

@@ -5,11 +5,9 @@ log, far from the user. As ``horovodrun`` and Horovod's ``horovod.spark.run`` do
 rank's lines as ``[<rank>]<stdout>:<line>`` (or ``<stderr>``), to its own output or to the streams the caller
 passes. :class:`Relay` listens on the driver's address (``spark.driver.host``) on a port the kernel picks;
 each task connects, proves it belongs to this run with the run's random token, and sends one message per line.
-Anything else that connects is dropped without an answer. Until a connection has sent the token it has no
-thread of its own and no buffer beyond the token's length: one thread reads every such connection, at most
-:data:`MAX_PENDING` of them at once (the oldest closed first beyond that), each closed when it has not sent the
-token within :data:`CONNECT_TIMEOUT_S` of its accept, however it trickles its bytes. The token is compared
-whole, in constant time, once all its bytes are in: a wrong byte says nothing until then. A task that cannot
+Anything else that connects is dropped without an answer: until a connection has sent the token it has
+no thread of its own and no room beyond the token's (:mod:`hvdkeras.common.token_gate`), and it is closed
+:data:`CONNECT_TIMEOUT_S` after its accept however it trickles its bytes. A task that cannot
 reach the driver writes its rank's lines to its own output instead (:class:`Sender`).
 
 Messages are JSON lines: ``{"rank": r, "stream": "stdout"|"stderr", "line": text}``, ``{"failed": text}``
@@ -19,22 +17,19 @@ task sends before its rank starts. The relay counts those starts, the attempts o
 """
 from __future__ import annotations
 
-import contextlib
-import hmac
 import json
 import secrets
-import selectors
 import socket
 import sys
 import threading
 import time
-from typing import IO, Any, Dict, List, Optional, Tuple
+from typing import IO, Any, Dict, List, Optional
 
 from hvdkeras.common import log
+from hvdkeras.common.token_gate import TokenGate
 
 MAX_LINE = 64 * 1024  # a longer line is cut there
 CONNECT_TIMEOUT_S = 10.0  # from accept: a connection that has not sent the whole token by then is closed
-MAX_PENDING = 256  # connections that have not sent the token yet; beyond, the oldest is closed
 
 
 def _prefixed(rank: int, stream: str, line: str, timestamp: bool) -> str:
@@ -65,85 +60,23 @@ class Relay:
         self._out = {"stdout": stdout, "stderr": stderr}
         self._timestamp = timestamp
         self._server = socket.create_server((host, 0))
-        self._server.setblocking(False)
         self.address = (host, self._server.getsockname()[1])
-        self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._threads: List[threading.Thread] = []  # one per authenticated connection: the run's tasks
-        self._pending: Dict[socket.socket, Tuple[float, bytes]] = {}  # not authenticated yet: (deadline, bytes)
-        self._wake_r, self._wake_w = socket.socketpair()
         self.failures: List[str] = []
-        self._accepting = threading.Thread(target=self._accept, name="hvdkeras-relay", daemon=True)
-        self._accepting.start()
+        self.gate = TokenGate(self._server, (self.token + "\n").encode(), CONNECT_TIMEOUT_S, self._let_in,
+                              "hvdkeras-relay")
 
     def _stream(self, name: str) -> IO[str]:
         chosen = self._out.get(name)
         return chosen if chosen is not None else (sys.stdout if name == "stdout" else sys.stderr)
 
-    def _accept(self) -> None:
-        """Accepts connections and reads each one's token, all on this thread; a connection that sends it gets a
-        thread of its own (:meth:`_serve`)."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._server, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._stop.is_set():
-                now = time.monotonic()
-                wait = min((d for d, _ in self._pending.values()), default=now + 1.0) - now
-                for key, _ in selector.select(timeout=max(0.0, min(wait, 1.0))):
-                    if key.fileobj is self._server:
-                        self._take(selector)
-                    elif key.fileobj is not self._wake_r:
-                        self._read_token(selector, key.fileobj)  # type: ignore[arg-type]
-                now = time.monotonic()
-                for conn, (deadline, _) in list(self._pending.items()):
-                    if now > deadline:
-                        self._drop(selector, conn)
-            for conn in list(self._pending):
-                self._drop(selector, conn)
-
-    def _take(self, selector: selectors.BaseSelector) -> None:
-        """Accepts what the listen queue holds (a flood never fills it), up to a batch at a time."""
-        for _ in range(MAX_PENDING):
-            try:
-                conn, _ = self._server.accept()
-            except OSError:  # nothing more waiting, or the peer gave up meanwhile
-                return
-            while len(self._pending) >= MAX_PENDING:  # a flood: the oldest goes (dicts keep their insertion order)
-                self._drop(selector, next(iter(self._pending)))
-            conn.setblocking(False)
-            self._pending[conn] = (time.monotonic() + CONNECT_TIMEOUT_S, b"")
-            selector.register(conn, selectors.EVENT_READ)
-
-    def _read_token(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
-        wanted = self.token.encode() + b"\n"
-        deadline, got = self._pending[conn]
-        try:
-            chunk = conn.recv(len(wanted) - len(got))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        got += chunk
-        if not chunk:  # closed before the whole token
-            self._drop(selector, conn)
-        elif len(got) == len(wanted) and not hmac.compare_digest(got, wanted):  # not this run's: no answer
-            self._drop(selector, conn)
-        elif len(got) == len(wanted):
-            self._pending.pop(conn)
-            selector.unregister(conn)
-            conn.setblocking(True)
-            self._threads = [t for t in self._threads if t.is_alive()]
-            thread = threading.Thread(target=self._serve, args=(conn,), name="hvdkeras-relay-conn", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        else:
-            self._pending[conn] = (deadline, got)
-
-    def _drop(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
-        self._pending.pop(conn, None)
-        with contextlib.suppress(KeyError, ValueError):
-            selector.unregister(conn)
-        conn.close()
+    def _let_in(self, conn: socket.socket) -> None:
+        """A task of this run: a thread of its own for its messages."""
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(target=self._serve, args=(conn,), name="hvdkeras-relay-conn", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def _serve(self, conn: socket.socket) -> None:
         """One of this run's tasks, authenticated: its messages until it closes."""
@@ -207,13 +140,8 @@ class Relay:
 
     def close(self, drain_s: float = 2.0) -> None:
         """Stops listening; waits up to ``drain_s`` for the connections still sending."""
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-        self._accepting.join(timeout=2)
+        self.gate.close()
         self._server.close()
-        self._wake_r.close()
-        self._wake_w.close()
         deadline = time.time() + drain_s
         for thread in self._threads:
             thread.join(timeout=max(deadline - time.time(), 0))

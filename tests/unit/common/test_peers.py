@@ -285,13 +285,14 @@ def test_the_table_probes_each_peer_with_its_token_at_its_address():
 
 
 def test_a_flood_of_trickling_strangers_is_bounded_and_a_probe_with_the_token_is_still_answered():
+    from hvdkeras.common import token_gate
     from tests.harness.flood import trickling, wait_for
 
     token = b"t" * peers.TOKEN_BYTES
     with peers.Beacon("127.0.0.1", token) as beacon:
         threads_before = threading.active_count()
         with trickling(("127.0.0.1", beacon.port), connections=2000) as closed:
-            assert len(beacon._pending) <= peers.MAX_PENDING
+            assert len(beacon.gate.pending) <= token_gate.MAX_PENDING
             assert peers.probe("127.0.0.1", beacon.port, reply_timeout=3, token=token) == peers.ALIVE
             assert threading.active_count() <= threads_before + 1  # the flood's own thread
             assert wait_for(lambda: closed() == 2000, 20), closed()  # each closed TOKEN_WAIT_S after its accept

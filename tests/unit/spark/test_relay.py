@@ -88,6 +88,7 @@ def test_a_flood_of_trickling_strangers_gets_no_thread_and_no_room_and_the_runs_
     trickles, and a task of the run still gets its lines through while the flood goes on."""
     import threading
 
+    from hvdkeras.common import token_gate
     from tests.harness.flood import trickling, wait_for
 
     monkeypatch.setattr(relay_lib, "CONNECT_TIMEOUT_S", 1.5)
@@ -96,13 +97,13 @@ def test_a_flood_of_trickling_strangers_gets_no_thread_and_no_room_and_the_runs_
     threads_before = threading.active_count()
     try:
         with trickling(relay.address, connections=2000) as closed:
-            assert len(relay._pending) <= relay_lib.MAX_PENDING
+            assert len(relay.gate.pending) <= token_gate.MAX_PENDING
             sender = relay_lib.Sender(relay.address, relay.token, 0)
             sender.line("stdout", "through the flood")
             assert wait_for(lambda: "[0]<stdout>:through the flood" in out.getvalue(), 10), out.getvalue()
             assert threading.active_count() <= threads_before + 2  # the flood's thread and the task's
             assert wait_for(lambda: closed() == 2000, 20), closed()  # every stranger closed, trickling or not
-            assert len(relay._pending) == 0
+            assert len(relay.gate.pending) == 0
             sender.close()
     finally:
         relay.close()
