@@ -51,7 +51,6 @@ from hvdkeras.common.horovod_env import (
     apply_environment,
     cpu_binding,
     horovod_environment,
-    require_authenticated_rendezvous,
     resolve_horovod,
     select_local_gpu,
     shared_cpus,
@@ -59,6 +58,7 @@ from hvdkeras.common.horovod_env import (
 )
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.runtime import compat
+from hvdkeras.runtime import rendezvous as rendezvous_auth
 
 __all__ = ["ROOT_RANK", "ProcessInfo", "init", "init_horovod", "rank", "size", "local_rank", "local_size", "is_chief",
            "pin_local_gpu", "bind_cpus", "launch_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
@@ -227,7 +227,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     Returns:
         What was set up for this process.
     """
-    require_authenticated_rendezvous("this rank")  # before anything: an open rendezvous is refused, not joined
+    rendezvous_auth.require_authenticated_rendezvous("this rank")  # first: an open rendezvous is refused, not joined
     signals.install_process_flag(output_after_launcher(workdir) if workdir else None)
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")

@@ -40,8 +40,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from hvdkeras.common import horovod_env
 from hvdkeras.common.errors import RankFailedError, SetupError
+from hvdkeras.runtime import rendezvous as rendezvous_auth
 from hvdkeras.spark.common.gpus import GPUS_VAR
 
 GAVE_UP = "hvdkeras-gang-gave-up"
@@ -208,7 +208,7 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         payload, result = os.path.join(folder, "payload"), os.path.join(folder, "result")
         with open(payload, "wb") as f:
             f.write(spec.payload)
-        unpatched = horovod_env.horovod_unpatched() if env.get(horovod_env.OPEN_RENDEZVOUS_ENV) != "1" else None
+        unpatched = rendezvous_auth.horovod_unpatched() if env.get(rendezvous_auth.OPEN_RENDEZVOUS_ENV) != "1" else None
         proc, cannot = ((None, f"{CANNOT_START} with an authenticated rendezvous on {slot.hostname}: {unpatched}")
                         if unpatched else start_rank(spec.executable or sys.executable, payload, result, env))
         pumps = [threading.Thread(target=_pump, args=(stream, name, sender), daemon=True)
@@ -346,7 +346,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
 
     from hvdkeras.spark.relay import Relay
 
-    horovod_env.require_authenticated_rendezvous("hvdkeras.spark.run on the driver", launcher=True)
+    rendezvous_auth.require_authenticated_rendezvous("hvdkeras.spark.run on the driver", launcher=True)
     if str(sc.getConf().get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
         raise SetupError("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses with"
                          " dynamic allocation: set spark.dynamicAllocation.enabled=false for this application")
