@@ -17,8 +17,7 @@ from hvdkeras.common.errors import SetupError
 SECRET_ENV = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # build patch 0010's: the job's secret, on every rendezvous request
 OPEN_RENDEZVOUS_ENV = "HVDKERAS_ALLOW_OPEN_RENDEZVOUS"  # "1": accept a rendezvous that answers anyone
 _HOW = ("build the patched one with python -m hvdkeras.build_horovod (make install does), or set"
-        f" {OPEN_RENDEZVOUS_ENV}=1 to accept a rendezvous that answers anyone who reaches its port, on a network"
-        " you trust")
+        f" {OPEN_RENDEZVOUS_ENV}=1 to accept that on a network you trust")
 
 
 def horovod_unpatched() -> Optional[str]:
