@@ -19,10 +19,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: k
 from absl import flags
 
 from hvdkeras import config as config_lib
-from hvdkeras.common import command_line, processes, workdir_guard
+from hvdkeras.common import command_line, processes, signals, workdir_guard
 from hvdkeras.common.errors import SetupError
 from hvdkeras.common.horovod_env import launcher_rank
-from hvdkeras.common.workdir import check_writable
+from hvdkeras.common.workdir import Workdir, check_writable
 from hvdkeras.launch import cli as dry_run
 
 FLAGS = flags.FLAGS
@@ -125,6 +125,8 @@ def main(argv):
     cfg = config_lib.load(FLAGS.config, FLAGS.set)
     if FLAGS.fresh and FLAGS.resume == "force":
         fail("--fresh starts over and --resume=force resumes: pass one of them")
+    if launcher_rank() is not None:  # a launcher's rank: its SIGTERM and its launcher's end watched from now on
+        signals.install_process_flag(Workdir(workdir).after_launcher())
     if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
         _own_workdir(cfg, workdir)
     _train(cfg, workdir)

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import shutil
+import socket
 import tempfile
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -37,6 +38,7 @@ TENSORBOARD_DIR = "tensorboard"
 ESTIMATOR_DIR = "estimator"
 REPORT_FILE = "report.png"
 EXPORT_DIR = "export"
+LOGS_DIR = "logs"  # a rank's output after its launcher went
 # The names an atomic write or a removal gives its temporary folder (``.epoch-``: an older version's saves).
 STAGING_PREFIXES = (".saving-", ".deleting-", ".epoch-")
 
@@ -81,6 +83,11 @@ class Workdir:
     def export(self) -> str:
         """The run's ``export/`` folder (:mod:`hvdkeras.runtime.export`)."""
         return os.path.join(self.path, EXPORT_DIR)
+
+    def after_launcher(self) -> str:
+        """Where this process's output goes once its launcher has gone (:mod:`hvdkeras.common.launcher_watch`):
+        ``<workdir>/logs/after-launcher-<host>-<pid>.log``."""
+        return os.path.join(self.path, LOGS_DIR, f"after-launcher-{socket.gethostname()}-{os.getpid()}.log")
 
 
 # --------------------------------------------------------------------------- writing

@@ -47,6 +47,7 @@ from hvdkeras.common.workdir import (
     CONFIG_FILE,
     ESTIMATOR_DIR,
     EXPORT_DIR,
+    LOGS_DIR,
     METRICS_FILE,
     REPORT_FILE,
     TENSORBOARD_DIR,
@@ -56,7 +57,6 @@ from hvdkeras.config import Config, safe_yaml, to_dict
 
 LOCK_FILE = ".hvdkeras.lock"
 PREVIOUS_DIR = "previous"
-LOGS_DIR = "logs"  # a rank's output after its launcher went (hvdkeras.common.launcher_watch)
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR, TENSORBOARD_DIR, ESTIMATOR_DIR, EXPORT_DIR)
 
 # What a checkpoint's weights were trained with: a resume with any of these changed is refused (section: every

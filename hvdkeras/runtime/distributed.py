@@ -34,7 +34,6 @@ import hashlib
 import itertools
 import os
 import random
-import socket
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import horovod.tensorflow as hvd
@@ -56,6 +55,7 @@ from hvdkeras.common.horovod_env import (
     shared_cpus,
     thread_budget,
 )
+from hvdkeras.common.workdir import Workdir
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.runtime import compat
 from hvdkeras.runtime import rendezvous as rendezvous_auth
@@ -202,9 +202,8 @@ class ProcessInfo:
 
 
 def output_after_launcher(workdir: str) -> str:
-    """Where a rank's output goes once its launcher has gone (:mod:`hvdkeras.common.launcher_watch`):
-    ``<workdir>/logs/after-launcher-<host>-<pid>.log``."""
-    return os.path.join(workdir, "logs", f"after-launcher-{socket.gethostname()}-{os.getpid()}.log")
+    """Where a rank's output goes once its launcher has gone: :meth:`hvdkeras.common.workdir.Workdir.after_launcher`."""
+    return Workdir(workdir).after_launcher()
 
 
 def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
@@ -228,7 +227,8 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
         What was set up for this process.
     """
     rendezvous_auth.require_authenticated_rendezvous("this rank")  # first: an open rendezvous is refused, not joined
-    signals.install_process_flag(output_after_launcher(workdir) if workdir else None)
+    if signals.process_flag() is None:  # the command line installs it before TensorFlow's import (train.py)
+        signals.install_process_flag(output_after_launcher(workdir) if workdir else None)
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")
     if horovod_cfg is not None:

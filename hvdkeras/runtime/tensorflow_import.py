@@ -24,6 +24,8 @@ import tempfile
 from types import ModuleType
 from typing import Any, Iterator, Optional, Sequence
 
+from hvdkeras.common import launcher_watch
+
 # Keras 3's modules that import matplotlib at their own import, and what each binds: (module, name, import).
 KERAS_PLOTTING = (("keras.src.visualization.plot_image_gallery", "plt", "matplotlib.pyplot"),
                   ("keras.src.visualization.plot_bounding_box_gallery", "patches", "matplotlib.patches"))
@@ -103,7 +105,10 @@ def _import_quietly(level: int) -> ModuleType:
         try:
             return importlib.import_module("tensorflow")
         finally:
-            os.dup2(saved, 2)
+            # The launcher may have gone meanwhile (its end of stderr closed): then stderr follows stdout, which
+            # the launcher watch has pointed at the rank's log (hvdkeras.common.launcher_watch), and the lines
+            # below go there, not to a broken pipe.
+            os.dup2(1 if launcher_watch.closed([saved]) else saved, 2)
             os.close(saved)
             captured.seek(0)
             for line in captured.read().decode(errors="replace").splitlines(keepends=True):

@@ -205,6 +205,41 @@ def test_a_workdir_trained_on_the_other_stack_is_refused_in_one_line_before_trai
 
 
 @once_per_make_test("the command line's SIGTERM during start-up (a TensorFlow import)", 0.2, stack="keras3")
+def test_a_rank_whose_launcher_goes_while_it_starts_leaves_before_tensorflow_is_imported(tmp_path):
+    """A Slurm soak left a rank behind: its launcher was gone (rank 0 killed, the ssh session ended) while the rank
+    imported TensorFlow, and it watched its launcher only from Horovod's init on, 10 s and more later on a busy
+    machine. The command line now watches from the start: the rank leaves as preempted, status 75, before
+    TensorFlow's import is done (its site module is patched here to take 120 s), its line in its workdir's logs."""
+    slow = tmp_path / "slow_site"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import builtins, time\n"
+        "_real = builtins.__import__\n"
+        "def _slow(name, *args, **kwargs):\n"
+        "    if name == 'tensorflow' or name.startswith('tensorflow.'):\n"
+        "        time.sleep(120)\n"
+        "    return _real(name, *args, **kwargs)\n"
+        "builtins.__import__ = _slow\n")
+    workdir = tmp_path / "w"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", HOROVOD_RANK="1", HOROVOD_SIZE="2",
+               PYTHONPATH=os.pathsep.join([str(slow), REPO]))
+    proc = subprocess.Popen([sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--workdir",
+                             str(workdir)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        import time
+
+        time.sleep(2)  # the command line has parsed its flags and watches its launcher
+        proc.stdout.close()  # the launcher goes: its end of the rank's output closes
+        proc.stderr.close()
+        assert proc.wait(timeout=60) == 75
+    finally:
+        proc.kill()
+        proc.wait()
+    (log,) = os.listdir(workdir / "logs")
+    text = (workdir / "logs" / log).read_text()
+    assert "preempted (SIGTERM) outside training's preemption checks" in text, text[-2000:]
+
+
 def test_a_sigterm_during_start_up_ends_the_rank_as_a_preemption_with_nothing_to_save(tmp_path):
     """Issue 52: a SIGTERM after the process's setup, before fit (here while the model is built), exits with the
     preemption's status and one line, not 143; nothing is written to resume from."""
