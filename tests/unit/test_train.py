@@ -204,7 +204,8 @@ def test_a_workdir_trained_on_the_other_stack_is_refused_in_one_line_before_trai
     assert sorted(os.listdir(workdir)) == ["checkpoints", "config.yaml"]  # nothing trained, the lock released
 
 
-@once_per_make_test("the command line's SIGTERM during start-up (a TensorFlow import)", 0.2, stack="keras3")
+@once_per_make_test("a launcher's rank watched from the command line's start (no TensorFlow import)", 0.1,
+                    stack="keras2")
 def test_a_rank_whose_launcher_goes_while_it_starts_leaves_before_tensorflow_is_imported(tmp_path):
     """A Slurm soak left a rank behind: its launcher was gone (rank 0 killed, the ssh session ended) while the rank
     imported TensorFlow, and it watched its launcher only from Horovod's init on, 10 s and more later on a busy
@@ -240,6 +241,7 @@ def test_a_rank_whose_launcher_goes_while_it_starts_leaves_before_tensorflow_is_
     assert "preempted (SIGTERM) outside training's preemption checks" in text, text[-2000:]
 
 
+@once_per_make_test("the command line's SIGTERM during start-up (a TensorFlow import)", 0.2, stack="keras3")
 def test_a_sigterm_during_start_up_ends_the_rank_as_a_preemption_with_nothing_to_save(tmp_path):
     """Issue 52: a SIGTERM after the process's setup, before fit (here while the model is built), exits with the
     preemption's status and one line, not 143; nothing is written to resume from."""
