@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 import zipfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Collection, Dict, List, Optional
 
 from hvdkeras.common import installed
 from hvdkeras.common.errors import SetupError
@@ -28,9 +28,10 @@ def model_to_bytes(model: Any) -> bytes:
             return f.read()
 
 
-def named_modules(blob: bytes) -> List[str]:
+def named_modules(blob: bytes, given: Collection[str] = ()) -> List[str]:
     """The modules a ``.keras`` file's ``config.json`` names for its objects (``module`` beside a ``class_name``),
-    other than Keras' own and Python's builtins, which Keras resolves itself; each once, in order.
+    other than Keras' own and Python's builtins, which Keras resolves itself, and those of the objects ``given``
+    by name (``custom_objects``), which Keras takes from there without importing; each once, in order.
 
     Raises:
         SetupError: the bytes are not a ``.keras`` archive with a JSON ``config.json``.
@@ -46,7 +47,13 @@ def named_modules(blob: bytes) -> List[str]:
         node = stack.pop()
         if isinstance(node, dict):
             module = node.get("module")
-            if isinstance(module, str) and "class_name" in node and not _keras_own(module) and module not in found:
+            # What Keras looks its custom_objects up by, before it imports anything: a function's name (its config),
+            # else the registered name (the class name when the config has none; a built-in's is null)
+            key = node.get("config") if node.get("class_name") == "function" else node.get(
+                "registered_name", node.get("class_name"))
+            by_name = isinstance(key, str) and key in given
+            if (isinstance(module, str) and "class_name" in node and not _keras_own(module) and not by_name
+                    and module not in found):
                 found.append(module)
             stack.extend(reversed(list(node.values())))
         elif isinstance(node, list):
@@ -62,13 +69,13 @@ def model_from_bytes(blob: bytes, custom_objects: Optional[Dict[str, Any]] = Non
     """The model that :func:`model_to_bytes` wrote, not compiled; ``safe_mode``: Keras' (False loads a ``Lambda``'s
     bytecode), and each module the archive names must come from an installed package
     (:func:`hvdkeras.common.installed.check`: Keras 2.15 imports whatever module a ``config.json`` names, also in
-    its safe mode).
+    its safe mode), unless ``custom_objects`` gives its object by name, which Keras then takes without importing.
 
     Raises:
         SetupError: in safe mode, the archive names a module found outside the installed packages.
     """
     if safe_mode:
-        for module in named_modules(blob):
+        for module in named_modules(blob, given=set(custom_objects or {})):
             installed.check(module, "the saved model's config.json")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model" + MODEL_SUFFIX)

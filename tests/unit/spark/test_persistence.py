@@ -249,3 +249,33 @@ def test_a_saved_folder_that_names_code_beside_or_inside_it_is_refused_and_runs_
     assert not marker.exists()
     assert not [m for m in sys.modules if m.split(".")[0] in ("payload_beside", "inside", "nspkg", "payload_keras")]
     assert KerasModel.load("clean").getOrDefault("run_id") == "r1"
+
+
+def test_a_module_whose_objects_custom_objects_give_by_name_is_not_imported_so_not_checked(tmp_path, monkeypatch):
+    """An executor's transform: a custom object Keras takes from custom_objects by the name it looks up (a function's
+    name, a class's registered name) needs no import of its module, though that module sits in a folder that is not
+    installed (a user's PYTHONPATH); a built-in's module, which Keras imports whatever custom_objects holds, is still
+    checked."""
+    import io
+    import json
+    import zipfile
+
+    from hvdkeras.spark.keras.serialization import model_from_bytes, named_modules
+
+    def archive(config):
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("config.json", json.dumps(config))
+        return out.getvalue()
+
+    blob = archive({"module": "keras", "class_name": "Functional", "config": {"layers": [
+        {"module": "users_losses", "class_name": "function", "config": "my_loss", "registered_name": "function"},
+        {"module": "users_layers", "class_name": "MyLayer", "registered_name": "mine>MyLayer", "config": {}},
+        {"module": "planted", "class_name": "Dense", "registered_name": None, "config": {}}]}})
+    assert named_modules(blob) == ["users_losses", "users_layers", "planted"]
+    assert named_modules(blob, given={"my_loss", "mine>MyLayer", "Dense"}) == ["planted"]
+    assert named_modules(blob, given={"MyLayer"}) == ["users_losses", "users_layers", "planted"]
+    (tmp_path / "planted.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SetupError, match="names module 'planted'"):
+        model_from_bytes(blob, {"Dense": keras.layers.Dense})
