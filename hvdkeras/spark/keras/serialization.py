@@ -13,7 +13,6 @@ import zipfile
 from typing import Any, Collection, Dict, List, Optional
 
 from hvdkeras.common import installed
-from hvdkeras.common.errors import SetupError
 from hvdkeras.runtime.compat import keras
 
 MODEL_SUFFIX = ".keras"
@@ -33,14 +32,14 @@ def named_modules(blob: bytes, given: Collection[str] = ()) -> List[str]:
     other than Keras' own and Python's builtins, which Keras resolves itself, and those of the objects ``given``
     by name (``custom_objects``), which Keras takes from there without importing; each once, in order.
 
-    Raises:
-        SetupError: the bytes are not a ``.keras`` archive with a JSON ``config.json``.
+    None for bytes that are not a ``.keras`` archive with a JSON ``config.json``, which Keras then loads (or
+    refuses) without importing what they name.
     """
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as archive:
             config = json.loads(archive.read("config.json").decode("utf-8"))
-    except (zipfile.BadZipFile, KeyError, ValueError, RecursionError, OSError) as exc:
-        raise SetupError(f"the saved model is not a .keras archive with a config.json ({type(exc).__name__})") from None
+    except (zipfile.BadZipFile, KeyError, ValueError, RecursionError, OSError):
+        return []  # not a .keras archive (an H5 model, say): Keras reads it without importing a module it names
     found: List[str] = []
     stack = [config]
     while stack:

@@ -279,3 +279,10 @@ def test_a_module_whose_objects_custom_objects_give_by_name_is_not_imported_so_n
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(SetupError, match="names module 'planted'"):
         model_from_bytes(blob, {"Dense": keras.layers.Dense})
+
+
+def test_bytes_that_are_not_a_keras_archive_name_no_module():
+    # an H5 model (BestModelCheckpoint's .h5 file, say): Keras reads it without importing what it names
+    from hvdkeras.spark.keras.serialization import named_modules
+
+    assert named_modules(b"\x89HDF\r\n\x1a\n not a zip") == []
