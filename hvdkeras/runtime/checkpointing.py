@@ -39,7 +39,6 @@ from hvdkeras.common.errors import CheckpointError
 from hvdkeras.common.workdir import atomic_save, remove_staging, remove_tree
 from hvdkeras.runtime import distributed
 
-_NAME = NAME
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -87,13 +86,11 @@ def _files(folder: str) -> List[str]:
     return sorted(found)
 
 
-_inside = inside
-
 
 def _position_problem(folder: str) -> Optional[str]:
     """What is wrong between the folder's name (``epoch-0003``, ``epoch-0003-batch-0041``) and the epoch and batch
     its ``meta.json`` records (None: they agree). A renamed checkpoint would otherwise resume somewhere else."""
-    match = _NAME.match(os.path.basename(os.path.normpath(folder)))
+    match = NAME.match(os.path.basename(os.path.normpath(folder)))
     if match is None:
         return None
     named = (int(match.group(1)), int(match.group(2) or 0))
@@ -131,7 +128,7 @@ def verify(folder: str) -> Optional[str]:
     if not isinstance(entries, dict):
         return f"{MANIFEST} is unreadable (its files are not a mapping)"
     for rel in sorted(entries, key=str):
-        if not _inside(rel):
+        if not inside(rel):
             return f"{MANIFEST} lists {str(rel)[:80]!r}, outside its folder"
     for rel, want in sorted(entries.items()):
         path = os.path.join(folder, rel)
@@ -187,7 +184,7 @@ class CheckpointStore:
             return []
         found = []
         for name in os.listdir(self.directory):
-            match = _NAME.match(name)
+            match = NAME.match(name)
             meta_path = os.path.join(self.directory, name, META)
             if match and os.path.isfile(meta_path):
                 try:

@@ -15,7 +15,7 @@ Process setup done by :func:`init`, in this order:
    preemption callback takes the flag over, a SIGTERM ends the rank as a preemption with nothing
    to save (status 75 and one line), and a fit still sees one that came before it. The launcher
    going away (its end of the rank's output closing) is a SIGTERM too; the rank's output then
-   continues in :func:`output_after_launcher`.
+   continues in :meth:`hvdkeras.common.workdir.Workdir.after_launcher`.
 1. ``hvd.init()``.
 2. GPU pinning: a process sees only the GPU at index ``local_rank`` of the host's
    GPU list, with memory growth on. The list is passed in (``gpus=``), so the rule
@@ -201,11 +201,6 @@ class ProcessInfo:
         return self.rank == ROOT_RANK
 
 
-def output_after_launcher(workdir: str) -> str:
-    """Where a rank's output goes once its launcher has gone: :meth:`hvdkeras.common.workdir.Workdir.after_launcher`."""
-    return Workdir(workdir).after_launcher()
-
-
 def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
          horovod_cfg: Optional[HorovodConfig] = None, workdir: Optional[str] = None,
          gpu_index: Optional[int] = None) -> ProcessInfo:
@@ -228,7 +223,7 @@ def init(runtime: RuntimeConfig, gpus: Optional[Sequence[Any]] = None,
     """
     rendezvous_auth.require_authenticated_rendezvous("this rank")  # first: an open rendezvous is refused, not joined
     if signals.process_flag() is None:  # the command line installs it before TensorFlow's import (train.py)
-        signals.install_process_flag(output_after_launcher(workdir) if workdir else None)
+        signals.install_process_flag(Workdir(workdir).after_launcher() if workdir else None)
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")
     if horovod_cfg is not None:
