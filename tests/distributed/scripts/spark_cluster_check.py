@@ -136,8 +136,8 @@ def python_of_rank(hidden):
 
 
 class KillRankOnce(keras.callbacks.Callback):
-    """SIGKILLs rank 1's process (or, with ``executor``, the executor JVM it runs under) at the third batch of epoch
-    ``epoch`` (0-based), once: a marker file remembers."""
+    """SIGKILLs rank 1's process (or, with ``executor``, the executor JVM it runs under, and then waits until the rank
+    is told) at the third batch of epoch ``epoch`` (0-based), once: a marker file remembers."""
 
     def __init__(self, marker, epoch=1, executor=False):
         super().__init__()
@@ -152,11 +152,21 @@ class KillRankOnce(keras.callbacks.Callback):
 
         if self.epoch == self.at_epoch and batch == 2 and hvd_tf.rank() == 1 and not os.path.exists(self.marker):
             open(self.marker, "w").close()
-            victim = os.getpid()
-            if self.executor:
-                (victim,) = [p.pid for p in psutil.Process().parents()
-                             if "CoarseGrainedExecutorBackend" in " ".join(p.cmdline())]
-            os.kill(victim, signal.SIGKILL)
+            if not self.executor:
+                os.kill(os.getpid(), signal.SIGKILL)
+            (jvm,) = [p.pid for p in psutil.Process().parents()
+                      if "CoarseGrainedExecutorBackend" in " ".join(p.cmdline())]
+            os.kill(jvm, signal.SIGKILL)
+            # The rank learns that its executor went through its task's output closing (the product's chain:
+            # pyspark's daemon, the task, hvdkeras.common.launcher_watch), which takes a moment; it must not train
+            # on meanwhile, or on a slow machine the gang finishes the epoch and checkpoints it before it stops.
+            from hvdkeras.common import signals
+
+            flag, deadline = signals.process_flag(), time.monotonic() + 120
+            while flag is not None and not flag.pending and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if flag is None or not flag.pending:
+                raise RuntimeError("rank 1 was not told in 120 s that its executor had gone")
 
 
 class RecordRank(keras.callbacks.Callback):
