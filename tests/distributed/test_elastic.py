@@ -10,6 +10,7 @@ import psutil
 
 from hvdkeras.common import processes
 from hvdkeras.runtime import checkpointing
+from tests.harness.command_lines import CommandLines
 from tests.harness.ranks import (
     DISCOVER_HOSTS,
     HOROVODRUN,
@@ -74,33 +75,34 @@ def _elastic_job(hosts, workdir, epochs, *sets):
 def test_kill_a_worker_then_add_one_back(tmp_path):
     hosts, workdir, log = tmp_path / "hosts", tmp_path / "work", tmp_path / "job.log"
     cmd, env = _elastic_job(hosts, workdir, EPOCHS)
-    out = open(log, "w")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    text = lambda: log.read_text()  # noqa: E731
-    try:
-        _wait_for(lambda: epochs_logged(workdir) >= 3, 180, "three epochs on two ranks", log)
-        victim = _worker_on("127.0.0.1", str(workdir))
-        assert victim is not None
-        os.kill(victim, signal.SIGKILL)  # mid-epoch, without warning
-        before = epochs_logged(workdir)
-        _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone", log)
-        resumed_line = [ln for ln in text().splitlines() if "rank 0/1: elastic resuming" in ln][0]
-        resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
-        assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
-        # keep_global_batch (the default): the survivor takes the whole global batch at the same rate
-        assert "(global batch 64 = 1 x 64, lr 0.1)" in resumed_line, resumed_line
-        _wait_for(lambda: epochs_logged(workdir) >= resumed_epoch + 2, 120, "training on one rank", log, proc)
+    with CommandLines() as seen:  # the rendezvous secret of every worker, the one added back too
+        out = open(log, "w")
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        text = lambda: log.read_text()  # noqa: E731
+        try:
+            _wait_for(lambda: epochs_logged(workdir) >= 3, 180, "three epochs on two ranks", log)
+            victim = _worker_on("127.0.0.1", str(workdir))
+            assert victim is not None
+            os.kill(victim, signal.SIGKILL)  # mid-epoch, without warning
+            before = epochs_logged(workdir)
+            _wait_for(lambda: "rank 0/1: elastic resuming" in text(), 120, "the survivor to continue alone", log)
+            resumed_line = [ln for ln in text().splitlines() if "rank 0/1: elastic resuming" in ln][0]
+            resumed_epoch = int(resumed_line.split("at epoch ")[1].split(",")[0])
+            assert before - 1 <= resumed_epoch <= before + 1  # from the last commit, not from scratch
+            # keep_global_batch (the default): the survivor takes the whole global batch at the same rate
+            assert "(global batch 64 = 1 x 64, lr 0.1)" in resumed_line, resumed_line
+            _wait_for(lambda: epochs_logged(workdir) >= resumed_epoch + 2, 120, "training on one rank", log, proc)
 
-        hosts.write_text(f"localhost:1\n{socket.gethostname()}:1\n")  # a worker comes back
-        _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join", log, proc)
-        print(f"\nthe new worker joined after epoch {epochs_logged(workdir)} of {EPOCHS}")
-        joined = [ln for ln in text().splitlines() if "rank 1/2: elastic resuming" in ln][0]
-        assert "(global batch 64 = 2 x 32, lr 0.1)" in joined, joined
-        proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-        out.close()
+            hosts.write_text(f"localhost:1\n{socket.gethostname()}:1\n")  # a worker comes back
+            _wait_for(lambda: "rank 1/2: elastic resuming" in text(), 180, "the new worker to join", log, proc)
+            print(f"\nthe new worker joined after epoch {epochs_logged(workdir)} of {EPOCHS}")
+            joined = [ln for ln in text().splitlines() if "rank 1/2: elastic resuming" in ln][0]
+            assert "(global batch 64 = 2 x 32, lr 0.1)" in joined, joined
+            proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+            out.close()
     output = text()
     assert proc.returncode == 0, output[-4000:]
     records = read_jsonl(workdir / "metrics.jsonl")
@@ -109,6 +111,7 @@ def test_kill_a_worker_then_add_one_back(tmp_path):
     final = [ln for ln in output.splitlines() if "final validation" in ln]
     assert len(final) == 1 and "(2 ranks" in final[0]
     assert sorted(os.listdir(workdir / "checkpoints"))[-1] == f"epoch-{EPOCHS:04d}"
+    assert seen.secrets and seen.exposed() == []  # no worker's secret on any command line
 
 
 # The preemption's stop at one batch and its checkpoint are the trainer's on both stacks (test_preemption_two_ranks.py),

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from lab import slurm
+from tests.harness.command_lines import CommandLines
 from tests.harness.ranks import REPO, read_jsonl
 from tests.harness.stacks import once_per_make_test
 
@@ -110,19 +111,20 @@ def soak(cluster, tmp_path_factory, soak_quiet_run):
     """``python -m benchmarks.soak --slurm --short`` on the module's cluster, against the quiet run of two local ranks
     (``soak_quiet_run``, which the local soak shares): its report, its ``--out`` folder."""
     out = tmp_path_factory.mktemp("soak")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--slurm-cluster",
-                           os.path.join(cluster.folder, "cluster.json"), "--short", "--seed", str(SEED), "--out",
-                           str(out), "--quiet-from", str(soak_quiet_run)], cwd=REPO, capture_output=True, text=True,
-                          timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    with CommandLines() as seen:
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--slurm-cluster",
+                               os.path.join(cluster.folder, "cluster.json"), "--short", "--seed", str(SEED), "--out",
+                               str(out), "--quiet-from", str(soak_quiet_run)], cwd=REPO, capture_output=True,
+                              text=True, timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     tail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert (out / "soak.json").exists(), tail
-    return json.loads((out / "soak.json").read_text()), out, proc.returncode, tail
+    return json.loads((out / "soak.json").read_text()), out, proc.returncode, tail, seen
 
 
 def test_the_generated_script_trains_the_digits_job_on_two_nodes(cluster, soak):
     # The soaked job's last run: the dry run's sbatch script, submitted as it is, requeued after each fault, resumed
     # and trained to the end.
-    report, out, _, tail = soak
+    report, out, _, tail, _ = soak
     job = _job(cluster, report["settings"]["slurm_jobs"]["job"])
     assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), tail
     assert job["NodeList"] in ("hvd-host-[a-b]", "hvd-host-a,hvd-host-b")
@@ -147,7 +149,7 @@ def test_the_generated_script_trains_the_digits_job_on_two_nodes(cluster, soak):
 def test_faults_in_a_row_while_the_job_is_requeued_lose_nothing_beyond_the_promise(cluster, soak):
     # Issue 52's Slurm soak: Slurm's requeue is the restart loop; a kill, then the time limit's signal as the
     # requeued job starts, a damaged checkpoint, then a node down while the job is requeued (it waits for it).
-    report, out, status, tail = soak
+    report, out, status, tail, _ = soak
     assert status == 0, tail
     assert report["faults"] == report["survived"] == 4 and report["not_injected"] == 0, tail
     assert set(report["by_kind"]) == {"kill_rank", "preempt", "damage_checkpoint", "node_fail"}, tail
@@ -169,6 +171,15 @@ def test_faults_in_a_row_while_the_job_is_requeued_lose_nothing_beyond_the_promi
     final = report["final"]
     assert final["same_variables"] and final["trainable_max_abs_diff"] == 0.0, (final, tail)
     assert final["soaked_val_accuracy"] == final["quiet_val_accuracy"] >= 0.9, (final, tail)
+
+
+def test_no_process_on_the_nodes_has_the_secret_or_the_jobs_key_on_its_command_line(soak):
+    # horovodrun on the first node finds the nodes' interfaces with Horovod's task function over ssh (its settings
+    # hold the job's key) and starts the ranks over ssh (the secret): both on ssh's input, neither in an argument
+    seen = soak[-1]
+    assert seen.secrets and seen.scans > 10, (seen.secrets, seen.scans)
+    assert any(b"horovod.runner.task_fn" in cmdline for _, cmdline in seen.cmdlines)
+    assert seen.exposed() == []
 
 
 def test_the_srun_form_trains_on_two_nodes_with_horovods_mpi_controller(cluster, tmp_path):

@@ -67,10 +67,11 @@ def check(spark_cluster):
     # such a day's: the same 900 s as keras2's shared driver (tests/harness/spark_driver.py); a hang still fails.
     try:
         with moto_server(host=spark_cluster.hosts.launcher_addr) as endpoint:
-            (report,) = results(launch([sys.executable, CHECK, work, endpoint, "--estimator-fit", "--tuning",
-                                        "--stream", "--scenarios", ",".join(SCENARIOS_IN_THE_DRIVER), "--archive",
-                                        archive, "--hidden", os.pathsep.join(HIDDEN)], env=spark_cluster.env(),
-                                       timeout=900))
+            job = launch([sys.executable, CHECK, work, endpoint, "--estimator-fit", "--tuning", "--stream",
+                          "--scenarios", ",".join(SCENARIOS_IN_THE_DRIVER), "--archive", archive, "--hidden",
+                          os.pathsep.join(HIDDEN)], env=spark_cluster.env(), timeout=900, command_lines=True)
+            (report,) = results(job)
+            report["command_lines"] = job.command_lines
     finally:
         os.remove(archive)  # 483 MiB; the executors' copies go with the cluster (lab.spark.down)
     seconds = {part: round(took, 1) for part, took in report["seconds"].items()}
@@ -111,6 +112,13 @@ def test_the_ranks_run_the_environment_spark_shipped_on_hosts_that_cannot_see_th
         for name, path in python["modules"].items():
             assert path.startswith(os.path.join(unpacked, packed_env.SITE) + os.sep), (name, python)
         assert python["sees"] == {path: False for path in HIDDEN}, python
+
+
+def test_no_process_on_the_hosts_has_the_secret_on_its_command_line(check):
+    # each task hands its rank the rendezvous secret in its environment; no executor, task or rank shows it
+    seen = check["command_lines"]
+    assert seen.secrets and seen.scans > 10, (seen.secrets, seen.scans)
+    assert seen.exposed() == []
 
 
 def test_the_task_slots_are_the_registered_executors_cores(check):

@@ -93,8 +93,16 @@ def _reports(report_dir):
 @pytest.fixture(scope="module")
 def run(hosts, tmp_path_factory):
     base = tmp_path_factory.mktemp("two_hosts_run")
-    job = launch(_report_command(hosts, base), env=hosts.env(), timeout=180)
+    job = launch(_report_command(hosts, base), env=hosts.env(), timeout=180, command_lines=True)
     return job, base / "work", _reports(base / "report")
+
+
+def test_no_process_on_either_host_has_the_secret_on_its_command_line(run):
+    # the remote rank's shell reads the secret from ssh's input: neither the ssh client nor a shell shows it
+    seen = run[0].command_lines
+    assert seen.secrets and seen.scans > 10, (seen.secrets, seen.scans)
+    assert seen.exposed() == []
+    assert any(b"ssh" in cmdline.split(b"\0")[0] for _, cmdline in seen.cmdlines)  # a rank was started over ssh
 
 
 def test_ranks_ran_on_two_different_hosts(hosts, run):

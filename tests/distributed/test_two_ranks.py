@@ -16,7 +16,7 @@ def digits_run(tmp_path_factory):
     """The default job, exactly as configs/digits.yaml has it, on two ranks."""
     base = tmp_path_factory.mktemp("digits")
     workdir, report_dir = base / "work", base / "report"
-    job = horovodrun([REPORT, str(report_dir), str(workdir), DIGITS], timeout=420)
+    job = horovodrun([REPORT, str(report_dir), str(workdir), DIGITS], timeout=420, command_lines=True)
     return job, workdir, reports(report_dir)
 
 
@@ -25,6 +25,13 @@ def test_default_job_reaches_accuracy_and_prints_it_once(digits_run):
     assert reps[0]["final"]["val_accuracy"] >= 0.90
     final_lines = [line for line in job.output.splitlines() if "final validation" in line]
     assert len(final_lines) == 1 and final_lines[0].startswith("[0]<stdout>:")
+
+
+def test_no_process_has_the_rendezvous_secret_on_its_command_line(digits_run):
+    # ps shows every process's arguments to every local user; the ranks get the secret in their environment
+    seen = digits_run[0].command_lines
+    assert seen.secrets and seen.scans > 10, (seen.secrets, seen.scans)
+    assert seen.exposed() == []
 
 
 def test_weights_identical_on_both_ranks(digits_run):

@@ -4,6 +4,7 @@
 A job that outlives its timeout is killed with its whole process tree and the test
 fails with the tail of its output: a hang fails the test, not CI's clock.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -12,12 +13,14 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Optional
 
 import pytest
 
 from hvdkeras.common.processes import kill_session, kill_tree, scan
 from hvdkeras.common.workdir import read_metrics
 from hvdkeras.launch import MPIRUN_FLAGS
+from tests.harness.command_lines import CommandLines
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO, "tests", "distributed", "scripts")
@@ -30,6 +33,7 @@ DISCOVER_HOSTS = f"{sys.executable} -m hvdkeras.discover_hosts"
 class Job:
     returncode: int
     output: str
+    command_lines: Optional[CommandLines] = None  # every process's arguments while it ran, when asked for
 
     def lines_of(self, rank: int):
         """What ``rank`` printed to stdout: horovodrun --gloo tags lines ``[r]<stdout>:``, MPI ``[1,r]<stdout>:``."""
@@ -82,26 +86,29 @@ def train_args(workdir, *sets, config=os.path.join(REPO, "configs", "digits.yaml
     return args
 
 
-def horovodrun(args, np=2, timeout=300, check=True, launcher="gloo") -> Job:
+def horovodrun(args, np=2, timeout=300, check=True, launcher="gloo", command_lines=False) -> Job:
     """Runs ``python <args>`` on ``np`` local ranks (Gloo unless ``launcher`` says otherwise);
     fails the test on timeout (or error if ``check``)."""
     return launch(launch_command(np, launcher) + [sys.executable] + list(args), env=dict(os.environ, **MPI_ENV),
-                  timeout=timeout, check=check)
+                  timeout=timeout, check=check, command_lines=command_lines)
 
 
-def launch(cmd, env=None, timeout=300, check=True, cwd=REPO) -> Job:
+def launch(cmd, env=None, timeout=300, check=True, cwd=REPO, command_lines=False) -> Job:
     """Runs a whole launcher command line (``cmd[0]`` is e.g. HOROVODRUN with its own hosts and
     options) from ``cwd`` (REPO) with the same timeout, kill-the-tree and failure rules as ``horovodrun``;
-    ``env`` (default os.environ) gets TF_CPP_MIN_LOG_LEVEL=2 and PYTHONUNBUFFERED=1."""
+    ``env`` (default os.environ) gets TF_CPP_MIN_LOG_LEVEL=2 and PYTHONUNBUFFERED=1. With ``command_lines``,
+    every process's arguments are sampled while it runs (:attr:`Job.command_lines`)."""
     env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        out, _ = proc.communicate()
-        pytest.fail(f"launcher hung for {timeout}s and was killed: {' '.join(cmd)}\n" + out[-4000:])
-    job = Job(proc.returncode, out)
+    with CommandLines() if command_lines else contextlib.nullcontext() as seen:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+            out, _ = proc.communicate()
+            pytest.fail(f"launcher hung for {timeout}s and was killed: {' '.join(cmd)}\n" + out[-4000:])
+    job = Job(proc.returncode, out, seen)
     if check and job.returncode != 0:
         pytest.fail(f"launcher exited {job.returncode}: {' '.join(cmd)}\n" + out[-6000:])
     return job
