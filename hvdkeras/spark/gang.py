@@ -20,15 +20,14 @@ whose output is shuffled, so the ranks' results go through a shuffle to one part
 4. returns the rank's result, or fails the stage when the rank failed.
 
 The driver counts the gang's starts over the whole run, Spark's own retries and its own submissions alike
-(:class:`hvdkeras.spark.relay.Relay`): a start past ``max_retries`` retries fails at once with :data:`GAVE_UP`, and
+(:class:`hvdkeras.engines.attempts.Attempts`, asked through :class:`hvdkeras.spark.relay.Relay`): a start past
+``max_retries`` retries fails at once (:class:`hvdkeras.engines.failures.RetriesExhaustedError`), and
 the driver ends with one line. A run whose tasks cannot all start within ``start_timeout`` (an executor that never came
 back) is cancelled with one line.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import json
 import os
 import shutil
@@ -40,98 +39,16 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from hvdkeras.common.errors import RankFailedError, SetupError
+from hvdkeras.common.errors import SetupError
+from hvdkeras.engines import failures, rendezvous_server
+from hvdkeras.engines.attempts import Attempts
+from hvdkeras.engines.placement import interface_of, slot_plan
 from hvdkeras.runtime import rendezvous as rendezvous_auth
 from hvdkeras.spark.common.gpus import GPUS_VAR
 
-GAVE_UP = "hvdkeras-gang-gave-up"
-RENDEZVOUS_SECRET_VAR = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # Horovod patch 0010: what each request must carry
-FAILED = "hvdkeras-gang-rank-failed"
-CANNOT_START = "cannot start the rank's Python"  # a failure no retry mends: the driver raises it at once
+CANNOT_START = "cannot start the rank's Python"  # how a failure no retry mends begins: the driver raises it at once
 _CANNOT = "cannot"  # a task's word in the gang's allGather when it could not start its rank (then why)
 WATCH_INTERVAL_S = 1.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Slot:
-    """Where one rank runs, as ``horovodrun`` places it (Horovod's ``SlotInfo``)."""
-
-    hostname: str
-    rank: int
-    local_rank: int
-    cross_rank: int
-    size: int
-    local_size: int
-    cross_size: int
-
-
-def slot_plan(hosts: Sequence[str]) -> List[Slot]:
-    """Each task's rank from the hosts its tasks run on (``hosts[i]``: task ``i``'s), as Horovod places ranks: the
-    hosts in the order they first appear, each host's tasks in task order with consecutive ranks.
-
-    Returns:
-        ``plan[i]``: task ``i``'s slot.
-    """
-    order: List[str] = []
-    for host in hosts:
-        if host not in order:
-            order.append(host)
-    local_sizes = {host: sum(1 for h in hosts if h == host) for host in order}
-    ranks: Dict[int, Tuple[int, int]] = {}  # task -> (rank, local rank)
-    rank = 0
-    for host in order:
-        for local_rank, task in enumerate(i for i, h in enumerate(hosts) if h == host):
-            ranks[task] = (rank, local_rank)
-            rank += 1
-    plan = []
-    for task, host in enumerate(hosts):
-        rank, local_rank = ranks[task]
-        crossing = [h for h in order if local_sizes[h] > local_rank]  # the hosts with a rank at this local rank
-        plan.append(Slot(hostname=host, rank=rank, local_rank=local_rank, cross_rank=crossing.index(host),
-                         size=len(hosts), local_size=local_sizes[host], cross_size=len(crossing)))
-    return plan
-
-
-def interface_of(address: str, nics: Optional[Sequence[str]] = None) -> Optional[str]:
-    """The network interface that holds ``address`` (a name is resolved first) on this host, among ``nics`` when
-    given; None when none does."""
-    import psutil
-
-    try:
-        ip = socket.gethostbyname(address)
-    except OSError:
-        return None
-    for name, addrs in psutil.net_if_addrs().items():
-        if nics and name not in nics:
-            continue
-        if any(a.family == socket.AF_INET and a.address == ip for a in addrs):
-            return name
-    return None
-
-
-def rendezvous_secret(token: str) -> str:
-    """The secret every request to the gang's rendezvous carries (Horovod patch 0010), from the fit's relay token,
-    which each task has: what reaches the rendezvous' port from elsewhere is refused."""
-    return hmac.new(token.encode(), b"hvdkeras-gang-rendezvous", hashlib.sha256).hexdigest()
-
-
-def rank_environment(slot: Slot, rendezvous: Tuple[str, int], iface: Optional[str],
-                     secret: str = "") -> Dict[str, str]:
-    """Horovod's settings for the rank in ``slot``, with Gloo's rendezvous at ``rendezvous`` (address, port), which
-    requires ``secret`` of every request when it is given."""
-    env = {
-        "HOROVOD_HOSTNAME": slot.hostname, "HOROVOD_RANK": str(slot.rank), "HOROVOD_SIZE": str(slot.size),
-        "HOROVOD_LOCAL_RANK": str(slot.local_rank), "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-        "HOROVOD_CROSS_RANK": str(slot.cross_rank), "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-        "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous[1]),
-        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo", "PYTHONUNBUFFERED": "1",
-    }
-    if iface:
-        env["HOROVOD_GLOO_IFACE"] = iface
-        env["NCCL_SOCKET_IFNAME"] = iface
-    if secret:
-        env[RENDEZVOUS_SECRET_VAR] = secret
-    return env
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,20 +61,6 @@ class TaskSpec:
     relay: Tuple[str, int]
     token: str
     nics: Optional[Tuple[str, ...]]
-
-
-def _start_rendezvous(host: str, plan: Sequence[Slot], secret: str, verbose: int = 0) -> Any:
-    """Horovod's Gloo rendezvous server on ``host`` (that address alone), initialised for ``plan``, answering only
-    requests that carry ``secret``."""
-    from horovod.runner.common.util.hosts import SlotInfo
-    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
-
-    server = RendezvousHTTPServer((host, 0), RendezvousHandler, verbose)
-    server.secret = secret  # what Horovod patch 0010's handlers require of every request
-    server.init([SlotInfo(hostname=s.hostname, rank=s.rank, local_rank=s.local_rank, cross_rank=s.cross_rank,
-                          size=s.size, local_size=s.local_size, cross_size=s.cross_size) for s in plan])
-    threading.Thread(target=server.serve_forever, name="hvdkeras-rendezvous", daemon=True).start()
-    return server
 
 
 def _pump(stream: Any, name: str, sender: Any) -> None:
@@ -183,7 +86,8 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
     """One task of the barrier stage (see the module docstring); yields ``(rank, cloudpickled result)``.
 
     Raises:
-        RuntimeError: the attempt is past ``max_retries`` (:data:`GAVE_UP`), or the rank failed (:data:`FAILED`).
+        RuntimeError: :func:`hvdkeras.engines.failures.carried`'s, for ``RetriesExhaustedError`` (the attempt is
+            past ``max_retries``), ``RankExitedError`` or ``CannotStartError`` (:mod:`hvdkeras.engines.failures`).
     """
     from pyspark import BarrierTaskContext
 
@@ -195,12 +99,13 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
     plan = slot_plan(hosts)
     slot = plan[index]
     sender = Sender(spec.relay, spec.token, slot.rank)
-    secret = rendezvous_secret(spec.token)
+    secret = rendezvous_server.gang_secret(spec.token)
     chief = next(i for i, s in enumerate(plan) if s.rank == 0)
     server, folder, proc = None, None, None
     try:
         env = dict(spec.env)  # the rendezvous' port comes with the go
-        env.update(rank_environment(slot, (hosts[chief], 0), interface_of(hosts[index], spec.nics), secret))
+        env.update(rendezvous_server.rank_environment(slot, (hosts[chief], 0), interface_of(hosts[index], spec.nics),
+                                                      secret))
         resources = ctx.resources()
         if "gpu" in resources:
             env[GPUS_VAR] = ",".join(str(a) for a in resources["gpu"].addresses)
@@ -216,18 +121,16 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         for pump in pumps:
             pump.start()
         if slot.rank == 0 and cannot is None and sender.start():  # the driver counts the gang's starts
-            server = _start_rendezvous(hosts[index], plan, secret)
+            server = rendezvous_server.start(hosts[index], plan, secret)
         # Every task learns rank 0's answer before it could wait on anything else: a task that Spark kills while it
         # waits in a barrier call takes its executor down with it (exit code 50), and the next job needs another.
         mine = f"{_CANNOT} {cannot}" if cannot else f"start {server.server_address[1]}" if server else "ready"
         answers = ctx.allGather(mine)
         unstartable = [a[len(_CANNOT) + 1:] for a in answers if a.startswith(_CANNOT + " ")]
         if unstartable:  # no retry mends it: every task fails with the same line
-            if cannot:
-                sender.failed(cannot)
-            raise RuntimeError(f"{FAILED}: {unstartable[0]}")
+            raise failures.carried(failures.CannotStartError(unstartable[0]))
         if not answers[chief].startswith("start "):
-            raise RuntimeError(f"{GAVE_UP}: no retry left")
+            raise failures.carried(failures.RetriesExhaustedError("no retry left"))
         assert proc is not None and proc.stdin is not None
         try:
             proc.stdin.write(json.dumps({"HOROVOD_GLOO_RENDEZVOUS_PORT": answers[chief].split()[1]}).encode() + b"\n")
@@ -240,7 +143,7 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
         if status != 0:
             reason = f"rank {slot.rank} on {slot.hostname} exited with status {status}"
             sender.failed(reason)
-            raise RuntimeError(f"{FAILED}: {reason}")
+            raise failures.carried(failures.RankExitedError(reason))
         with open(result, "rb") as f:
             data = f.read()
     finally:
@@ -256,11 +159,11 @@ def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]
     yield slot.rank, data
 
 
-def _marked(error: BaseException, marker: str) -> Optional[str]:
-    """The first line of ``error``'s text that carries ``marker``, from the marker on; None if none does."""
+def _spark_refusal(error: BaseException) -> Optional[str]:
+    """Spark's own refusal of a barrier stage, from its text (Spark's words, not ours); None if it is not one."""
     for line in str(error).splitlines():
-        if marker in line:
-            return line[line.index(marker):].strip()
+        if "Barrier execution mode" in line:
+            return line[line.index("Barrier execution mode"):].strip()
     return None
 
 
@@ -303,15 +206,6 @@ class _StartWatch:
         self._thread.join(timeout=2 * WATCH_INTERVAL_S + 1)
 
 
-def start_timeout_error(num_proc: int, start_timeout: float, detail: str = "") -> SetupError:
-    """The one line for ranks whose Spark tasks did not all start in time (Horovod's runner or the gang)."""
-    said = f" ({detail})" if detail else ""
-    return SetupError(f"the {num_proc} ranks' Spark tasks did not all start within start_timeout={start_timeout:g}"
-                      f" s{said}; check that the executors are alive and have {num_proc} free task slots, or raise"
-                      " start_timeout")
-
-
-
 def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[str, Any], num_proc: int,
              env: Dict[str, str], start_timeout: float, max_retries: int = 0, executable: Optional[str] = None,
              nics: Optional[Sequence[str]] = None, stdout: Any = None, stderr: Any = None,
@@ -340,7 +234,8 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
     Raises:
         SetupError: the tasks did not start within ``start_timeout``, Spark refused the barrier stage, or a rank's
             Python cannot be started (``executable``), which no retry mends.
-        RankFailedError: a rank failed on the last attempt allowed; its text names the rank, its host and its status.
+        RetriesExhaustedError: a rank failed on the last attempt allowed (a ``RankFailedError``); its text names
+            the rank, its host and its status.
     """
     import cloudpickle
 
@@ -351,8 +246,8 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
         raise SetupError("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses with"
                          " dynamic allocation: set spark.dynamicAllocation.enabled=false for this application")
     host = sc.getConf().get("spark.driver.host", None) or socket.gethostname()
-    relay = Relay(host, stdout=stdout, stderr=stderr, timestamp=timestamp, max_retries=max_retries,
-                  retry_hint=retry_hint)
+    attempts = Attempts(max_retries, retry_hint)
+    relay = Relay(host, attempts, stdout=stdout, stderr=stderr, timestamp=timestamp)
     spec = TaskSpec(payload=cloudpickle.dumps((fn, tuple(args), dict(kwargs))), env=dict(env), executable=executable,
                     relay=relay.address, token=relay.token, nics=tuple(nics) if nics else None)
     try:
@@ -360,7 +255,7 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
             group = f"hvdkeras-gang-{os.getpid()}-{time.time_ns()}"
             sc.setJobGroup(group, "hvdkeras.spark.run: Horovod ranks", interruptOnCancel=True)
             watch = _StartWatch(sc, group, start_timeout)
-            seen, starts = len(relay.failures), relay.starts  # this job's come after
+            seen, starts = len(attempts.failures), attempts.starts  # this job's come after
             try:
                 # The barrier stage feeds a shuffle: Spark starts a failed barrier stage again only when it is a
                 # map stage (a failed barrier result stage aborts its job).
@@ -370,18 +265,18 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
                 return [cloudpickle.loads(data) for _, data in sorted(pairs, key=lambda pair: pair[0])]
             except Exception as exc:  # noqa: BLE001 - py4j's error for the failed job: read below
                 if watch.fired:
-                    raise start_timeout_error(num_proc, start_timeout) from None
-                refused = _marked(exc, "Barrier execution mode")
+                    raise failures.start_timeout(num_proc, start_timeout) from None
+                refused = _spark_refusal(exc)
                 if refused:
                     raise SetupError(f"Spark refused the ranks' barrier stage: {refused[:300]}") from None
-                failed = _marked(exc, FAILED)
-                reason = relay.why(seen) if len(relay.failures) > seen else (
-                    failed[len(FAILED) + 2:] if failed else _first_line(exc))
-                if reason.startswith(CANNOT_START):
-                    raise SetupError(reason) from None
-                relay.count_attempt_since(starts)  # a job that failed before its ranks started is an attempt too
-                if _marked(exc, GAVE_UP) or relay.starts > max_retries:
-                    raise RankFailedError(reason) from None
+                carried = failures.received(exc)
+                if isinstance(carried, failures.CannotStartError):
+                    raise carried from None
+                reason = attempts.why(seen) if len(attempts.failures) > seen else (
+                    str(carried) if isinstance(carried, failures.RankExitedError) else _first_line(exc))
+                attempts.count_attempt_since(starts)  # a job that failed before its ranks started is an attempt too
+                if isinstance(carried, failures.RetriesExhaustedError) or attempts.exhausted:
+                    raise failures.RetriesExhaustedError(reason) from None
                 # Spark did not start the stage again itself (a local master allows no task failure): submit it
             finally:
                 watch.stop()

@@ -11,9 +11,9 @@ no thread of its own and no room beyond the token's (:mod:`hvdkeras.common.token
 reach the driver writes its rank's lines to its own output instead (:class:`Sender`).
 
 Messages are JSON lines: ``{"rank": r, "stream": "stdout"|"stderr", "line": text}``, ``{"failed": text}``
-for why a rank failed, which the driver keeps (:attr:`Relay.failures`), or ``{"start": true}``, which rank 0's
-task sends before its rank starts. The relay counts those starts, the attempts of the whole gang, and answers
-``go`` or, past ``max_retries`` retries, ``stop``; a retry is logged on the driver as one warning line.
+for why a rank failed, or ``{"start": true}``, which rank 0's task sends before its rank starts. The last two
+go to the run's :class:`~hvdkeras.engines.attempts.Attempts`, which counts the starts and keeps the reasons; the
+relay answers a start ``go N`` or, past the retries, ``stop``.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import threading
 import time
 from typing import IO, Any, Dict, List, Optional
 
-from hvdkeras.common import log
 from hvdkeras.common.token_gate import TokenGate
+from hvdkeras.engines.attempts import Attempts
 
 MAX_LINE = 64 * 1024  # a longer line is cut there
 CONNECT_TIMEOUT_S = 10.0  # from accept: a connection that has not sent the whole token by then is closed
@@ -42,28 +42,22 @@ class Relay:
 
     Args:
         host: the address the executors reach the driver at.
+        attempts: the run's starts, which the tasks' start and failure messages go to.
         stdout: where the ranks' standard output goes (default: this process's).
         stderr: where their standard error goes (default: this process's).
         timestamp: prefix each line with its time.
-        max_retries: how many starts of the gang after the first are allowed.
-        retry_hint: what a retry's warning line adds (where the ranks resume).
     """
 
-    def __init__(self, host: str, stdout: Optional[IO[str]] = None, stderr: Optional[IO[str]] = None,
-                 timestamp: bool = False, max_retries: int = 0, retry_hint: str = ""):
+    def __init__(self, host: str, attempts: Attempts, stdout: Optional[IO[str]] = None,
+                 stderr: Optional[IO[str]] = None, timestamp: bool = False):
         self.token = secrets.token_hex(16)
-        self.max_retries = max_retries
-        self.retry_hint = retry_hint
-        self.starts = 0
-        self._attempt_failures = 0  # where the current attempt's failures begin in :attr:`failures`
-        self._count_lock = threading.Lock()
+        self.attempts = attempts
         self._out = {"stdout": stdout, "stderr": stderr}
         self._timestamp = timestamp
         self._server = socket.create_server((host, 0))
         self.address = (host, self._server.getsockname()[1])
         self._write_lock = threading.Lock()
         self._threads: List[threading.Thread] = []  # one per authenticated connection: the run's tasks
-        self.failures: List[str] = []
         self.gate = TokenGate(self._server, (self.token + "\n").encode(), CONNECT_TIMEOUT_S, self._let_in,
                               "hvdkeras-relay")
 
@@ -89,32 +83,6 @@ class Relay:
                     except OSError:
                         return
 
-    def start(self) -> str:
-        """Counts a start of the gang: ``go N`` (attempt N, from 0), or ``stop`` past ``max_retries`` retries."""
-        with self._count_lock:
-            self.starts += 1
-            attempt = self.starts - 1
-            why = self.why(self._attempt_failures)
-            self._attempt_failures = len(self.failures)
-        if attempt > self.max_retries:
-            return "stop"
-        if attempt > 0:
-            log.warning(f"a rank failed ({why}); starting the ranks again, retry {attempt} of {self.max_retries}"
-                        f"{self.retry_hint}")
-        return f"go {attempt}"
-
-    def count_attempt_since(self, starts: int) -> None:
-        """Counts an attempt of the gang that failed before its rank 0 asked to start (:attr:`starts` still
-        ``starts``), under the lock :meth:`start` counts with."""
-        with self._count_lock:
-            if self.starts == starts:
-                self.starts += 1
-
-    def why(self, since: int = 0) -> str:
-        """The ranks' failures from :attr:`failures`'s index ``since`` on, in one clause (the first three)."""
-        found = list(dict.fromkeys(self.failures[since:]))
-        return "; ".join(found[:3]) if found else "a rank or its executor was lost"
-
     def handle(self, raw: str) -> Optional[str]:
         """Prints or keeps one message; returns the answer to a start. One that is not a message of
         :class:`Sender`'s is dropped."""
@@ -125,9 +93,10 @@ class Relay:
         if not isinstance(msg, dict):
             return None
         if msg.get("start") is True:
-            return self.start()
+            attempt = self.attempts.start()
+            return "stop" if attempt is None else f"go {attempt}"
         if isinstance(msg.get("failed"), str):
-            self.failures.append(msg["failed"][:MAX_LINE])
+            self.attempts.failed(msg["failed"][:MAX_LINE])
             return None
         rank, stream, line = msg.get("rank"), msg.get("stream"), msg.get("line")
         if not isinstance(rank, int) or stream not in ("stdout", "stderr") or not isinstance(line, str):
@@ -188,7 +157,7 @@ class Sender:
             out.flush()
 
     def start(self) -> bool:
-        """Asks the driver whether the gang may start (see :meth:`Relay.start`); True when it cannot be asked."""
+        """Asks the driver whether the gang may start (:meth:`Attempts.start`); True when it cannot be asked."""
         sock = self._sock
         if sock is None or not self._send({"start": True}):
             return True

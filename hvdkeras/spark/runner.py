@@ -319,9 +319,9 @@ def _run_horovods(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: 
                 stderr=stderr, verbose=verbose, nics=nics, prefix_output_with_timestamp=prefix_output_with_timestamp,
                 executable=executable))
     except TimeoutException as exc:
-        from hvdkeras.spark.gang import start_timeout_error
+        from hvdkeras.engines import failures
 
-        raise start_timeout_error(num_proc, start_timeout, str(exc).splitlines()[0][:160]) from None
+        raise failures.start_timeout(num_proc, start_timeout, str(exc).splitlines()[0][:160]) from None
     except RuntimeError as exc:  # Horovod's runner: a rank exited with an error, or its Spark job failed
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         raise RankFailedError((lines[0] if lines else type(exc).__name__)[:240]) from None

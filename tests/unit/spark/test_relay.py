@@ -5,13 +5,14 @@ import time
 
 import pytest
 
+from hvdkeras.engines.attempts import Attempts
 from hvdkeras.spark import relay as relay_lib
 
 
 @pytest.fixture
 def relay():
     out, err = io.StringIO(), io.StringIO()
-    r = relay_lib.Relay("127.0.0.1", stdout=out, stderr=err, max_retries=1, retry_hint=", from the top")
+    r = relay_lib.Relay("127.0.0.1", Attempts(max_retries=1, retry_hint=", from the top"), stdout=out, stderr=err)
     r.out, r.err = out, err
     yield r
     r.close()
@@ -30,10 +31,10 @@ def test_a_ranks_lines_reach_the_drivers_streams_as_horovodrun_prints_them(relay
     sender.line("stderr", "a warning")
     sender.failed("rank 1 on h exited with status -9")
     sender.close()
-    _wait(lambda: relay.failures)
+    _wait(lambda: relay.attempts.failures)
     assert relay.out.getvalue() == "[1]<stdout>:epoch 1\n"
     assert relay.err.getvalue() == "[1]<stderr>:a warning\n"
-    assert relay.why() == "rank 1 on h exited with status -9"
+    assert relay.attempts.why() == "rank 1 on h exited with status -9"
 
 
 def test_a_connection_without_the_runs_token_is_dropped_unanswered(relay):
@@ -44,7 +45,7 @@ def test_a_connection_without_the_runs_token_is_dropped_unanswered(relay):
             assert conn.recv(100) == b""  # closed, no answer
         except ConnectionResetError:  # closed with the rest unread: the kernel resets it
             pass
-    assert relay.out.getvalue() == "" and relay.starts == 0
+    assert relay.out.getvalue() == "" and relay.attempts.starts == 0
 
 
 def test_malformed_messages_are_dropped(relay):
@@ -55,10 +56,10 @@ def test_malformed_messages_are_dropped(relay):
 
 def test_starts_are_counted_the_retry_is_one_warning_line_and_one_past_max_retries_is_stopped(relay, capsys):
     first = relay_lib.Sender(relay.address, relay.token, 0)
-    assert first.start() and relay.starts == 1
+    assert first.start() and relay.attempts.starts == 1
     first.failed("rank 1 on h exited with status -9")
     first.close()
-    _wait(lambda: relay.failures)
+    _wait(lambda: relay.attempts.failures)
     second = relay_lib.Sender(relay.address, relay.token, 0)
     assert second.start()
     third = relay_lib.Sender(relay.address, relay.token, 0)
@@ -93,7 +94,7 @@ def test_a_flood_of_trickling_strangers_gets_no_thread_and_no_room_and_the_runs_
 
     monkeypatch.setattr(relay_lib, "CONNECT_TIMEOUT_S", 1.5)
     out = io.StringIO()
-    relay = relay_lib.Relay("127.0.0.1", stdout=out)
+    relay = relay_lib.Relay("127.0.0.1", Attempts(), stdout=out)
     threads_before = threading.active_count()
     try:
         with trickling(relay.address, connections=2000) as closed:

@@ -1,0 +1,66 @@
+"""How a gang fails: typed exceptions, and the one line that carries one across an engine's process boundary.
+
+A task of the gang runs in another process (a Spark executor's Python worker, a Ray actor), and the engine hands
+the driver only the text of what the task raised. :func:`carried` turns a typed failure into the exception a task
+raises, whose text holds one line ``hvdkeras-failure {"kind": ..., "reason": ...}``; :func:`received` finds that
+line in whatever the engine wraps around it and gives the typed exception back. No other marker is parsed.
+"""
+from __future__ import annotations
+
+import json
+from typing import Dict, Optional, Type
+
+from hvdkeras.common.errors import RankFailedError, SetupError
+
+MARK = "hvdkeras-failure"
+
+
+class RankExitedError(RankFailedError):
+    """A rank of the gang failed (its process exited non-zero): the attempt ends, and a retry may start."""
+
+
+class RetriesExhaustedError(RankFailedError):
+    """No retry was left when the gang was to start again."""
+
+
+class CannotStartError(SetupError):
+    """A rank cannot be started where the engine put it (its Python, its Horovod): no retry mends it."""
+
+
+class StartTimeoutError(SetupError):
+    """The gang's tasks did not all start within the start timeout."""
+
+
+_KINDS: Dict[str, Type[Exception]] = {cls.__name__: cls for cls in (RankExitedError, RetriesExhaustedError,
+                                                                     CannotStartError)}
+
+
+def carried(error: Exception) -> RuntimeError:
+    """What a task raises for ``error`` (one of :data:`_KINDS`): its text is the one line :func:`received` reads."""
+    return RuntimeError(f"{MARK} {json.dumps({'kind': type(error).__name__, 'reason': str(error)})}")
+
+
+def received(error: BaseException) -> Optional[Exception]:
+    """The typed failure a task carried (:func:`carried`) in the text of ``error`` as the engine handed it over,
+    or None when it carries none."""
+    for line in str(error).splitlines():
+        if MARK + " {" not in line:
+            continue
+        try:
+            found, _ = json.JSONDecoder().raw_decode(line[line.index(MARK + " {") + len(MARK) + 1:])
+        except ValueError:
+            continue
+        if not isinstance(found, dict):
+            continue
+        kind, reason = _KINDS.get(str(found.get("kind"))), found.get("reason")
+        if kind is not None and isinstance(reason, str):
+            return kind(reason)
+    return None
+
+
+def start_timeout(num_proc: int, timeout_s: float, detail: str = "", tasks: str = "Spark tasks") -> StartTimeoutError:
+    """The one line for ranks whose ``tasks`` (the engine's word for them) did not all start in time."""
+    said = f" ({detail})" if detail else ""
+    return StartTimeoutError(f"the {num_proc} ranks' {tasks} did not all start within start_timeout={timeout_s:g}"
+                        f" s{said}; check that the executors are alive and have {num_proc} free task slots, or raise"
+                        " start_timeout")

@@ -1,0 +1,33 @@
+"""hvdkeras.engines.failures: a typed failure crosses an engine's process boundary as one line and comes back typed."""
+import pytest
+
+from hvdkeras.common.errors import RankFailedError, SetupError
+from hvdkeras.engines import failures
+
+
+@pytest.mark.parametrize("error, base", [
+    (failures.RankExitedError("rank 1 on h exited with status 9"), RankFailedError),
+    (failures.RetriesExhaustedError("no retry left"), RankFailedError),
+    (failures.CannotStartError("cannot start the rank's Python '/x' on this executor"), SetupError),
+])
+def test_a_carried_failure_comes_back_typed_from_inside_the_engines_text(error, base):
+    raised = failures.carried(error)
+    # what Spark hands the driver: its own words around the task's traceback
+    text = (f"An error occurred while calling o42.collect.\n: org.apache.spark.SparkException: Job aborted\n"
+            f"Traceback (most recent call last):\n  File \"gang.py\", line 1\nRuntimeError: {raised}\n\tat x.y(Z)\n")
+    back = failures.received(RuntimeError(text))
+    assert type(back) is type(error) and isinstance(back, base) and str(back) == str(error)
+
+
+def test_text_without_a_carried_failure_or_with_a_forged_kind_gives_none():
+    assert failures.received(RuntimeError("Job aborted: executor lost")) is None
+    assert failures.received(RuntimeError('hvdkeras-failure {"kind": "SystemExit", "reason": "x"}')) is None
+    assert failures.received(RuntimeError('hvdkeras-failure {"kind": "RankExitedError"')) is None
+    assert failures.received(RuntimeError('hvdkeras-failure {"kind": "RankExitedError", "reason": 3}')) is None
+
+
+def test_a_start_timeout_is_one_line_naming_the_tasks_and_the_fix():
+    error = failures.start_timeout(2, 30, "an executor lost")
+    assert isinstance(error, SetupError) and "\n" not in str(error)
+    assert str(error) == ("the 2 ranks' Spark tasks did not all start within start_timeout=30 s (an executor lost);"
+                          " check that the executors are alive and have 2 free task slots, or raise start_timeout")
