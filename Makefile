@@ -137,7 +137,7 @@ lab: $(STAMP)
 	$(PY) -m benchmarks --hosts 2 --link $(LINK) --rounds $(ROUNDS) --steps 8 --model $(MODEL) \
 	  --image_size $(IMAGE_SIZE) --out runs/lab
 
-# The lab's scaling run of record (as root, issue 53): one gradient exchange alone (no compute) on 2 to 8
+# The lab's scaling run of record (as root): one gradient exchange alone (no compute) on 2 to 8
 # emulated hosts, against the ring model 2(N-1)/N x bytes / rate (benchmarks/exchange_scaling.py), for
 # MobileNetV2 (14 MB) at 200 Mbit/s and ResNet-50 (102 MB) at 500 Mbit/s, each link rate one where the link,
 # not the CPU, bounds the exchange; then both curves drawn and the projection to 8-256 workers

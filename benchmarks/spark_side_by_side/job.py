@@ -1,4 +1,4 @@
-"""One fit of a Spark KerasEstimator on the 8x8 digits, Horovod's own or hvdkeras's (issue 50, "side by side").
+"""One fit of a Spark KerasEstimator on the 8x8 digits, Horovod's own or hvdkeras's.
 
 Horovod's ``examples/spark/keras/keras_spark_mnist.py`` shape, offline: a DataFrame with a ``features``
 DenseVector (64 pixels / 16) and a one-hot ``label_vec`` SparseVector (OneHotEncoder, dropLast=False),

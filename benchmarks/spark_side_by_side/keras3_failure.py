@@ -1,4 +1,4 @@
-"""How Horovod's own ``horovod.spark.keras.KerasEstimator`` fails on the keras3 stack (issue 50, item 6).
+"""How Horovod's own ``horovod.spark.keras.KerasEstimator`` fails on the keras3 stack.
 
 Run with the Python of a THROWAWAY copy of the keras3 stack (never the repo's .venv-keras3): the
 packages of ``.venv-keras3/bin/pip freeze`` (TensorFlow 2.21, Keras 3, NumPy 2, pyarrow 26, pyspark 4.3)

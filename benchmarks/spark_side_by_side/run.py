@@ -1,4 +1,4 @@
-"""Horovod's own Spark KerasEstimator and hvdkeras's, side by side on the same job (issue 50, item 6).
+"""Horovod's own Spark KerasEstimator and hvdkeras's, side by side on the same job.
 
 Runs ``job.py`` alternately with each estimator's Python (H, h, H, h, ...: Horovod's, then hvdkeras's,
 ``--repeats`` times each), one fresh store per run, and prints a Markdown table of the medians of

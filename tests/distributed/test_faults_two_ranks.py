@@ -153,7 +153,7 @@ def _wait_gone(pid, timeout, what):
 
 
 def _sigterm_while_frozen(workdir, where, position, uninterrupted_exact):
-    # The soak's finding (issue 52): the ranks agree to stop with an allreduce a frozen rank never joins, so the
+    # The soak's finding: the ranks agree to stop with an allreduce a frozen rank never joins, so the
     # signal ends in the collective's failure. Rank 0, whose step's updates ran all or none (the exchange releases
     # the gradients together), writes its last whole batch alone and leaves as preempted (75: a requeue starts it
     # again), naming the frozen rank and that checkpoint. Rank 1 stops itself in batch 4 of epoch 2

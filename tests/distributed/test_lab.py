@@ -67,7 +67,7 @@ def test_one_round_on_two_shaped_hosts_leaves_nothing_behind(tmp_path):
 
 
 def test_the_exchange_on_three_shaped_hosts_runs_one_rank_on_each_and_leaves_nothing_behind(tmp_path):
-    # Issue 53's short check: the lab past two hosts (3 namespaces, 2 cores: host c on core 0 with host a), the
+    # The short check: the lab past two hosts (3 namespaces, 2 cores: host c on core 0 with host a), the
     # exchange-only recipe on all three, every link shaped. What it asserts is the path, not the figures (those
     # are make lab-scaling's, docs/performance.md): one job, three ranks, each averaging every gradient.
     out = tmp_path / "scaling"

@@ -5,7 +5,7 @@ it is, from the checkout, with ``sbatch``; only its output file is redirected in
 folder (``sbatch --output``). Needs root, slurm-wlm and munge; elsewhere the module skips with the
 reason. Every wait has a deadline: a job that hangs fails the test and is cancelled.
 
-Most of it is issue 52's soak on this cluster (``python -m benchmarks.soak --slurm --short``, about 2
+Most of it is the soak on this cluster (``python -m benchmarks.soak --slurm --short``, about 2
 minutes): the script under four faults in a row with Slurm's requeue as its restart loop (the second test),
 its last run resumed and trained to the end (the first), and its end held, bit for bit, to the quiet run of
 two local ranks the local soak shares (``soak_quiet_run``, tests/distributed/conftest.py).
@@ -147,7 +147,7 @@ def test_the_generated_script_trains_the_digits_job_on_two_nodes(cluster, soak):
 
 
 def test_faults_in_a_row_while_the_job_is_requeued_lose_nothing_beyond_the_promise(cluster, soak):
-    # Issue 52's Slurm soak: Slurm's requeue is the restart loop; a kill, then the time limit's signal as the
+    # The Slurm soak: Slurm's requeue is the restart loop; a kill, then the time limit's signal as the
     # requeued job starts, a damaged checkpoint, then a node down while the job is requeued (it waits for it).
     report, out, status, tail, _ = soak
     assert status == 0, tail

@@ -1,4 +1,4 @@
-"""Issue 52's short soak in the suite: faults in a row, one landing during the recovery from the last.
+"""The short soak in the suite: faults in a row, one landing during the recovery from the last.
 
 ``python -m benchmarks.soak --short`` trains the digits job on two ranks under a restart loop (the way a requeue or
 a retry wrapper runs it) and injects five faults 8-12 s apart, one of each kind a single host can have: a rank

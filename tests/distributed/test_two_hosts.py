@@ -360,7 +360,7 @@ def test_a_link_down_ends_the_job_on_both_hosts_naming_the_lost_host_and_the_rer
 def test_sigterm_to_the_launcher_stops_both_hosts_ranks_at_one_point_with_a_checkpoint_and_leaves_none_running(
         hosts, tmp_path):
     # horovodrun stops a rank on another host by ending its ssh client: the rank gets no signal and trained on,
-    # orphaned (found by the soak on the two hosts, issue 52). Each rank watches the launcher's end of its output
+    # orphaned (found by the soak on the two hosts). Each rank watches the launcher's end of its output
     # (hvdkeras/common/launcher_watch.py) and stops as on a SIGTERM: at one batch, with rank 0's checkpoint.
     workdir = tmp_path / "work"
     proc = subprocess.Popen(_train_on_hosts(hosts, workdir, "trainer.epochs=500"), cwd=REPO,

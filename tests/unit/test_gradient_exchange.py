@@ -82,7 +82,7 @@ def test_negative_groups_are_refused_with_the_value():
 def test_a_step_whose_gradients_never_arrive_changes_no_optimizer_state(hvd_single):
     # The optimizer's step counter and its weight decay read no gradient: without waiting for the exchange they ran
     # while it was still under way, so a step whose exchange failed (a rank lost or frozen) left the counter one
-    # ahead and the weights decayed once (issue 52: rank 0 then saves its variables alone).
+    # ahead and the weights decayed once (the soak's finding: rank 0 then saves its variables alone).
     import time
 
     optimizer = gradient_exchange.DistributedOptimizer(compat.keras.optimizers.AdamW(0.1, weight_decay=0.5))

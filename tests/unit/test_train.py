@@ -243,7 +243,7 @@ def test_a_rank_whose_launcher_goes_while_it_starts_leaves_before_tensorflow_is_
 
 @once_per_make_test("the command line's SIGTERM during start-up (a TensorFlow import)", 0.2, stack="keras3")
 def test_a_sigterm_during_start_up_ends_the_rank_as_a_preemption_with_nothing_to_save(tmp_path):
-    """Issue 52: a SIGTERM after the process's setup, before fit (here while the model is built), exits with the
+    """A SIGTERM after the process's setup, before fit (here while the model is built), exits with the
     preemption's status and one line, not 143; nothing is written to resume from."""
     (tmp_path / "sigterm_in_build.py").write_text(
         "import os, signal\n"

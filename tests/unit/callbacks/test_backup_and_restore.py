@@ -158,7 +158,7 @@ def test_after_a_failed_collective_with_a_sigterm_pending_rank_0_saves_its_last_
 
 
 def test_a_fit_sees_a_sigterm_that_came_before_it_on_the_process_flag_and_releases_it_after(hvd_single, tmp_path):
-    # Issue 52: the trainer's process notes SIGTERM from its setup on (hvdkeras.common.signals); the callback takes
+    # The trainer's process notes SIGTERM from its setup on (hvdkeras.common.signals); the callback takes
     # that flag over for the fit instead of installing a fresh one that would miss the earlier signal.
     import signal as signal_lib
 

@@ -1,4 +1,4 @@
-"""hvdkeras.common.signals: SIGTERM noted or acted on, and the process's flag (issue 52: SIGTERM during start-up)."""
+"""hvdkeras.common.signals: SIGTERM noted or acted on, and the process's flag (SIGTERM during start-up too)."""
 import os
 import signal
 

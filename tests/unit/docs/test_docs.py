@@ -395,6 +395,28 @@ def test_no_user_page_names_a_session_a_run_label_or_an_issue(name):
                            "to docs/records/, which the page may link")
 
 
+def test_no_code_names_an_issue_number():
+    """The code, its tests and the Makefile say what they do, not which issue asked for it (this file's own examples
+    of what is refused aside)."""
+    found = []
+    for folder in ("hvdkeras", "tests", "benchmarks", "lab", "tools", "examples", ".ci"):
+        for root, dirs, files in os.walk(os.path.join(REPO, folder)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                path = os.path.join(root, name)
+                if path == os.path.abspath(__file__):
+                    continue
+                try:
+                    text = open(path, encoding="utf-8").read()
+                except (UnicodeDecodeError, IsADirectoryError):
+                    continue
+                found += [f"{os.path.relpath(path, REPO)}: {m.group(0)}"
+                          for m in RECORD_LABELS["an issue number"].finditer(text)]
+    found += [f"Makefile: {m.group(0)}" for m in RECORD_LABELS["an issue number"].finditer(
+        open(os.path.join(REPO, "Makefile")).read())]
+    assert not found, found
+
+
 def test_the_record_labels_are_recognised():
     for text in ("Session 57 measured it", "in fc50a", "fc41's run", "(issue 50)", "issues 50 and 52", "(#12)"):
         assert any(p.search(text) for p in RECORD_LABELS.values()), text

@@ -28,7 +28,7 @@ def test_a_fit_starts_where_it_was_decided_and_counts_its_batches_from_there():
 
 
 def test_the_last_step_that_returned_says_which_batches_the_variables_hold_between_two_batches_only():
-    # Issue 52's soak: a callback's collective (the NaN check) before the callbacks count a batch can fail after
+    # The soak's finding: a callback's collective (the NaN check) before the callbacks count a batch can fail after
     # the batch's step ran; the steps that returned, not the batches counted, say where the variables are.
     position = RunPosition()
     position.continue_at(2, 3)  # a resumed partial epoch of 10 batches: this fit runs its last 7
