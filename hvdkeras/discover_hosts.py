@@ -22,7 +22,7 @@ import os
 import sys
 from typing import List, Mapping, Optional, TextIO
 
-from hvdkeras.common import hostnames
+from hvdkeras.common import hostnames, log
 from hvdkeras.common.errors import LaunchError, shown
 
 HOSTS_FILE_VARIABLE = "HVDKERAS_HOSTS_FILE"
@@ -60,25 +60,48 @@ def checked_lines(text: str, source: str, errors: Optional[TextIO] = None) -> Li
                 raise LaunchError(f"{source}: entry {shown(line)} is an IPv6 address, which Horovod's host"
                                   " discovery cannot take (it splits host:slots at ':'); give the host's name")
         except LaunchError as exc:
-            print(f"hvdkeras.discover_hosts: left out: {exc}", file=errors or sys.stderr)
+            print(log.warning_line(f"left out: {exc}"), file=errors or sys.stderr)
             continue
         good.append(line)
     return good
 
 
+USAGE = f"""usage: {COMMAND}
+
+Prints the host:slots lines of ${HOSTS_FILE_VARIABLE} ({DEFAULT_HOSTS_FILE} when unset) for elastic Horovod's host
+discovery; takes no arguments."""
+
+
 def main(argv: Optional[List[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
-    """Prints the hosts file's checked host lines (nothing when the file is missing); returns 0."""
+    """Prints the hosts file's checked host lines (nothing when the file is missing); returns 0.
+
+    ``--help`` prints the usage (status 0); any other argument, or a hosts file that cannot be read, is one line,
+    ``hvdkeras: error: ...``, and status 2, as every command's errors are.
+    """
+    args = list(argv or ())  # the command line's arguments (python -m passes them; a caller passes none)
+    if args:
+        if args[0] in ("-h", "-help", "--help", "-?", "--helpshort", "--helpfull"):
+            print(USAGE)
+            return 0
+        log.command_error(f"{COMMAND} takes no arguments; received: {shown(args[0])} (the hosts file is"
+                          f" ${HOSTS_FILE_VARIABLE})")
+        return 2
     environ = os.environ if environ is None else environ
     path = environ.get(HOSTS_FILE_VARIABLE) or DEFAULT_HOSTS_FILE
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             text = f.read()
     except FileNotFoundError:
         return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        log.command_error(f"the hosts file {shown(path)} (${HOSTS_FILE_VARIABLE}) cannot be read ({why}): make it a"
+                          " readable text file of host:slots lines")
+        return 2
     for line in checked_lines(text, f"hosts file {path}"):
         print(line)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -72,7 +72,7 @@ def check(version: str, work: pathlib.Path, keep: bool) -> dict:
         row["built"] = bool(built)
         row["build_minutes"] = _recorded_build_minutes(out) or round((time.monotonic() - started) / 60, 1)
         if code != 0:
-            row["note"] = last_line(out, "FAILED").replace("[build_horovod] FAILED: ", "")
+            row["note"] = last_line(out, "hvdkeras: error: ").replace("hvdkeras: error: ", "")
             return row
         row["smoke_check"] = "passed its checks" in out
         code, out = run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider",

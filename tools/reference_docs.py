@@ -9,14 +9,13 @@ callback's arguments (docs/callbacks-reference.md, from hvdkeras/callbacks/'s si
 
 tests/unit/docs/test_references.py fails when a file differs from what this prints, so a key, a flag, an argument
 or a default changed in the code without the docs fails the suite. Nothing here imports TensorFlow: the schema,
-absl's flag definitions and argparse's parsers are read as they are (each command but hvdkeras.train defines its
+absl's flag definitions are read as they are (each command but hvdkeras.train defines its
 absl flags on a FlagValues of its own, so all are imported into this one process); the Spark modules and the
 callbacks, whose packages import pyspark, Horovod or TensorFlow, are read as text with ``ast``, so what this writes
 is the same on any Keras.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import io
@@ -148,55 +147,12 @@ class Command:
     note: str = ""
 
 
-class _CapturedError(Exception):
-    def __init__(self, parser: argparse.ArgumentParser):
-        super().__init__("parser captured")
-        self.parser = parser
-
-
-def argparse_parser(call: typing.Callable[[], object]) -> argparse.ArgumentParser:
-    """The parser ``call`` builds and parses with (its ``parse_args`` is intercepted: nothing runs)."""
-    original = argparse.ArgumentParser.parse_args
-
-    def capture(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> typing.NoReturn:
-        raise _CapturedError(self)
-
-    argparse.ArgumentParser.parse_args = capture  # type: ignore[assignment,method-assign]
-    try:
-        call()
-    except _CapturedError as captured:
-        return captured.parser
-    finally:
-        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
-    raise RuntimeError(f"{call} parsed no arguments")
-
-
 def _default_text(value: object) -> str:
     if value is None or value is False:
         return ""
     if isinstance(value, list) and not value:
         return ""
     return f"`{value}`"
-
-
-def argparse_options(parser: argparse.ArgumentParser) -> tuple[Option, ...]:
-    """Every argument of ``parser`` but ``--help``."""
-    options = []
-    for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
-        name = ", ".join(action.option_strings) or action.dest
-        if action.choices:
-            name += " {" + ",".join(str(c) for c in action.choices) + "}"
-        elif action.option_strings and action.nargs != 0:
-            name += f" {action.metavar or action.dest.upper()}"
-        default = "(required)" if action.required and action.option_strings else _default_text(action.default)
-        if isinstance(action, argparse._AppendAction):
-            default = "(repeatable)"
-        # a default under the home folder (a cache) is shown as ~, the same for every user
-        text = " ".join((action.help or "").split()).replace(HOME, "~")
-        options.append(Option(name, default.replace(HOME, "~"), text))
-    return tuple(options)
 
 
 def absl_options(module: str, values: typing.Any = None, required: typing.Sequence[str] = ()) -> tuple[Option, ...]:
@@ -221,7 +177,8 @@ def absl_options(module: str, values: typing.Any = None, required: typing.Sequen
         text = " ".join(flag.help.split()).removesuffix("; repeat this option to specify a list of values")
         if enum:
             text = text.removeprefix("<" + "|".join(enum) + ">: ")
-        options.append(Option(name, default, text))
+        # a default under the home folder (a cache) is shown as ~, the same for every user
+        options.append(Option(name, default.replace(HOME, "~"), text.replace(HOME, "~")))
     return tuple(options)
 
 
@@ -271,18 +228,19 @@ def commands() -> list[Command]:
                 "Run it under a launcher like training, with the job's config. Exit status 2 on a user error."),
         Command("python -m hvdkeras.build_horovod", "hvdkeras.build_horovod.__main__",
                 _summary("hvdkeras.build_horovod.__main__"),
-                argparse_options(argparse_parser(lambda: build_horovod.parse_args([]))),
-                "Not absl but argparse, and its own failure line: it is the install's step that builds Horovod, with"
-                " the `--no-install`, `--no-smoke` and `--cache-dir` spellings `tools/install_stack.sh`, the tests"
-                " and [stacks.md](stacks.md) use (absl would spell a boolean's negation `--noinstall`), and any"
-                " failure of the build or its checks is one line, `[build_horovod] FAILED: ...`, with exit status 1"
+                absl_options("hvdkeras.build_horovod.__main__", build_horovod.FLAGS),
+                "The install's step that builds Horovod; its flags keep the `--no-install`, `--no-smoke` and"
+                " `--cache-dir` spellings `tools/install_stack.sh`, the tests and [stacks.md](stacks.md) use. A"
+                " failure of the build or its checks is one line, `hvdkeras: error: ...`, with exit status 2"
                 " ([stacks.md](stacks.md#horovod-on-current-tensorflow-python--m-hvdkerasbuild_horovod))."),
         Command("python -m hvdkeras.discover_hosts", "hvdkeras.discover_hosts", _summary("hvdkeras.discover_hosts"),
                 (), f"No arguments, so no flag library: Horovod runs it about once a second, and it stays Python's"
                     f" start-up and one file read. The hosts file is `${discover_hosts.HOSTS_FILE_VARIABLE}`"
                     f" (`{discover_hosts.DEFAULT_HOSTS_FILE}` in the working directory when unset); a line that is"
-                    " not `host` or `host:slots` is left out with one line on stderr, and the status stays 0 (a"
-                    " discovery that fails would stop the job). [elastic.md](elastic.md) shows it in a launch."),
+                    " not `host` or `host:slots` is left out with one warning line on stderr, `[hvdkeras] warning:"
+                    " left out: ...`, and the status stays 0 (a discovery that fails would stop the job); a hosts"
+                    " file that cannot be read is one line, `hvdkeras: error: ...`, with exit status 2."
+                    " [elastic.md](elastic.md) shows it in a launch."),
         Command("python -m hvdkeras.launch", "hvdkeras.launch.commands", _summary("hvdkeras.launch.__main__"),
                 absl_options("hvdkeras.launch.commands", launch_commands.COMMAND_FLAGS, launch_commands.REQUIRED),
                 "Exit status 2 on a flag it cannot take."),

@@ -18,5 +18,8 @@ Only smoke_check (run on the ranks) imports TensorFlow or Horovod.
 """
 
 
-class BuildError(Exception):
+from hvdkeras.common.errors import HvdkerasError
+
+
+class BuildError(HvdkerasError):
     """A build or check failed; the message is one line saying what and how to fix it."""

@@ -101,6 +101,12 @@ def stop(line: str) -> None:
     _logger().warning(line, extra={"hvdkeras_stop": True})
 
 
+def warning_line(message: str) -> str:
+    """A warning as the logger writes it, ``[hvdkeras] warning: <message>``, for a command that prints its own (one
+    whose standard streams are another program's input, as host discovery's are Horovod's)."""
+    return f"[{NAME}] warning: {message}"
+
+
 def command_error(message: str) -> None:
     """A command line's one line for an error the user can fix: ``hvdkeras: error: <message>`` on stderr.
 

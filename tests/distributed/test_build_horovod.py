@@ -64,10 +64,10 @@ def test_a_build_that_does_not_compile_fails_with_one_line(tmp_path):
                TF_CPP_MIN_LOG_LEVEL="2")
     out = subprocess.run([sys.executable, "-m", "hvdkeras.build_horovod", "--mpi", "no", "--no-install",
                           "--cache-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
-    assert out.returncode == 1
+    assert out.returncode == 2
     errors = out.stderr.strip().splitlines()
     assert len(errors) == 1, out.stderr
-    assert re.fullmatch(rf"\[build_horovod\] FAILED: Horovod 0\.28\.1 did not build against TensorFlow {version}: "
+    assert re.fullmatch(rf"hvdkeras: error: Horovod 0\.28\.1 did not build against TensorFlow {version}: "
                         r"third_party/gloo/gloo/algorithm\.h:\d+:\d+: fatal error: "
                         r"hvdkeras_test_missing_header\.h: No such file or directory "
                         r"\(full log: .*\.failed/build\.log\)", errors[0]), errors[0]

@@ -38,6 +38,26 @@ def test_a_line_that_could_carry_a_command_is_left_out_saying_so(tmp_path, capsy
     out = capsys.readouterr()
     assert out.out == "a:4\nc\n"
     said = out.err.splitlines()
-    assert len(said) == 3 and all(line.startswith(f"hvdkeras.discover_hosts: left out: hosts file {hosts}: entry ")
+    assert len(said) == 3 and all(line.startswith(f"[hvdkeras] warning: left out: hosts file {hosts}: entry ")
                                   for line in said), said
     assert "IPv6" in said[2]
+
+
+def test_a_hosts_file_that_cannot_be_read_or_an_argument_is_one_error_line_with_status_2(tmp_path, capsys):
+    folder = tmp_path / "hosts.d"
+    folder.mkdir()
+    assert discover_hosts.main([], environ={"HVDKERAS_HOSTS_FILE": str(folder)}) == 2
+    binary = tmp_path / "hosts.bin"
+    binary.write_bytes(b"\xff\xfe\x00host")
+    assert discover_hosts.main([], environ={"HVDKERAS_HOSTS_FILE": str(binary)}) == 2
+    assert discover_hosts.main(["--hosts", "a:2"], environ={}) == 2
+    out = capsys.readouterr()
+    said = out.err.splitlines()
+    assert out.out == "" and len(said) == 3 and all(line.startswith("hvdkeras: error: ") for line in said), said
+    assert said[0] == (f"hvdkeras: error: the hosts file {str(folder)!r} ($HVDKERAS_HOSTS_FILE) cannot be read (Is a"
+                       " directory): make it a readable text file of host:slots lines")
+    assert "(UnicodeDecodeError)" in said[1]
+    assert said[2] == ("hvdkeras: error: python -m hvdkeras.discover_hosts takes no arguments; received: '--hosts'"
+                       " (the hosts file is $HVDKERAS_HOSTS_FILE)")
+    assert discover_hosts.main(["--help"], environ={}) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m hvdkeras.discover_hosts\n")

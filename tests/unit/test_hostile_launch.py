@@ -66,7 +66,7 @@ def test_discovery_prints_only_checked_lines(entries):
     good = discover_hosts.checked_lines(text, "hosts file h.txt", errors=Sink())
     for line in good:
         assert re.fullmatch(r"[A-Za-z0-9.-]+(:[0-9]+)?", line), line  # nothing a shell or ssh reads specially
-    assert all(e == "\n" or e.startswith("hvdkeras.discover_hosts: left out: hosts file h.txt: ")
+    assert all(e == "\n" or e.startswith("[hvdkeras] warning: left out: hosts file h.txt: ")
                for e in errors), errors
 
 
