@@ -41,9 +41,9 @@ command -v make >/dev/null || prerequisite "no make; install make"
 TF_PIN=$(sed -n 's/^tensorflow-cpu==\([0-9.]*\).*/\1/p' "$CONSTRAINTS")
 if PYTHONPATH="$HERE" "$PYTHON" -c "
 import sys
-from hvdkeras.build_horovod.plan import LLVM_HEADERS_FROM
+from hvdkeras.build_horovod.build_plan import LLVM_HEADERS_FROM
 sys.exit(tuple(int(x) for x in '$TF_PIN'.split('.')[:2]) < LLVM_HEADERS_FROM)" 2>/dev/null; then
-  PYTHONPATH="$HERE" "$PYTHON" -c "from hvdkeras.build_horovod.plan import find_llvm_include; find_llvm_include()" \
+  PYTHONPATH="$HERE" "$PYTHON" -c "from hvdkeras.build_horovod.build_plan import find_llvm_include; find_llvm_include()" \
     2>/dev/null || prerequisite "TensorFlow $TF_PIN's headers need LLVM's (llvm/ADT/ArrayRef.h) to build Horovod, and none were found: install llvm-dev (sudo make system-deps), or set HVDKERAS_LLVM_INCLUDE=<dir>"
 fi
 command -v java >/dev/null \

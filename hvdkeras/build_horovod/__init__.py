@@ -11,7 +11,7 @@ it, and proves it: ``horovodrun --check-build`` and a two-rank check of allreduc
 (dense and sparse), grouped_allreduce and broadcast against exact values.
 ``make install`` runs the same command for the pinned stacks.
 
-Modules: :mod:`.plan` (pure: versions, flags, cache key), :mod:`.patches` (the patch
+Modules: :mod:`.build_plan` (pure: versions, flags, cache key), :mod:`.patches` (the patch
 files), :mod:`.builder` (download, patch, compile, cache, install), :mod:`.checks`
 (``--check-build`` and the two-rank check), :mod:`.smoke_check` (what each rank runs).
 Only smoke_check (run on the ranks) imports TensorFlow or Horovod.

@@ -8,7 +8,7 @@ from typing import Sequence
 from absl import flags
 
 from hvdkeras.build_horovod import BuildError, builder, checks, patches
-from hvdkeras.build_horovod import plan as plans
+from hvdkeras.build_horovod import build_plan as plans
 from hvdkeras.common import command_line
 
 USAGE = """usage: python -m hvdkeras.build_horovod [flags]

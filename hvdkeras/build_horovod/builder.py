@@ -35,7 +35,7 @@ from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError
 from hvdkeras.build_horovod import patches as patch_files
-from hvdkeras.build_horovod.plan import HOROVOD_SDIST_SHA256, HOROVOD_VERSION, BuildPlan, build_env, build_id
+from hvdkeras.build_horovod.build_plan import HOROVOD_SDIST_SHA256, HOROVOD_VERSION, BuildPlan, build_env, build_id
 
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "hvdkeras", "wheels")
 # Which build id the Horovod installed in this environment came from.

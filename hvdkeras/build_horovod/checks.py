@@ -15,7 +15,7 @@ import sys
 from typing import Sequence
 
 from hvdkeras.build_horovod import BuildError
-from hvdkeras.build_horovod.plan import HOROVOD_VERSION, BuildPlan
+from hvdkeras.build_horovod.build_plan import HOROVOD_VERSION, BuildPlan
 from hvdkeras.common.processes import kill_tree
 
 SMOKE_TIMEOUT_S = 240

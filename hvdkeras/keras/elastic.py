@@ -6,7 +6,7 @@ training function after a reset, with the state synced from rank 0 (every failed
 Horovod collective is a reset, also the grouped allreduce Horovod's own ``run`` lets
 through). Launch with ``horovodrun --min-np ... --host-discovery-script ...``.
 """
-from hvdkeras.callbacks.elastic_state import (  # noqa: F401
+from hvdkeras.callbacks.elastic_commits import (  # noqa: F401
     CommitStateCallback,
     UpdateBatchStateCallback,
     UpdateEpochStateCallback,

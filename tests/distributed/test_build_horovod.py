@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from hvdkeras.build_horovod import plan as plans
+from hvdkeras.build_horovod import build_plan as plans
 from tests.harness.ranks import REPO, horovodrun
 from tests.harness.stacks import once_per_make_test
 

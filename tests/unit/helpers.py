@@ -29,7 +29,7 @@ def write_yaml(tmp_path, text, name="c.yaml"):
 
 def cpu_build_plan():
     """A CPU (Gloo-only) Horovod build plan for TensorFlow 2.21 on Python 3.11."""
-    from hvdkeras.build_horovod import plan as plans
+    from hvdkeras.build_horovod import build_plan as plans
 
     return plans.BuildPlan(tf_distribution="tensorflow-cpu", tf_version="2.21.0", python_tag="py311", mpi=False,
                            gpu=False,

@@ -299,3 +299,20 @@ def test_a_spark_rank_imports_no_pyspark_to_train():
                     elif not target.startswith("hvdkeras"):
                         external.setdefault(target.split(".")[0], module)
     assert "pyspark" not in external, f"{external['pyspark']} imports pyspark when a rank starts"
+
+
+# Module names a user's import line dictates, as Horovod's own paths are (`horovod.keras.elastic`,
+# `horovod.spark.keras.estimator`), and the old name of `hvdkeras.tf_estimator` kept for old imports.
+USER_PATHS = {"hvdkeras.keras.elastic", "hvdkeras.tensorflow.elastic", "hvdkeras.spark.keras.estimator",
+              "hvdkeras.estimator"}
+
+
+def test_no_two_modules_share_a_name_but_those_users_import_by_horovods_paths():
+    by_name = {}
+    for name in _modules():
+        short = name.rsplit(".", 1)[-1]
+        if short not in ("hvdkeras", "__main__") and not os.path.basename(_modules()[name]) == "__init__.py":
+            by_name.setdefault(short, []).append(name)
+    shared = {short: sorted(names) for short, names in by_name.items()
+              if len([n for n in names if n not in USER_PATHS]) > 1}
+    assert not shared, f"modules of the same name in different places (rename one): {shared}"

@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from hvdkeras.build_horovod import BuildError, builder
-from hvdkeras.build_horovod.plan import HOROVOD_VERSION
+from hvdkeras.build_horovod.build_plan import HOROVOD_VERSION
 
 SETUP = """import pathlib
 pathlib.Path({marker!r}).write_text("the sdist's code ran")

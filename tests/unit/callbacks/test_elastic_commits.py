@@ -1,7 +1,7 @@
 """Horovod's elastic Keras callbacks, hooks called directly on a recording state."""
 import pytest
 
-from hvdkeras.callbacks.elastic_state import CommitStateCallback, UpdateBatchStateCallback, UpdateEpochStateCallback
+from hvdkeras.callbacks.elastic_commits import CommitStateCallback, UpdateBatchStateCallback, UpdateEpochStateCallback
 
 
 class State:

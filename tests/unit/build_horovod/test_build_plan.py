@@ -1,4 +1,4 @@
-"""hvdkeras.build_horovod.plan: supported range, build environment, cache key."""
+"""hvdkeras.build_horovod.build_plan: supported range, build environment, cache key."""
 import dataclasses
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from hvdkeras.build_horovod import BuildError
-from hvdkeras.build_horovod import plan as plans
+from hvdkeras.build_horovod import build_plan as plans
 from tests.unit.helpers import cpu_build_plan
 
 CPU = cpu_build_plan()
@@ -76,7 +76,7 @@ def test_llvm_include_variable_without_headers_echoes_it(tmp_path, monkeypatch):
 
 
 def test_discover_reads_the_installed_tensorflow_without_importing_it():
-    code = ("import sys, importlib.metadata as m; from hvdkeras.build_horovod import plan; "
+    code = ("import sys, importlib.metadata as m; from hvdkeras.build_horovod import build_plan as plan; "
             "p = plan.discover(mpi='no'); "
             "assert 'tensorflow' not in sys.modules and 'horovod' not in sys.modules; "
             "assert p.tf_version == m.version(p.tf_distribution), p; print(p.tf_version)")
