@@ -8,9 +8,13 @@ is counted here, and one past ``max_retries`` retries is refused. A rank that fa
 from __future__ import annotations
 
 import threading
-from typing import List, Optional
+from typing import Callable, List, Optional, TypeVar
 
 from hvdkeras.common import log
+from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.engines import failures
+
+T = TypeVar("T")
 
 LOST = "a rank or its executor was lost"  # the reason when no rank said why
 
@@ -66,3 +70,24 @@ class Attempts:
         """The ranks' failures from :attr:`failures`'s index ``since`` on, in one clause (the first three)."""
         found = list(dict.fromkeys(self.failures[since:]))
         return "; ".join(found[:3]) if found else LOST
+
+    def retry(self, run_once: Callable[[], T], recover: Callable[[], None] = lambda: None) -> T:
+        """Runs the whole gang with ``run_once`` until it returns, again after a failure while a retry is left: the
+        loop for an engine that cannot ask before each start (a backend with Horovod's interface only). A user error
+        (:class:`~hvdkeras.common.errors.HvdkerasError`) is never retried; ``recover`` runs before each retry.
+
+        Raises:
+            RetriesExhaustedError: the last attempt failed; its text is why, in one clause.
+        """
+        while True:
+            if self.start() is None:
+                raise failures.RetriesExhaustedError(self.why(len(self.failures) - 1))
+            try:
+                return run_once()
+            except HvdkerasError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a rank's process died: the engine says so in its own words
+                self.failed(failures.reason_of(exc))
+                if self.exhausted:
+                    raise failures.RetriesExhaustedError(failures.reason_of(exc)) from None
+                recover()

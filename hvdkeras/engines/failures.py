@@ -7,10 +7,12 @@ line in whatever the engine wraps around it and gives the typed exception back. 
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
-from typing import Dict, Optional, Type
+from typing import Any, Callable, Dict, List, Optional, Sequence, Type
 
-from hvdkeras.common.errors import RankFailedError, SetupError
+from hvdkeras.common.errors import HvdkerasError, RankFailedError, SetupError
 
 MARK = "hvdkeras-failure"
 
@@ -64,3 +66,39 @@ def start_timeout(num_proc: int, timeout_s: float, detail: str = "", tasks: str 
     return StartTimeoutError(f"the {num_proc} ranks' {tasks} did not all start within start_timeout={timeout_s:g}"
                         f" s{said}; check that the executors are alive and have {num_proc} free task slots, or raise"
                         " start_timeout")
+
+
+def reason_of(error: BaseException) -> str:
+    """A rank's failure as the engine reported it, in one clause: its first three lines, at most 240 characters."""
+    text = " ".join(line.strip() for line in str(error).splitlines()[:3] if line.strip())[:240]
+    return text or type(error).__name__
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """What a rank returns, as its result, when the job refused it for a reason the user can fix (a
+    :class:`~hvdkeras.common.errors.HvdkerasError`: a config its parameters make, a store it cannot read): the gang
+    ends as if it succeeded, so no retry starts, and the driver raises ``error`` (:func:`raise_refused`)."""
+
+    error: HvdkerasError
+
+
+def returning_refusals(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` for a rank: what it returns, or :class:`Refused` for the user error it raised."""
+
+    @functools.wraps(fn)
+    def rank(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HvdkerasError as exc:
+            return Refused(exc)
+
+    return rank
+
+
+def raise_refused(results: Sequence[Any]) -> List[Any]:
+    """The ranks' results in rank order; the first rank's :class:`Refused` error raised instead, when one was."""
+    for result in results:
+        if isinstance(result, Refused):
+            raise result.error
+    return list(results)

@@ -4,8 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from hvdkeras.common import log
-from hvdkeras.common.errors import HvdkerasError, RankFailedError
+from hvdkeras.engines.attempts import Attempts
 from hvdkeras.spark.common import environment
 
 
@@ -47,26 +46,11 @@ class Backend:
         return _retry_loop(self, fn, args, env, max_retries, retry_hint)
 
 
-def failure_reason(error: BaseException) -> str:
-    """A rank's failure as the backend reported it, in one clause: its first three lines, at most 240 characters."""
-    text = " ".join(line.strip() for line in str(error).splitlines()[:3] if line.strip())[:240]
-    return text or type(error).__name__
-
-
 def _retry_loop(backend: Any, fn: Callable[..., Any], args: Sequence[Any], env: Optional[Dict[str, str]],
                 max_retries: int, retry_hint: str) -> List[Any]:
-    for attempt in range(max_retries + 1):
-        try:
-            return list(backend.run(fn, args=args, env=env))
-        except HvdkerasError:
-            raise
-        except Exception as exc:  # a rank's process died: the backend says so in its own words
-            if attempt >= max_retries:
-                raise RankFailedError(failure_reason(exc)) from None
-            log.warning(f"a rank failed ({failure_reason(exc)}); starting the ranks again, retry {attempt + 1} of"
-                        f" {max_retries}{retry_hint}")
-            getattr(backend, "recover", lambda: None)()  # a duck-typed backend of Horovod's has none
-    raise AssertionError("unreachable")
+    """The retries of a backend that runs the gang whole (:meth:`Attempts.retry`), recovering it between them."""
+    return Attempts(max_retries, retry_hint).retry(lambda: list(backend.run(fn, args=args, env=env)),
+                                                   getattr(backend, "recover", lambda: None))
 
 
 def run_retrying(backend: Any, fn: Callable[..., Any], args: Sequence[Any], env: Optional[Dict[str, str]],

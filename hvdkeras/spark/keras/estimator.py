@@ -10,6 +10,7 @@ refused in one line that names it. The unfitted estimator persists with Spark ML
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -24,9 +25,11 @@ from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 from hvdkeras import config as config_lib
 from hvdkeras.common import log, stack
 from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError, shown
+from hvdkeras.engines import failures
+from hvdkeras.engines.failures import reason_of as failure_reason
 from hvdkeras.runtime import compat
 from hvdkeras.spark.common import environment, runs
-from hvdkeras.spark.common.backend import Backend, SparkBackend, failure_reason, run_retrying
+from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
 from hvdkeras.spark.common.data import check_present, from_parquet, prepare
 from hvdkeras.spark.common.store import FilesystemStore
 from hvdkeras.spark.keras.model import KerasModel
@@ -270,7 +273,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
     def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
         began = time.monotonic()
         run_id = self._run_id()
-        self._max_retries()  # refused before anything is written
+        max_retries = self._max_retries()  # refused before anything is written
         self._compression()
         model = self.getOrDefault("model")
         if model is None:
@@ -278,7 +281,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         optimizer, loss = self._compile_args(model)
         store, backend = self._store(), self._backend()
         getattr(backend, "check", lambda: None)()  # a duck-typed backend (run, num_processes) has none
-        self._config_tree(backend.num_processes(), optimizer)  # refused before anything is written
+        settings = _Checked(self._config_tree(backend.num_processes(), optimizer), max_retries)  # checked once
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
         tag = _JobTag(f"hvdkeras-fit-{run_id}")
@@ -286,7 +289,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         with lock, tag:
             try:
                 fitted = self._fit_holding(data, intermediate, store, backend, model, optimizer, loss, run_id, job,
-                                           began)
+                                           settings, began)
             except Exception:
                 lost = lock.lost_error()  # a fit whose run another fit took over says so, not what the cancel broke
                 if lost is None:
@@ -299,7 +302,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
     def _fit_holding(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
                      store: FilesystemStore, backend: Any, model: Any, optimizer: Any, loss: Any, run_id: str,
-                     job: Dict[str, Any], began: float) -> "KerasModel":
+                     job: Dict[str, Any], settings: "_Checked", began: float) -> "KerasModel":
         """The fit of a run this fit holds (:class:`runs.RunLock`): the job checked and recorded, the data, training."""
         forced = runs.check_same_job(store, run_id, job, self.getOrDefault("resume"))
         if forced:
@@ -311,7 +314,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             prepared = data(store, backend.num_processes(), data_index)
             runs.record_job(store, run_id, job)
             seconds = {"checks": checked - began, "data": time.monotonic() - checked}
-            return self._train(model, optimizer, loss, store, backend, prepared, run_id, seconds)
+            return self._train(model, optimizer, loss, store, backend, prepared, run_id, settings, seconds)
         finally:
             if intermediate and not self._flag("keep_intermediate_data"):
                 for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
@@ -334,11 +337,13 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         return shapes if any(s is not None for s in shapes) else None
 
     def _train(self, model: Any, optimizer: Any, loss: Any, store: FilesystemStore, backend: Backend,
-               prepared: Any, run_id: str, seconds: Optional[Dict[str, float]] = None) -> "KerasModel":
-        """Trains ``prepared`` on the backend's ranks into run ``run_id``; the model rank 0 returns, with where the
-        fit's time went (``seconds`` so far, then the ranks' and the model's: :func:`_fit_seconds`)."""
+               prepared: Any, run_id: str, settings: "_Checked", seconds: Optional[Dict[str, float]] = None
+               ) -> "KerasModel":
+        """Trains ``prepared`` on the backend's ranks into run ``run_id`` with the fit's checked ``settings``; the
+        model rank 0 returns, with where the fit's time went (``seconds`` so far, then the ranks' and the model's:
+        :func:`_fit_seconds`)."""
         before_ranks = time.monotonic()
-        num_proc = backend.num_processes()
+        config, retries = settings.config, settings.max_retries
         input_shapes = self._check_model_columns(model, prepared)
         label_shapes = self.getOrDefault("label_shapes") or self._output_shapes(model, prepared)
         custom_objects = dict(self.getOrDefault("custom_objects") or {})
@@ -360,20 +365,16 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         env.update(self.getOrDefault("backend_env") or {})
         if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
-        retries = self._max_retries()
         try:
             ranks_began = time.monotonic()
-            results = run_retrying(backend, train, (self._config_tree(num_proc, optimizer), spec, workdir), env,
+            results = run_retrying(backend, failures.returning_refusals(train), (config, spec, workdir), env,
                                    retries, retry_hint=f", from run_id {run_id!r}'s last checkpoint")
             ranks_ended = time.monotonic()
         except RankFailedError as exc:  # a rank failed on the last attempt: the runner says why
             retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
             raise PeerLostError(f"fit stopped: a rank failed ({failure_reason(exc)}){retried}; rank 0's checkpoints"
                                 f" are in {shown}: fit again with run_id={run_id!r} to resume there") from None
-        errors = [r["error"] for r in results if isinstance(r, dict) and "error" in r]
-        if errors:
-            raise SetupError(errors[0])
-        chief = results[0]
+        chief = failures.raise_refused(results)[0]  # a rank's user error, typed, as the fit's
         trained = model_from_bytes(chief["model"], custom_objects)
         fit_seconds = _fit_seconds({**(seconds or {}), "prepare_ranks": ranks_began - before_ranks},
                                    ranks_ended - ranks_began, chief.get("seconds") or {},
@@ -398,6 +399,14 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         """The estimator saved at ``path``; ``safe_mode=False`` also loads what runs code when loaded (the earlier,
         pickled format; Keras' unsafe layers), for a folder whose origin you trust."""
         return ParamsReader(cls, safe_mode=safe_mode).load(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """A fit's parameters as checked once, before anything is written: the trainer's config and the retries."""
+
+    config: Dict[str, Any]
+    max_retries: int
 
 
 def _fit_seconds(driver: Dict[str, float], ranks: float, chief: Dict[str, float],

@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from hvdkeras.common import log
-from hvdkeras.common.errors import HvdkerasError
+from hvdkeras.common.errors import HvdkerasError, SetupError
 from hvdkeras.common.workdir import read_metrics
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.publish import BEST_DIR, RunMirror, local_folder
@@ -90,7 +90,10 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
         workdir: the run's folder in the store, as its filesystem names it (the store's ``runs/<run_id>``).
 
     Returns:
-        :func:`_train`'s; ``{"error": line}`` also when the store cannot be read or the last publish failed.
+        :func:`_train`'s.
+
+    Raises:
+        SetupError: the store cannot be read, or the last publish failed (and :func:`_train`'s).
     """
     import dataclasses
     import shutil
@@ -116,16 +119,19 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
             fetched = time.time()
         except Exception as exc:  # noqa: BLE001  each filesystem raises its own kinds
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            return {"error": f"cannot read the run {mirror.shown} from the store ({first})"}
+            raise SetupError(f"cannot read the run {mirror.shown} from the store ({first})") from None
         spec = dataclasses.replace(spec, last_callbacks=(*spec.last_callbacks, PublishCheckpoints(mirror)))
-        outcome: Optional[Dict[str, Any]] = None
+        refused = False
         try:
             outcome = _train(config_tree, spec, local)
+        except HvdkerasError:
+            refused = True
+            raise
         finally:
             trained = time.time()
             failed = _publish(mirror, "fit again with the same run_id to resume from the store's last checkpoint")
-        if failed is not None and not (isinstance(outcome, dict) and "error" in outcome):
-            return {"error": failed}
+            if failed is not None and not refused:
+                raise SetupError(failed)
         if isinstance(outcome, dict) and "seconds" in outcome:
             outcome["seconds"] = {"start": started, "fetch": fetched - entered, **outcome["seconds"],
                                   "publish": time.time() - trained}
@@ -143,7 +149,10 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
         workdir: this rank's local folder for the run (:func:`train` makes it).
 
     Returns:
-        Rank 0's results (the model as ``.keras`` bytes); ``{"error": line}`` when setup was refused.
+        Rank 0's results (the model as ``.keras`` bytes).
+
+    Raises:
+        HvdkerasError: setup was refused (the config, the data), in one line.
     """
     from hvdkeras import config as config_lib
     from hvdkeras.runtime import distributed
@@ -155,15 +164,12 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
     began = time.time()
     gpu_index = gpus.choose(spec.use_gpu, gpus.assigned() if spec.use_gpu else [], os.environ)
     best = _place_checkpoint_callback(spec.checkpoint_callback, workdir)
-    try:
-        config = config_lib.from_dict(config_tree, source="the estimator's parameters")
-        trainer = Trainer.from_config(config, workdir, task=SparkTask(spec), gpus=None if spec.use_gpu else [],
-                                      gpu_index=gpu_index)
-        built = time.time()
-        final = trainer.fit()
-        fitted = time.time()
-    except HvdkerasError as exc:
-        return {"error": str(exc).splitlines()[0]}
+    config = config_lib.from_dict(config_tree, source="the estimator's parameters")
+    trainer = Trainer.from_config(config, workdir, task=SparkTask(spec), gpus=None if spec.use_gpu else [],
+                                  gpu_index=gpu_index)
+    built = time.time()
+    final = trainer.fit()
+    fitted = time.time()
     if not distributed.is_chief():
         return None
     if best is not None and os.path.exists(best):

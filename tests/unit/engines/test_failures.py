@@ -31,3 +31,25 @@ def test_a_start_timeout_is_one_line_naming_the_tasks_and_the_fix():
     assert isinstance(error, SetupError) and "\n" not in str(error)
     assert str(error) == ("the 2 ranks' Spark tasks did not all start within start_timeout=30 s (an executor lost);"
                           " check that the executors are alive and have 2 free task slots, or raise start_timeout")
+
+
+def test_a_ranks_user_error_is_returned_as_refused_and_raised_typed_on_the_driver():
+    import cloudpickle
+
+    from hvdkeras.common.errors import ConfigError
+
+    def rank(epochs):
+        if epochs < 1:
+            raise ConfigError(f"trainer.epochs must be at least 1 (Received: {epochs})", key="trainer.epochs")
+        return {"epochs": epochs}
+
+    wrapped = failures.returning_refusals(rank)
+    assert wrapped(2) == {"epochs": 2}
+    refused = cloudpickle.loads(cloudpickle.dumps(wrapped(0)))  # as it crosses from the rank to the driver
+    assert isinstance(refused, failures.Refused)
+    with pytest.raises(ConfigError) as error:
+        failures.raise_refused([None, refused])
+    assert str(error.value) == "trainer.epochs must be at least 1 (Received: 0)" and error.value.key == "trainer.epochs"
+    assert failures.raise_refused([{"epochs": 2}, None]) == [{"epochs": 2}, None]
+    with pytest.raises(ZeroDivisionError):  # a bug is not a user error: it fails the rank as before
+        failures.returning_refusals(lambda: 1 / 0)()

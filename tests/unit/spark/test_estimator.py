@@ -40,19 +40,21 @@ def test_what_would_change_training_without_effect_is_refused():
 
 
 class _Backend:
-    """A backend whose run_retrying raises ``error``, as the runner would (no Spark)."""
+    """A backend whose run_retrying raises ``error``, as the runner would (no Spark), or returns ``results``."""
 
-    def __init__(self, error):
-        self.error = error
+    def __init__(self, error, results=None):
+        self.error, self.results = error, results
 
     def num_processes(self):
         return 2
 
     def run_retrying(self, fn, args=(), env=None, max_retries=0, retry_hint=""):
-        raise self.error
+        if self.error is not None:
+            raise self.error
+        return self.results
 
 
-def _train(tmp_path, error):
+def _train(tmp_path, error, results=None):
     import types
 
     from hvdkeras.runtime.compat import keras
@@ -62,9 +64,12 @@ def _train(tmp_path, error):
     column = types.SimpleNamespace(size=3, shape=(3,))
     prepared = types.SimpleNamespace(feature_cols=("x",), label_cols=("y",),
                                      columns={"x": column, "y": types.SimpleNamespace(size=1, shape=())})
+    from hvdkeras.spark.keras.estimator import _Checked
+
     est = KerasEstimator(model=model, loss="mse", max_retries=1)
-    return est._train(model, keras.optimizers.SGD(0.1), "mse", Store.create(str(tmp_path / "store")), _Backend(error),
-                      prepared, "r1")
+    optimizer = keras.optimizers.SGD(0.1)
+    return est._train(model, optimizer, "mse", Store.create(str(tmp_path / "store")), _Backend(error, results),
+                      prepared, "r1", _Checked(est._config_tree(2, optimizer), 1))
 
 
 def test_a_rank_that_failed_past_its_retries_is_one_line_naming_the_run(tmp_path):
@@ -73,6 +78,16 @@ def test_a_rank_that_failed_past_its_retries_is_one_line_naming_the_run(tmp_path
     with pytest.raises(PeerLostError, match=r"^fit stopped: a rank failed \(rank 1 on h exited with status -9\) and 1"
                                             r" retry; rank 0's checkpoints are in .*: fit again with run_id='r1'"):
         _train(tmp_path, RankFailedError("rank 1 on h exited with status -9"))
+
+
+def test_a_user_error_a_rank_met_is_raised_on_the_driver_typed_and_unretried(tmp_path):
+    from hvdkeras.common.errors import ConfigError
+    from hvdkeras.engines.failures import Refused
+
+    refused = ConfigError("trainer.epochs must be at least 1 (Received: 0)", key="trainer.epochs")
+    with pytest.raises(ConfigError, match=r"^trainer\.epochs must be at least 1 \(Received: 0\)$") as error:
+        _train(tmp_path, None, results=[Refused(refused), None])
+    assert error.value.key == "trainer.epochs"
 
 
 def test_a_failure_on_the_driver_is_not_reported_as_a_lost_rank(tmp_path):
