@@ -16,11 +16,14 @@ same ``run_id`` resumes there. Three rules keep runs from clobbering each other,
   architecture, the optimizer, the loss, the columns, the batch, the seed, the stack). Resuming them with
   another job is refused in one line listing the differences, unless ``resume='force'``.
 
-No TensorFlow here: what describes a model comes from the caller.
+:class:`StoredRun` is one run in the store as one object: its folder and checkpoints, its lock, its job record and
+its intermediate data; the estimator and the ranks compute no path of their own. No TensorFlow here: what
+describes a model comes from the caller.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import secrets
@@ -305,3 +308,60 @@ def check_same_job(store: FilesystemStore, run_id: str, job: Mapping[str, Any], 
 def record_job(store: FilesystemStore, run_id: str, job: Mapping[str, Any]) -> None:
     """Records ``job`` as what trains run ``run_id``'s checkpoints from now on (``<run>/job.json``)."""
     store.write_text(f"{store.get_run_path(run_id)}/{JOB_FILE}", json.dumps(dict(job), indent=1, sort_keys=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredRun:
+    """Run ``run_id`` in ``store``: where its files are, who holds it, what trained it, and its fit's data.
+
+    The store's layout (:class:`~hvdkeras.spark.common.store.FilesystemStore`) and the rules of this module, behind
+    one name: a fit makes one, holds its :meth:`lock`, checks and records its :meth:`check_job`/:meth:`record_job`,
+    writes its data at :meth:`data_paths`, trains into :attr:`folder` and removes its data after
+    (:meth:`remove_data`).
+    """
+
+    store: FilesystemStore
+    run_id: str
+    data_index: str = ""  # this fit's data among the store's datasets: unique per fit (:func:`fit_data_index`)
+
+    def __post_init__(self) -> None:
+        if not self.data_index:
+            object.__setattr__(self, "data_index", fit_data_index(self.run_id))
+
+    @property
+    def path(self) -> str:
+        """The run's folder as the store names it (with its protocol)."""
+        return self.store.get_run_path(self.run_id)
+
+    @property
+    def folder(self) -> str:
+        """The run's folder as its filesystem names it: what the ranks mirror their local run to."""
+        return self.store.get_localized_path(self.path)
+
+    @property
+    def checkpoints_shown(self) -> str:
+        """Where the run's checkpoints are, as a message shows it to the user (a local path, or the store's URL)."""
+        checkpoints = self.store.get_checkpoint_path(self.run_id) or f"{self.path}/checkpoints"
+        return self.store.get_localized_path(checkpoints) if self.store.is_local() else checkpoints
+
+    def lock(self, on_lost: Optional[Callable[[], None]] = None) -> RunLock:
+        """The run's lock (not yet taken: use it as a context manager)."""
+        return RunLock(self.store, self.run_id, on_lost=on_lost)
+
+    def check_job(self, job: Mapping[str, Any], resume: str = "auto") -> List[str]:
+        """:func:`check_same_job` for this run."""
+        return check_same_job(self.store, self.run_id, job, resume)
+
+    def record_job(self, job: Mapping[str, Any]) -> None:
+        """:func:`record_job` for this run."""
+        record_job(self.store, self.run_id, job)
+
+    def data_paths(self) -> Tuple[str, str]:
+        """Where this run's fit writes its training and validation rows (the store's paths for :attr:`data_index`)."""
+        return self.store.get_train_data_path(self.data_index), self.store.get_val_data_path(self.data_index)
+
+    def remove_data(self) -> None:
+        """Removes this run's fit data from the store (what :meth:`data_paths` names, where it exists)."""
+        for path in self.data_paths():
+            if self.store.exists(path):
+                self.store.fs.rm(self.store.get_localized_path(path), recursive=True)

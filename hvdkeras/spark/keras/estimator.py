@@ -285,11 +285,12 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
         tag = _JobTag(f"hvdkeras-fit-{run_id}")
-        lock = runs.RunLock(store, run_id, on_lost=tag.cancel)
+        run = runs.StoredRun(store, run_id)
+        lock = run.lock(on_lost=tag.cancel)
         with lock, tag:
             try:
-                fitted = self._fit_holding(data, intermediate, store, backend, model, optimizer, loss, run_id, job,
-                                           settings, began)
+                fitted = self._fit_holding(data, intermediate, run, backend, model, optimizer, loss, job, settings,
+                                           began)
             except Exception:
                 lost = lock.lost_error()  # a fit whose run another fit took over says so, not what the cancel broke
                 if lost is None:
@@ -301,25 +302,22 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             return fitted
 
     def _fit_holding(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
-                     store: FilesystemStore, backend: Any, model: Any, optimizer: Any, loss: Any, run_id: str,
-                     job: Dict[str, Any], settings: "_Checked", began: float) -> "KerasModel":
+                     run: runs.StoredRun, backend: Any, model: Any, optimizer: Any, loss: Any, job: Dict[str, Any],
+                     settings: "_Checked", began: float) -> "KerasModel":
         """The fit of a run this fit holds (:class:`runs.RunLock`): the job checked and recorded, the data, training."""
-        forced = runs.check_same_job(store, run_id, job, self.getOrDefault("resume"))
+        forced = run.check_job(job, self.getOrDefault("resume"))
         if forced:
-            log.warning(f"resume='force': run_id {run_id!r} resumes from checkpoints trained by another job"
+            log.warning(f"resume='force': run_id {run.run_id!r} resumes from checkpoints trained by another job"
                         f" ({'; '.join(forced)})")
-        data_index = runs.fit_data_index(run_id)
         try:
             checked = time.monotonic()
-            prepared = data(store, backend.num_processes(), data_index)
-            runs.record_job(store, run_id, job)
+            prepared = data(run.store, backend.num_processes(), run.data_index)
+            run.record_job(job)
             seconds = {"checks": checked - began, "data": time.monotonic() - checked}
-            return self._train(model, optimizer, loss, store, backend, prepared, run_id, settings, seconds)
+            return self._train(model, optimizer, loss, run, backend, prepared, settings, seconds)
         finally:
             if intermediate and not self._flag("keep_intermediate_data"):
-                for path in (store.get_train_data_path(data_index), store.get_val_data_path(data_index)):
-                    if store.exists(path):
-                        store.fs.rm(store.get_localized_path(path), recursive=True)
+                run.remove_data()
 
     @staticmethod
     def _output_shapes(model: Any, prepared: Any) -> Optional[List[Optional[Tuple[int, ...]]]]:
@@ -336,10 +334,9 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             shapes.append(tuple(int(d) for d in shape) if known and size == prepared.columns[column].size else None)
         return shapes if any(s is not None for s in shapes) else None
 
-    def _train(self, model: Any, optimizer: Any, loss: Any, store: FilesystemStore, backend: Backend,
-               prepared: Any, run_id: str, settings: "_Checked", seconds: Optional[Dict[str, float]] = None
-               ) -> "KerasModel":
-        """Trains ``prepared`` on the backend's ranks into run ``run_id`` with the fit's checked ``settings``; the
+    def _train(self, model: Any, optimizer: Any, loss: Any, run: runs.StoredRun, backend: Backend,
+               prepared: Any, settings: "_Checked", seconds: Optional[Dict[str, float]] = None) -> "KerasModel":
+        """Trains ``prepared`` on the backend's ranks into ``run`` with the fit's checked ``settings``; the
         model rank 0 returns, with where the fit's time went (``seconds`` so far, then the ranks' and the model's:
         :func:`_fit_seconds`)."""
         before_ranks = time.monotonic()
@@ -349,7 +346,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         custom_objects = dict(self.getOrDefault("custom_objects") or {})
         use_gpu = self._flag("use_gpu")
         spec = SparkTaskSpec(
-            store=store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
+            store=run.store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
             label_shapes=tuple(tuple(s) if s else None for s in label_shapes) if label_shapes else None,
             loss=to_portable(loss, "loss"), loss_weights=self.getOrDefault("loss_weights"),
             metrics=to_portable(self.getOrDefault("metrics") or [], "metric"),
@@ -358,22 +355,21 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"), shuffle=self._flag("shuffle"),
             inmemory_cache_all=self._flag("inmemory_cache_all"),
             checkpoint_callback=self.getOrDefault("checkpoint_callback"), use_gpu=use_gpu)
-        workdir = store.get_localized_path(store.get_run_path(run_id))
-        checkpoints = store.get_checkpoint_path(run_id) or f"{store.get_run_path(run_id)}/checkpoints"
-        shown = store.get_localized_path(checkpoints) if store.is_local() else checkpoints
-        env = environment.for_store(store.fs_protocol(), os.environ)  # the store's credentials, for its kind only
+        run_id = run.run_id
+        env = environment.for_store(run.store.fs_protocol(), os.environ)  # the store's credentials, for its kind only
         env.update(self.getOrDefault("backend_env") or {})
         if not use_gpu:
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         try:
             ranks_began = time.monotonic()
-            results = run_retrying(backend, failures.returning_refusals(train), (config, spec, workdir), env,
+            results = run_retrying(backend, failures.returning_refusals(train), (config, spec, run.folder), env,
                                    retries, retry_hint=f", from run_id {run_id!r}'s last checkpoint")
             ranks_ended = time.monotonic()
         except RankFailedError as exc:  # a rank failed on the last attempt: the runner says why
             retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
             raise PeerLostError(f"fit stopped: a rank failed ({failure_reason(exc)}){retried}; rank 0's checkpoints"
-                                f" are in {shown}: fit again with run_id={run_id!r} to resume there") from None
+                                f" are in {run.checkpoints_shown}: fit again with run_id={run_id!r} to resume"
+                                " there") from None
         chief = failures.raise_refused(results)[0]  # a rank's user error, typed, as the fit's
         trained = model_from_bytes(chief["model"], custom_objects)
         fit_seconds = _fit_seconds({**(seconds or {}), "prepare_ranks": ranks_began - before_ranks},

@@ -68,8 +68,11 @@ def _train(tmp_path, error, results=None):
 
     est = KerasEstimator(model=model, loss="mse", max_retries=1)
     optimizer = keras.optimizers.SGD(0.1)
-    return est._train(model, optimizer, "mse", Store.create(str(tmp_path / "store")), _Backend(error, results),
-                      prepared, "r1", _Checked(est._config_tree(2, optimizer), 1))
+    from hvdkeras.spark.common.runs import StoredRun
+
+    run = StoredRun(Store.create(str(tmp_path / "store")), "r1")
+    return est._train(model, optimizer, "mse", run, _Backend(error, results), prepared,
+                      _Checked(est._config_tree(2, optimizer), 1))
 
 
 def test_a_rank_that_failed_past_its_retries_is_one_line_naming_the_run(tmp_path):

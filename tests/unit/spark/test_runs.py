@@ -243,3 +243,23 @@ def test_a_store_without_an_exclusive_create_still_locks_and_says_what_it_cannot
             runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock()).acquire()
     finally:
         first.release()
+
+
+def test_a_stored_run_names_every_place_of_the_run_and_removes_only_its_own_data(tmp_path):
+    store = Store.create(str(tmp_path / "store"))
+    run, other = runs.StoredRun(store, "r1"), runs.StoredRun(store, "r2")
+    assert run.data_index.startswith("r1.") and run.data_index == run.data_index  # one per fit, kept
+    assert run.path == store.get_run_path("r1") and run.folder == str(tmp_path / "store" / "runs" / "r1")
+    assert run.checkpoints_shown == str(tmp_path / "store" / "runs" / "r1" / "checkpoints")  # a local store: a path
+    for stored in (run, other):
+        for path in stored.data_paths():
+            store.write_text(f"{path}/part-0.parquet", "rows")
+    run.remove_data()
+    assert [store.exists(p) for p in run.data_paths()] == [False, False]
+    assert [store.exists(p) for p in other.data_paths()] == [True, True]
+    with run.lock():
+        run.record_job({"model": "m"})
+        assert run.check_job({"model": "other"}) == []  # no checkpoint yet: nothing to refuse
+        with pytest.raises(SetupError, match=r"^run_id .r1. is being fitted by another fit"):
+            other_lock = runs.StoredRun(store, "r1").lock()
+            other_lock.acquire()
