@@ -10,28 +10,24 @@ refused in one line that names it. The unfitted estimator persists with Spark ML
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-import numpy as np
-from horovod.tensorflow.compression import Compression
 from pyspark import keyword_only
 from pyspark.ml import Estimator
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 
-from hvdkeras import config as config_lib
 from hvdkeras.common import log, stack
-from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError, shown
+from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError
 from hvdkeras.engines import failures
 from hvdkeras.engines.failures import reason_of as failure_reason
-from hvdkeras.runtime import compat
 from hvdkeras.spark.common import environment, runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
 from hvdkeras.spark.common.data import check_present, from_parquet, prepare
 from hvdkeras.spark.common.store import FilesystemStore
+from hvdkeras.spark.keras import fit_settings, model_checks
 from hvdkeras.spark.keras.model import KerasModel
 from hvdkeras.spark.keras.params import ESTIMATOR_PARAMS, NO_EFFECT, check_kwargs, declare
 from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
@@ -127,83 +123,6 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             raise SetupError("KerasEstimator needs loss= (a Keras loss, or one per output)")
         return optimizer, loss
 
-    def _whole(self, name: str, minimum: int, optional: bool = False) -> Optional[int]:
-        """Parameter ``name`` as a whole number of at least ``minimum`` (None when ``optional`` and unset); else a
-        SetupError in one line naming it."""
-        value = self.getOrDefault(name)
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise SetupError(f"{name} must be a whole number of at least {minimum}"
-                             f"{' or None' if optional else ''} (Received: {name}={shown(value)})")
-        return int(value)
-
-    def _flag(self, name: str) -> bool:
-        """Parameter ``name`` as True or False; else a SetupError in one line naming it."""
-        value = self.getOrDefault(name)
-        if not isinstance(value, (bool, np.bool_)):
-            raise SetupError(f"{name} must be True or False (Received: {name}={shown(value)})")
-        return bool(value)
-
-    def _config_tree(self, num_proc: int, optimizer: Any) -> Dict[str, Any]:
-        """The ranks' config as a dict, checked (:func:`hvdkeras.config.from_dict`): a parameter that is not a whole
-        number where one is needed, or past the config's bounds, is one line here, before anything is written."""
-        batch = self._whole("batch_size", 1) or 1  # never None: not optional
-        val_batch = self._whole("val_batch_size", 1, optional=True) or batch
-        seed = self._whole("random_seed", 0, optional=True)
-        for flag in ("shuffle", "use_gpu", "inmemory_cache_all", "allow_nan", "keep_intermediate_data"):
-            self._flag(flag)
-        tree = {
-            "data": {"name": "spark", "global_batch_size": None, "per_rank_batch_size": batch,
-                     "eval_global_batch_size": val_batch * num_proc},
-            # Horovod's rule: one rank's rate x the ranks (the global batch over one rank's batch).
-            "optimizer": {"learning_rate": compat.get_learning_rate(optimizer), "lr_scaling": "ranks"},
-            "trainer": {"epochs": self._whole("epochs", 1),
-                        "verbose": min(2, self._whole("verbose", 0) or 0),
-                        "steps_per_epoch": self._whole("train_steps_per_epoch", 1, optional=True), "export": False},
-            "checkpoint": {"keep": 2},
-            "horovod": {"compression": self._compression(),
-                        "backward_passes_per_step": self._whole("backward_passes_per_step", 1)},
-            "runtime": {"seed": 42 if seed is None else seed},
-        }
-        config_lib.from_dict(tree, source="the estimator's parameters")  # bounds and types: a ConfigError, one line
-        return tree
-
-    def _check_model_columns(self, model: Any, prepared: Any) -> Tuple[Tuple[int, ...], ...]:
-        """Each input's shape; one line when a feature column's length does not fit its input."""
-        inputs = list(model.inputs)
-        if len(inputs) != len(prepared.feature_cols):
-            raise SetupError(f"the model has {len(inputs)} inputs but feature_cols names {len(prepared.feature_cols)}"
-                             f" columns {list(prepared.feature_cols)}; name one column per input, in order")
-        shapes = []
-        for column, tensor in zip(prepared.feature_cols, inputs):
-            shape = tuple(-1 if d is None else int(d) for d in tuple(tensor.shape)[1:])
-            size = prepared.columns[column].size
-            need = int(np.prod([d for d in shape if d != -1])) if shape else 1
-            if (-1 not in shape and need != size) or (-1 in shape and size % max(need, 1)):
-                raise SetupError(f"feature column {column!r} holds {size} values per row, but the model's input"
-                                 f" {getattr(tensor, 'name', '')!r} takes shape {shape} ({need} values);"
-                                 " reshape the column or the input")
-            shapes.append(shape)
-        return tuple(shapes)
-
-    def _max_retries(self) -> int:
-        retries = self.getOrDefault("max_retries")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise SetupError(f"max_retries must be a whole number of at least 0 (Received: max_retries={retries!r})")
-        return retries
-
-    def _compression(self) -> str:
-        """The trainer's name for ``gradient_compression``, read from Horovod's ``Compression`` object itself."""
-        value = self.getOrDefault("gradient_compression")
-        if value is None or value in ("fp16", "none"):
-            return str(value or "none")
-        for name in ("fp16", "none"):
-            if value is getattr(Compression, name):
-                return name
-        raise SetupError("gradient_compression must be Horovod's Compression.fp16 or Compression.none (Received:"
-                         f" gradient_compression={value!r})")
-
     def _run_id(self) -> str:
         run_id = self.getOrDefault("run_id")
         return runs.new_run_id() if run_id is None else runs.check_run_id(run_id)
@@ -226,7 +145,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 "stack": stack.current().describe()}
 
     def _fit(self, dataset: Any) -> "KerasModel":
-        files = self._whole("partitions_per_process", 1)
+        files = fit_settings.whole(self.getOrDefault, "partitions_per_process", 1)
         for param in ("feature_cols", "label_cols"):  # before the run is looked at: a typo is named as one
             check_present(dataset, list(self.getOrDefault(param) or []), param)
 
@@ -236,7 +155,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 list(self.getOrDefault("label_cols") or []), sample_weight_col=self.getOrDefault("sample_weight_col"),
                 validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
                 partitions_per_process=files or 1, dataset_idx=data_index,
-                allow_nan=self._flag("allow_nan"))
+                allow_nan=fit_settings.flag(self.getOrDefault, "allow_nan"))
 
         return self._fit_run(written, intermediate=True)
 
@@ -273,15 +192,15 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
     def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
         began = time.monotonic()
         run_id = self._run_id()
-        max_retries = self._max_retries()  # refused before anything is written
-        self._compression()
+        fit_settings.max_retries(self.getOrDefault)  # refused before anything is written
+        fit_settings.compression(self.getOrDefault)
         model = self.getOrDefault("model")
         if model is None:
             raise SetupError("KerasEstimator needs model= (a Keras model)")
         optimizer, loss = self._compile_args(model)
         store, backend = self._store(), self._backend()
         getattr(backend, "check", lambda: None)()  # a duck-typed backend (run, num_processes) has none
-        settings = _Checked(self._config_tree(backend.num_processes(), optimizer), max_retries)  # checked once
+        settings = fit_settings.check(self.getOrDefault, backend.num_processes(), optimizer)  # checked once
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
         tag = _JobTag(f"hvdkeras-fit-{run_id}")
@@ -303,7 +222,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
     def _fit_holding(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
                      run: runs.StoredRun, backend: Any, model: Any, optimizer: Any, loss: Any, job: Dict[str, Any],
-                     settings: "_Checked", began: float) -> "KerasModel":
+                     settings: fit_settings.Checked, began: float) -> "KerasModel":
         """The fit of a run this fit holds (:class:`runs.RunLock`): the job checked and recorded, the data, training."""
         forced = run.check_job(job, self.getOrDefault("resume"))
         if forced:
@@ -316,35 +235,21 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             seconds = {"checks": checked - began, "data": time.monotonic() - checked}
             return self._train(model, optimizer, loss, run, backend, prepared, settings, seconds)
         finally:
-            if intermediate and not self._flag("keep_intermediate_data"):
+            if intermediate and not fit_settings.flag(self.getOrDefault, "keep_intermediate_data"):
                 run.remove_data()
 
-    @staticmethod
-    def _output_shapes(model: Any, prepared: Any) -> Optional[List[Optional[Tuple[int, ...]]]]:
-        """Each label column's default shape, as Horovod's: its output's, where the column holds as many values per
-        row as the output (a 0/1 label of a ``(None, 1)`` output, a one-hot vector); else None: as read."""
-        outputs = list(model.outputs)
-        if len(outputs) != len(prepared.label_cols):
-            return None
-        shapes: List[Optional[Tuple[int, ...]]] = []
-        for column, tensor in zip(prepared.label_cols, outputs):
-            shape = tuple(tensor.shape)[1:]
-            known = all(d is not None for d in shape)
-            size = int(np.prod([int(d) for d in shape])) if known else -1
-            shapes.append(tuple(int(d) for d in shape) if known and size == prepared.columns[column].size else None)
-        return shapes if any(s is not None for s in shapes) else None
-
     def _train(self, model: Any, optimizer: Any, loss: Any, run: runs.StoredRun, backend: Backend,
-               prepared: Any, settings: "_Checked", seconds: Optional[Dict[str, float]] = None) -> "KerasModel":
+               prepared: Any, settings: fit_settings.Checked, seconds: Optional[Dict[str, float]] = None
+               ) -> "KerasModel":
         """Trains ``prepared`` on the backend's ranks into ``run`` with the fit's checked ``settings``; the
         model rank 0 returns, with where the fit's time went (``seconds`` so far, then the ranks' and the model's:
         :func:`_fit_seconds`)."""
         before_ranks = time.monotonic()
         config, retries = settings.config, settings.max_retries
-        input_shapes = self._check_model_columns(model, prepared)
-        label_shapes = self.getOrDefault("label_shapes") or self._output_shapes(model, prepared)
+        input_shapes = model_checks.input_shapes(model, prepared)
+        label_shapes = self.getOrDefault("label_shapes") or model_checks.output_shapes(model, prepared)
         custom_objects = dict(self.getOrDefault("custom_objects") or {})
-        use_gpu = self._flag("use_gpu")
+        use_gpu = fit_settings.flag(self.getOrDefault, "use_gpu")
         spec = SparkTaskSpec(
             store=run.store, data=prepared, model=model_to_bytes(model), input_shapes=input_shapes,
             label_shapes=tuple(tuple(s) if s else None for s in label_shapes) if label_shapes else None,
@@ -352,8 +257,9 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             metrics=to_portable(self.getOrDefault("metrics") or [], "metric"),
             optimizer=to_portable(optimizer, "optimizer"), custom_objects=custom_objects,
             callbacks=tuple(self.getOrDefault("callbacks") or ()),
-            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"), shuffle=self._flag("shuffle"),
-            inmemory_cache_all=self._flag("inmemory_cache_all"),
+            shuffle_buffer_size=self.getOrDefault("shuffle_buffer_size"),
+            shuffle=fit_settings.flag(self.getOrDefault, "shuffle"),
+            inmemory_cache_all=fit_settings.flag(self.getOrDefault, "inmemory_cache_all"),
             checkpoint_callback=self.getOrDefault("checkpoint_callback"), use_gpu=use_gpu)
         run_id = run.run_id
         env = environment.for_store(run.store.fs_protocol(), os.environ)  # the store's credentials, for its kind only
@@ -395,14 +301,6 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         """The estimator saved at ``path``; ``safe_mode=False`` also loads what runs code when loaded (the earlier,
         pickled format; Keras' unsafe layers), for a folder whose origin you trust."""
         return ParamsReader(cls, safe_mode=safe_mode).load(path)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Checked:
-    """A fit's parameters as checked once, before anything is written: the trainer's config and the retries."""
-
-    config: Dict[str, Any]
-    max_retries: int
 
 
 def _fit_seconds(driver: Dict[str, float], ranks: float, chief: Dict[str, float],

@@ -4,19 +4,20 @@ import pytest
 pytest.importorskip("pyspark")
 
 from hvdkeras.common.errors import ConfigError, SetupError  # noqa: E402
+from hvdkeras.spark.keras import fit_settings  # noqa: E402
 from hvdkeras.spark.keras.estimator import KerasEstimator  # noqa: E402
 
 
 @pytest.mark.parametrize("retries", [-1, 1.5, "2", True])
 def test_a_bad_max_retries_is_one_line(retries):
     with pytest.raises(SetupError) as error:
-        KerasEstimator(max_retries=retries)._max_retries()
+        fit_settings.max_retries(KerasEstimator(max_retries=retries).getOrDefault)
     assert str(error.value) == f"max_retries must be a whole number of at least 0 (Received: max_retries={retries!r})"
 
 
 def test_max_retries_defaults_to_two_and_zero_means_none():
-    assert KerasEstimator()._max_retries() == 2
-    assert KerasEstimator(max_retries=0)._max_retries() == 0
+    assert fit_settings.max_retries(KerasEstimator().getOrDefault) == 2
+    assert fit_settings.max_retries(KerasEstimator(max_retries=0).getOrDefault) == 0
 
 
 def test_a_run_id_is_a_name_and_the_default_one_is_new_each_fit():
@@ -64,7 +65,7 @@ def _train(tmp_path, error, results=None):
     column = types.SimpleNamespace(size=3, shape=(3,))
     prepared = types.SimpleNamespace(feature_cols=("x",), label_cols=("y",),
                                      columns={"x": column, "y": types.SimpleNamespace(size=1, shape=())})
-    from hvdkeras.spark.keras.estimator import _Checked
+    from hvdkeras.spark.keras import fit_settings
 
     est = KerasEstimator(model=model, loss="mse", max_retries=1)
     optimizer = keras.optimizers.SGD(0.1)
@@ -72,7 +73,7 @@ def _train(tmp_path, error, results=None):
 
     run = StoredRun(Store.create(str(tmp_path / "store")), "r1")
     return est._train(model, optimizer, "mse", run, _Backend(error, results), prepared,
-                      _Checked(est._config_tree(2, optimizer), 1))
+                      fit_settings.check(est.getOrDefault, 2, optimizer))
 
 
 def test_a_rank_that_failed_past_its_retries_is_one_line_naming_the_run(tmp_path):
@@ -101,16 +102,16 @@ def test_a_failure_on_the_driver_is_not_reported_as_a_lost_rank(tmp_path):
 def test_gradient_compression_is_read_from_horovods_compression_object():
     from hvdkeras.keras import Compression
 
-    assert KerasEstimator(gradient_compression=Compression.fp16)._compression() == "fp16"
-    assert KerasEstimator(gradient_compression=Compression.none)._compression() == "none"
-    assert KerasEstimator()._compression() == "none"
+    assert fit_settings.compression(KerasEstimator(gradient_compression=Compression.fp16).getOrDefault) == "fp16"
+    assert fit_settings.compression(KerasEstimator(gradient_compression=Compression.none).getOrDefault) == "none"
+    assert fit_settings.compression(KerasEstimator().getOrDefault) == "none"
 
     class NotFp16:  # a name holding "fp16" is not Horovod's fp16 compression
         pass
 
     with pytest.raises(SetupError, match=r"^gradient_compression must be Horovod's Compression.fp16 or Compression"
                                          r".none \(Received: gradient_compression=<class .*NotFp16'>\)$"):
-        KerasEstimator(gradient_compression=NotFp16)._compression()
+        fit_settings.compression(KerasEstimator(gradient_compression=NotFp16).getOrDefault)
 
 
 def test_where_a_fits_time_went_adds_up_and_names_what_rank_0_did_not_see():
@@ -131,7 +132,7 @@ def test_horovods_shuffle_and_backward_passes_per_step_reach_the_ranks():
     sgd = keras.optimizers.SGD(0.1)
     est = KerasEstimator(shuffle=False, backward_passes_per_step=4)
     assert est.getShuffle() is False and est.getBackwardPassesPerStep() == 4
-    config = config_lib.from_dict(est._config_tree(2, sgd))
+    config = config_lib.from_dict(fit_settings.config_tree(est.getOrDefault, 2, sgd))
     assert config.horovod.backward_passes_per_step == 4
     assert KerasEstimator().getShuffle() is True and KerasEstimator().getBackwardPassesPerStep() == 1
     assert est._job(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), sgd, "mse")["shuffle"] == "false"
@@ -147,7 +148,7 @@ def test_a_bad_flag_or_accumulation_is_one_line_before_anything_is_written(name,
     from hvdkeras.runtime.compat import keras
 
     with pytest.raises(SetupError) as error:
-        KerasEstimator(**{name: value})._config_tree(2, keras.optimizers.SGD(0.1))
+        fit_settings.config_tree(KerasEstimator(**{name: value}).getOrDefault, 2, keras.optimizers.SGD(0.1))
     assert str(error.value) == line
 
 
