@@ -44,7 +44,7 @@ def evaluate(config: config_lib.Config, workdir: str) -> Tuple[Dict[str, float],
     if trainer.position.store is None:
         raise CheckpointError("checkpoint.enabled is false in the config, so there are no checkpoints to evaluate;"
                               " leave it at true")
-    trainer.position.restore(trainer.model)
+    trainer.position.resume(trainer.model)
     found = trainer.position.restored
     if found is None:
         raise CheckpointError(f"no intact checkpoint in {Workdir(workdir).checkpoints}; train first with"

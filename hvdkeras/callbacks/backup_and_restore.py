@@ -142,7 +142,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         Returns:
             ``(epoch, batch)`` where the next ``fit`` continues; ``(0, 0)`` with no backup.
         """
-        return self.position.restore(model or self.model)
+        return self.position.resume(model or self.model)
 
     def continue_at(self, epoch: int, batch: int = 0) -> None:
         """The next ``fit`` starts at ``epoch`` with the weights it has, loading nothing; its first epoch

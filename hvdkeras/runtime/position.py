@@ -5,6 +5,11 @@ It owns the checkpoint store (``None`` when checkpoints are off), the position
 starts, the checkpoint a resume loaded and the last one saved. The callbacks
 (:class:`hvdkeras.callbacks.BackupAndRestore`, the elastic commit), the drivers and
 the trainer read and move the position here, and nowhere else.
+
+Two words, one meaning each across the package: to *restore* is to put a checkpoint's saved values back into
+variables (:meth:`hvdkeras.runtime.checkpointing.CheckpointStore.restore`, Horovod's ``State.restore`` of the last
+commit, ``BackupAndRestore.restore``); to *resume* is what a run does with them: restore its latest intact
+checkpoint and continue from that checkpoint's position (:meth:`RunPosition.resume`).
 """
 from __future__ import annotations
 
@@ -45,8 +50,9 @@ class RunPosition:
 
     # ------------------------------------------------------------------ resuming
 
-    def restore(self, model: Any) -> Tuple[int, int]:
-        """Collective: loads the latest intact checkpoint on rank 0 and broadcasts it to every rank.
+    def resume(self, model: Any) -> Tuple[int, int]:
+        """Collective: the run resumes: rank 0 restores the latest intact checkpoint, which is broadcast to every
+        rank, and the next ``fit``'s start is decided.
 
         Builds the optimizer first, so its slots and step are restored too.
 
@@ -67,8 +73,8 @@ class RunPosition:
         self._new_fit()
         return self._start
 
-    def restore_on_chief(self, model: Any) -> Tuple[int, int]:
-        """Rank 0 alone loads the latest intact checkpoint (an elastic state sync shares it); no collective.
+    def resume_on_chief(self, model: Any) -> Tuple[int, int]:
+        """Rank 0 alone restores the latest intact checkpoint (an elastic state sync shares it); no collective.
 
         Returns:
             The checkpoint's ``(epoch, batch)`` on rank 0; ``(0, 0)`` on the other ranks and with none.
@@ -135,17 +141,17 @@ class RunPosition:
 
     @property
     def decided(self) -> bool:
-        """Whether the next ``fit``'s start is known (a restore or :meth:`continue_at` set it)."""
+        """Whether the next ``fit``'s start is known (:meth:`resume` or :meth:`continue_at` set it)."""
         return self._start is not None
 
     def begin_fit(self) -> Tuple[int, int]:
-        """A ``fit`` starts at the decided position (:meth:`continue_at` or :meth:`restore` first).
+        """A ``fit`` starts at the decided position (:meth:`continue_at` or :meth:`resume` first).
 
         Returns:
             ``(epoch, batch)`` where it starts.
         """
         if self._start is None:
-            raise RuntimeError("RunPosition.begin_fit before restore() or continue_at(): the start is unknown")
+            raise RuntimeError("RunPosition.begin_fit before resume() or continue_at(): the start is unknown")
         self.epoch, self._offset = self._start
         self.batch, self._ran = self._offset, 0
         self._begun = True

@@ -49,7 +49,7 @@ class ElasticDriver:
         """Rank 0 alone loads the latest intact checkpoint (the state sync shares it); ``(epoch, batch)``."""
         if not self.config.checkpoint.resume:
             return 0, 0
-        return self.parts.position.restore_on_chief(self.parts.model)
+        return self.parts.position.resume_on_chief(self.parts.model)
 
     def fit(self) -> Dict[str, float]:
         """Trains under Horovod's elastic run from the committed position to the last epoch; the final metrics."""

@@ -41,7 +41,7 @@ class PlainDriver:
                     f"{parts.workdir} already holds checkpoints up to {found.describe()} and checkpoint.resume is"
                     " false; set checkpoint.resume=true to continue from them, or pass a new --workdir"
                 )
-        return position.restore(parts.model)
+        return position.resume(parts.model)
 
     def start_lines(self, start: int, batch: int) -> None:
         """Each rank's line (where it runs, where it starts), then rank 0's lines on the job."""

@@ -9,7 +9,7 @@ from tests.unit.helpers import small_bn_model, xy
 
 def test_a_fit_starts_where_it_was_decided_and_counts_its_batches_from_there():
     position = RunPosition()
-    with pytest.raises(RuntimeError, match="before restore"):
+    with pytest.raises(RuntimeError, match="before resume"):
         position.begin_fit()
     assert position.start == (0, 0) and not position.decided
     position.continue_at(2, 3)  # the rest of epoch 3, from its fourth batch
@@ -51,8 +51,8 @@ def test_the_last_step_that_returned_says_which_batches_the_variables_hold_betwe
 
 def test_without_a_store_a_run_starts_fresh_and_names_no_checkpoint(hvd_single):
     position = RunPosition()
-    assert position.restore(small_bn_model()) == (0, 0) and position.decided
-    assert position.restore_on_chief(small_bn_model()) == (0, 0)
+    assert position.resume(small_bn_model()) == (0, 0) and position.decided
+    assert position.resume_on_chief(small_bn_model()) == (0, 0)
     assert position.existing() is None and position.resume_point() is None
 
 
@@ -64,7 +64,7 @@ def test_restore_loads_the_latest_checkpoint_and_the_last_save_is_what_a_rerun_r
 
     position = RunPosition(store)
     fresh = small_bn_model(seed=2)
-    assert position.restore(fresh) == (1, 4) and position.restored.path == first.path
+    assert position.resume(fresh) == (1, 4) and position.restored.path == first.path
     assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(fresh.variables, trained.variables))
     assert position.existing().path == first.path
     assert position.resume_point() == first.describe()
@@ -74,5 +74,5 @@ def test_restore_loads_the_latest_checkpoint_and_the_last_save_is_what_a_rerun_r
     assert position.resume_point() == second.describe()  # the last save wins over what was restored
 
     elastic = RunPosition(store)
-    assert elastic.restore_on_chief(small_bn_model(seed=3)) == (2, 0)  # rank 0 alone, no collective
+    assert elastic.resume_on_chief(small_bn_model(seed=3)) == (2, 0)  # rank 0 alone, no collective
     assert elastic.restored.path == second.path and not elastic.decided
