@@ -95,8 +95,8 @@ def main(argv: Optional[List[str]] = None, environ: Optional[Mapping[str, str]] 
         return 0
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        log.command_error(f"the hosts file {shown(path)} (${HOSTS_FILE_VARIABLE}) cannot be read ({why}): make it a"
-                          " readable text file of host:slots lines")
+        log.command_error(f"the hosts file {shown(path, 300)} (${HOSTS_FILE_VARIABLE}) cannot be read ({why}):"
+                          " make it a readable text file of host:slots lines")
         return 2
     for line in checked_lines(text, f"hosts file {path}"):
         print(line)

@@ -44,6 +44,8 @@ def test_a_line_that_could_carry_a_command_is_left_out_saying_so(tmp_path, capsy
 
 
 def test_a_hosts_file_that_cannot_be_read_or_an_argument_is_one_error_line_with_status_2(tmp_path, capsys):
+    from hvdkeras.common.errors import shown
+
     folder = tmp_path / "hosts.d"
     folder.mkdir()
     assert discover_hosts.main([], environ={"HVDKERAS_HOSTS_FILE": str(folder)}) == 2
@@ -54,8 +56,8 @@ def test_a_hosts_file_that_cannot_be_read_or_an_argument_is_one_error_line_with_
     out = capsys.readouterr()
     said = out.err.splitlines()
     assert out.out == "" and len(said) == 3 and all(line.startswith("hvdkeras: error: ") for line in said), said
-    assert said[0] == (f"hvdkeras: error: the hosts file {str(folder)!r} ($HVDKERAS_HOSTS_FILE) cannot be read (Is a"
-                       " directory): make it a readable text file of host:slots lines")
+    assert said[0] == (f"hvdkeras: error: the hosts file {shown(str(folder), 300)} ($HVDKERAS_HOSTS_FILE) cannot be"
+                       " read (Is a directory): make it a readable text file of host:slots lines")
     assert "(UnicodeDecodeError)" in said[1]
     assert said[2] == ("hvdkeras: error: python -m hvdkeras.discover_hosts takes no arguments; received: '--hosts'"
                        " (the hosts file is $HVDKERAS_HOSTS_FILE)")
