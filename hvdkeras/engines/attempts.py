@@ -80,14 +80,14 @@ class Attempts:
             RetriesExhaustedError: the last attempt failed; its text is why, in one clause.
         """
         while True:
-            if self.start() is None:
-                raise failures.RetriesExhaustedError(self.why(len(self.failures) - 1))
+            self.start()  # never refused here: the loop ends when the last allowed attempt fails
             try:
                 return run_once()
             except HvdkerasError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a rank's process died: the engine says so in its own words
-                self.failed(failures.reason_of(exc))
+                reason = failures.reason_of(exc)
+                self.failed(reason)
                 if self.exhausted:
-                    raise failures.RetriesExhaustedError(failures.reason_of(exc)) from None
+                    raise failures.RetriesExhaustedError(reason) from None
                 recover()

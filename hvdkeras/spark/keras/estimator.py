@@ -192,15 +192,17 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
     def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
         began = time.monotonic()
         run_id = self._run_id()
-        fit_settings.max_retries(self.getOrDefault)  # refused before anything is written
-        fit_settings.compression(self.getOrDefault)
+        # refused before anything is written, and before the backend's checks ask Spark anything
+        max_retries = fit_settings.max_retries(self.getOrDefault)
+        compression = fit_settings.compression(self.getOrDefault)
         model = self.getOrDefault("model")
         if model is None:
             raise SetupError("KerasEstimator needs model= (a Keras model)")
         optimizer, loss = self._compile_args(model)
         store, backend = self._store(), self._backend()
         getattr(backend, "check", lambda: None)()  # a duck-typed backend (run, num_processes) has none
-        settings = fit_settings.check(self.getOrDefault, backend.num_processes(), optimizer)  # checked once
+        settings = fit_settings.Checked(fit_settings.config_tree(self.getOrDefault, backend.num_processes(), optimizer,
+                                                                 compression), max_retries)
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
         tag = _JobTag(f"hvdkeras-fit-{run_id}")

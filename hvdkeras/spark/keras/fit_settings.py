@@ -2,8 +2,8 @@
 
 Each check reads a parameter through ``get`` (the estimator's ``getOrDefault``) and refuses a value it cannot take
 in one line naming the parameter: :func:`whole`, :func:`flag`, :func:`compression`, :func:`max_retries`;
-:func:`check` makes the fit's :class:`Checked` settings, the config the trainer on each rank is built from
-(:func:`hvdkeras.config.from_dict` checks its bounds) and how often the gang may start again.
+:class:`Checked` holds the fit's settings: the config the trainer on each rank is built from
+(:func:`config_tree`, whose bounds :func:`hvdkeras.config.from_dict` checks) and how often the gang may start again.
 """
 from __future__ import annotations
 
@@ -70,9 +70,10 @@ def compression(get: Get) -> str:
                      f" gradient_compression={value!r})")
 
 
-def config_tree(get: Get, num_proc: int, optimizer: Any) -> Dict[str, Any]:
+def config_tree(get: Get, num_proc: int, optimizer: Any, compression_name: str) -> Dict[str, Any]:
     """The ranks' config as a dict, checked (:func:`hvdkeras.config.from_dict`): a parameter that is not a whole
-    number where one is needed, or past the config's bounds, is one line here, before anything is written."""
+    number where one is needed, or past the config's bounds, is one line here, before anything is written.
+    ``compression_name`` is :func:`compression`'s, checked already."""
     batch = whole(get, "batch_size", 1) or 1  # never None: not optional
     val_batch = whole(get, "val_batch_size", 1, optional=True) or batch
     seed = whole(get, "random_seed", 0, optional=True)
@@ -87,15 +88,9 @@ def config_tree(get: Get, num_proc: int, optimizer: Any) -> Dict[str, Any]:
                     "verbose": min(2, whole(get, "verbose", 0) or 0),
                     "steps_per_epoch": whole(get, "train_steps_per_epoch", 1, optional=True), "export": False},
         "checkpoint": {"keep": 2},
-        "horovod": {"compression": compression(get),
+        "horovod": {"compression": compression_name,
                     "backward_passes_per_step": whole(get, "backward_passes_per_step", 1)},
         "runtime": {"seed": 42 if seed is None else seed},
     }
     config_lib.from_dict(tree, source="the estimator's parameters")  # bounds and types: a ConfigError, one line
     return tree
-
-
-def check(get: Get, num_proc: int, optimizer: Any) -> Checked:
-    """The fit's settings, each parameter checked once (the retries first, then the config)."""
-    retries = max_retries(get)
-    return Checked(config_tree(get, num_proc, optimizer), retries)

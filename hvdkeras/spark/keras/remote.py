@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from hvdkeras.common import log
-from hvdkeras.common.errors import HvdkerasError, SetupError
+from hvdkeras.common.errors import SetupError
 from hvdkeras.common.workdir import read_metrics
 from hvdkeras.runtime.compat import keras
 from hvdkeras.spark.common.publish import BEST_DIR, RunMirror, local_folder
@@ -121,17 +121,13 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise SetupError(f"cannot read the run {mirror.shown} from the store ({first})") from None
         spec = dataclasses.replace(spec, last_callbacks=(*spec.last_callbacks, PublishCheckpoints(mirror)))
-        refused = False
         try:
             outcome = _train(config_tree, spec, local)
-        except HvdkerasError:
-            refused = True
-            raise
-        finally:
+        finally:  # what training raised goes on; a failed publish is said only after a training that returned
             trained = time.time()
             failed = _publish(mirror, "fit again with the same run_id to resume from the store's last checkpoint")
-            if failed is not None and not refused:
-                raise SetupError(failed)
+        if failed is not None:
+            raise SetupError(failed)
         if isinstance(outcome, dict) and "seconds" in outcome:
             outcome["seconds"] = {"start": started, "fetch": fetched - entered, **outcome["seconds"],
                                   "publish": time.time() - trained}

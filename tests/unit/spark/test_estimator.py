@@ -73,7 +73,7 @@ def _train(tmp_path, error, results=None):
 
     run = StoredRun(Store.create(str(tmp_path / "store")), "r1")
     return est._train(model, optimizer, "mse", run, _Backend(error, results), prepared,
-                      fit_settings.check(est.getOrDefault, 2, optimizer))
+                      fit_settings.Checked(fit_settings.config_tree(est.getOrDefault, 2, optimizer, "none"), 1))
 
 
 def test_a_rank_that_failed_past_its_retries_is_one_line_naming_the_run(tmp_path):
@@ -132,7 +132,8 @@ def test_horovods_shuffle_and_backward_passes_per_step_reach_the_ranks():
     sgd = keras.optimizers.SGD(0.1)
     est = KerasEstimator(shuffle=False, backward_passes_per_step=4)
     assert est.getShuffle() is False and est.getBackwardPassesPerStep() == 4
-    config = config_lib.from_dict(fit_settings.config_tree(est.getOrDefault, 2, sgd))
+    tree = fit_settings.config_tree(est.getOrDefault, 2, sgd, fit_settings.compression(est.getOrDefault))
+    config = config_lib.from_dict(tree)
     assert config.horovod.backward_passes_per_step == 4
     assert KerasEstimator().getShuffle() is True and KerasEstimator().getBackwardPassesPerStep() == 1
     assert est._job(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), sgd, "mse")["shuffle"] == "false"
@@ -148,7 +149,7 @@ def test_a_bad_flag_or_accumulation_is_one_line_before_anything_is_written(name,
     from hvdkeras.runtime.compat import keras
 
     with pytest.raises(SetupError) as error:
-        fit_settings.config_tree(KerasEstimator(**{name: value}).getOrDefault, 2, keras.optimizers.SGD(0.1))
+        fit_settings.config_tree(KerasEstimator(**{name: value}).getOrDefault, 2, keras.optimizers.SGD(0.1), "none")
     assert str(error.value) == line
 
 

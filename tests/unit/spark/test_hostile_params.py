@@ -29,7 +29,7 @@ NUMERIC = ("batch_size", "val_batch_size", "epochs", "verbose", "random_seed", "
 @PROPERTY
 @given(st.fixed_dictionaries({}, optional={name: NUMBERS for name in NUMERIC}))
 def test_the_numeric_parameters_give_a_checked_config_or_one_line(params):
-    tree = one_line(lambda: fit_settings.config_tree(KerasEstimator(**params).getOrDefault, 2, OPTIMIZER))
+    tree = one_line(lambda: fit_settings.config_tree(KerasEstimator(**params).getOrDefault, 2, OPTIMIZER, "none"))
     if isinstance(tree, str):
         return
     assert tree["data"]["per_rank_batch_size"] >= 1 and tree["trainer"]["epochs"] >= 1

@@ -61,3 +61,41 @@ def test_a_resumed_start_gets_the_best_model_and_the_score_a_later_epoch_must_be
     yours = BestModelCheckpoint(monitor="val_loss", filepath=str(tmp_path / "mine.keras"))
     assert not remote.follow_checkpoint_callback(RunMirror(store.fs, run, again_local, keep=2), yours, again_local)
     assert yours.best == np.inf  # a path of yours: saved there only, never fetched into
+
+
+@pytest.mark.parametrize("trained", [ZeroDivisionError("a bug in training"), None])
+def test_a_failed_publish_is_the_ranks_error_only_after_a_training_that_returned(tmp_path, monkeypatch, trained):
+    import dataclasses
+
+    from hvdkeras.common.errors import SetupError
+    from hvdkeras.spark.common.store import Store
+
+    class Mirror:
+        def __init__(self, *args, **kwargs):
+            self.shown, self.local = "s3://bucket/runs/r", str(tmp_path / "local")
+
+        def fetch(self):
+            pass
+
+        def publish(self):
+            raise OSError("the bucket is gone")
+
+    def train_(config_tree, spec, local):
+        if trained is not None:
+            raise trained
+        return {"history": {}}
+
+    monkeypatch.setattr(remote, "RunMirror", Mirror)
+    monkeypatch.setattr(remote, "follow_checkpoint_callback", lambda *args: False)
+    monkeypatch.setattr(remote, "_train", train_)
+    monkeypatch.setattr(remote, "local_folder", lambda: str(tmp_path / "local"))
+    @dataclasses.dataclass(frozen=True)
+    class Spec:  # the parts of SparkTaskSpec rank 0's train reads before training
+        store: object
+        checkpoint_callback: object = None
+        last_callbacks: tuple = ()
+
+    spec = Spec(Store.create(str(tmp_path / "store")))
+    expected = (ZeroDivisionError, "a bug in training") if trained else (SetupError, "cannot publish the run's")
+    with pytest.raises(expected[0], match=expected[1]):
+        remote.train({"checkpoint": {"keep": 2}}, spec, str(tmp_path / "store" / "runs" / "r"))
