@@ -14,8 +14,7 @@ import threading
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from hvdkeras.engines.placement import Slot
-
-SECRET_VAR = "HOROVOD_GLOO_RENDEZVOUS_SECRET"  # Horovod patch 0010: what each request must carry
+from hvdkeras.runtime.rendezvous import SECRET_ENV  # Horovod patch 0010: what each request must carry
 
 
 def gang_secret(token: str) -> str:
@@ -39,7 +38,7 @@ def rank_environment(slot: Slot, rendezvous: Tuple[str, int], iface: Optional[st
         env["HOROVOD_GLOO_IFACE"] = iface
         env["NCCL_SOCKET_IFNAME"] = iface
     if secret:
-        env[SECRET_VAR] = secret
+        env[SECRET_ENV] = secret
     return env
 
 
