@@ -10,6 +10,7 @@ from absl import flags
 from hvdkeras.build_horovod import BuildError, builder, checks, patches
 from hvdkeras.build_horovod import build_plan as plans
 from hvdkeras.common import command_line
+from hvdkeras.common.errors import shown
 
 USAGE = """usage: python -m hvdkeras.build_horovod [flags]
 
@@ -47,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest = command_line.parse(FLAGS, ["python -m hvdkeras.build_horovod", *(sys.argv[1:] if argv is None else argv)],
                               USAGE)
     if rest[1:]:
-        command_line.fail(f"python -m hvdkeras.build_horovod takes flags only; received: {rest[1]!r} (--help lists"
-                          " them)")
+        command_line.fail(f"python -m hvdkeras.build_horovod takes flags only; received: {shown(rest[1])} (--help"
+                          " lists them)")
     args = FLAGS
     try:
         plan = plans.discover(mpi=args.mpi, gpu=args.gpu)
