@@ -16,6 +16,7 @@ from hvdkeras.callbacks.metric_average import MetricAverageCallback
 from hvdkeras.callbacks.metrics_logger import JsonlMetricsLogger
 from hvdkeras.callbacks.model_checkpoint import ModelCheckpoint
 from hvdkeras.callbacks.model_statistics import AverageModelStatisticsCallback
+from hvdkeras.callbacks.position_tracker import PositionTracker
 from hvdkeras.callbacks.profiler import ProfileBatches
 from hvdkeras.callbacks.throughput import ThroughputLogger
 
@@ -31,6 +32,7 @@ __all__ = [
     "LearningRateWarmupCallback",
     "MetricAverageCallback",
     "ModelCheckpoint",
+    "PositionTracker",
     "ProfileBatches",
     "ProgbarLogger",
     "ReduceLROnPlateau",

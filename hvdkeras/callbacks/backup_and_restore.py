@@ -7,6 +7,7 @@ from typing import Callable, Optional, Tuple, Union
 
 import hvdkeras
 from hvdkeras.callbacks import divergence
+from hvdkeras.callbacks.position_tracker import PositionTracker
 from hvdkeras.callbacks.preemption import Preempted, SignalFlag, StopAgreement
 from hvdkeras.common import log, signals
 from hvdkeras.common.errors import CheckpointError
@@ -51,9 +52,11 @@ class BackupAndRestore(keras.callbacks.Callback):
     between ranks stop every rank with one line and are not written. Every rank must run
     this callback (rank 0 alone writes).
 
-    Where the run is and what it resumed from live in its :class:`hvdkeras.runtime.position.RunPosition`
-    (``position``: pass one to share it, as the trainer does; by default its own, on
-    ``backup_dir``). :meth:`restore` can also be called before ``fit`` (collectively) to
+    Where the run is and what it resumed from live in its :class:`hvdkeras.runtime.position.RunPosition`:
+    by default its own, on ``backup_dir``, which it moves with a
+    :class:`~hvdkeras.callbacks.position_tracker.PositionTracker` of its own; or ``position``, one to share, as the
+    trainer does, which a ``PositionTracker(position)`` placed first in the callbacks moves (without one, ``fit``
+    stops at its start with one line). :meth:`restore` can also be called before ``fit`` (collectively) to
     learn where to start, e.g. to build an input pipeline positioned there: it returns
     ``(epoch, batch)``. ``fit`` itself always starts at a whole epoch; to resume a
     mid-epoch backup exactly, run the rest of that epoch as its own ``fit`` over the
@@ -72,7 +75,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         on_save_error: ``"stop"``: a failed save stops training; ``"continue"``: a warning, and training goes on.
         check_divergence: compare the ranks' trainable weights before every save.
         position: a :class:`~hvdkeras.runtime.position.RunPosition` to share, whose checkpoints are in
-            ``backup_dir`` (``None``: its own).
+            ``backup_dir`` and which a ``PositionTracker`` first in the callbacks moves (``None``: its own).
     """
 
     EXIT_STAGGER_S = 2.0  # how long ranks other than 0 wait before leaving after a preemption (wait_to_leave)
@@ -102,8 +105,12 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.grace_s = grace_s
         self.on_save_error = on_save_error
         self.check_divergence = check_divergence
+        # Its own position, it moves itself (the same tracker, driven from its hooks); a shared one is moved by the
+        # tracker first in the list. Without preemption it counts no batch, so Keras 2 can skip the batch hooks.
+        self._tracker: Optional[PositionTracker] = None
         if position is None:
             position = RunPosition(checkpointing.CheckpointStore(backup_dir, keep=keep))
+            self._tracker = PositionTracker(position, count_batches=preemption)
         elif position.store is None or position.store.directory != backup_dir:
             where = None if position.store is None else position.store.directory
             raise ValueError("position must keep its checkpoints in backup_dir, where this callback writes them;"
@@ -168,14 +175,14 @@ class BackupAndRestore(keras.callbacks.Callback):
         return self.preemption
 
     def on_train_begin(self, logs=None):
-        """Restores the latest backup unless the start is decided; starts ``fit`` at its epoch."""
-        if not self.position.decided:
-            self.restore(self.model)
-        # The position's one mover in this fit, unless another callback counts batches where this one does not
-        # (the elastic commit without preemption here): then it reads the position that one moves.
-        self.position.claim_moves(self, counts_batches=self.preemption)
-        epoch, _ = self.position.start
-        compat.start_fit_at_epoch(self.model, epoch)
+        """Its own position: restores the latest backup unless the start is decided, and ``fit`` continues at its
+        epoch (:class:`~hvdkeras.callbacks.position_tracker.PositionTracker`); a shared one a tracker before
+        it has begun."""
+        if self._tracker is not None:
+            self._tracker.set_model(self.model)
+            self._tracker.on_train_begin(logs)
+        else:
+            self.position.require_tracker("BackupAndRestore(position=...)")
         divergence.start(self.model)
         if distributed.is_chief():
             self.store.remove_stale()
@@ -187,22 +194,21 @@ class BackupAndRestore(keras.callbacks.Callback):
                 shared.watch()
             else:  # alone in a model.fit: from now on
                 self.signal_flag.install()
-            compat.count_steps(self.model, self.position.step_ran)  # which batches save_alone's variables hold
             self._agreement = StopAgreement(distributed.allreduce_sum, is_root=distributed.is_chief(),
                                             names=lambda: distributed.cycled_name("hvdkeras.preemption"),
                                             interval_s=self.check_interval_s)
 
     def on_epoch_begin(self, epoch, logs=None):
-        """Moves the position to epoch index ``epoch`` (when this callback moves it)."""
-        if self.position.moved_by(self):
-            self.position.begin_epoch(epoch)
+        """Its own position: at epoch index ``epoch``."""
+        if self._tracker is not None:
+            self._tracker.on_epoch_begin(epoch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
         """With ``preemption``: counts the batch and stops every rank here once they agree on a signal."""
         if self._agreement is None:
             return
-        if self.position.moved_by(self):
-            self.position.end_batch(batch)
+        if self._tracker is not None:
+            self._tracker.on_train_batch_end(batch, logs)
         steps = (self.params or {}).get("steps") or 0
         if not self._agreement.decide(self.signal_flag.pending):
             return
@@ -217,8 +223,8 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         """Saves every ``every_epochs`` epochs and the last (rank 0), after the ranks' weights are compared."""
-        if self.position.moved_by(self):
-            self.position.end_epoch(epoch)
+        if self._tracker is not None:
+            self._tracker.on_epoch_end(epoch, logs)
         completed = epoch + 1
         metrics = {k: float(v) for k, v in (logs or {}).items()}
         if self._stop_at_epoch_end:
@@ -237,14 +243,13 @@ class BackupAndRestore(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         """Leaves after a preemption agreed on an epoch's last batch; else removes backups if asked to."""
         self._agreement = None
-        compat.uncount_steps(self.model)
-        self.position.end_fit()  # a later fit looks again
+        if self._tracker is not None:
+            self._tracker.on_train_end(logs)  # a later fit looks again
         if self._preempted_line is not None:
             line, self._preempted_line = self._preempted_line, None
             raise Preempted(line)
         if self.signal_flag is signals.process_flag():  # after the fit, a SIGTERM ends the rank at once again
             self.signal_flag.unwatch()  # (one that came after the last check too: nothing is left to save)
-        compat.clear_fit_start(self.model)
         if self.delete_checkpoint and distributed.is_chief():
             shutil.rmtree(self.backup_dir, ignore_errors=True)
 

@@ -1,51 +1,35 @@
-"""The elastic driver's callback: moves the run's position and commits it into the elastic state."""
+"""The elastic driver's callback: commits the run's state, its position included, as ``fit`` goes."""
 from __future__ import annotations
 
 from hvdkeras.runtime.compat import keras
-from hvdkeras.runtime.elastic_state import KerasState
-from hvdkeras.runtime.position import RunPosition
+from hvdkeras.runtime.elastic_state import RunState
 
 
 class CommitPositionCallback(keras.callbacks.Callback):
-    """The elastic driver's: copies the run's position into the elastic state and commits it every
-    ``every_batches`` batches and at epoch ends; it moves the position itself unless a callback before it moves
-    it after every batch (the checkpoint callback with preemption).
+    """The elastic driver's: commits the run's state every ``every_batches`` batches of an epoch and at epoch ends.
+
+    It reads the position that the :class:`hvdkeras.callbacks.position_tracker.PositionTracker` first in the list
+    moves; the commit copies it with the weights (:class:`hvdkeras.runtime.elastic_state.RunState`).
 
     Args:
-        state: the elastic state whose ``epoch`` and ``batch`` are committed.
+        state: the run's elastic state.
         every_batches: how many batches between commits.
-        position: the run's position (:class:`hvdkeras.runtime.position.RunPosition`); its start must be decided
-            (``continue_at``) before ``fit``.
     """
 
-    def __init__(self, state: KerasState, every_batches: int, position: RunPosition):
+    def __init__(self, state: RunState, every_batches: int):
         super().__init__()
         self.state = state
         self.every_batches = every_batches
-        self.position = position
 
     def on_train_begin(self, logs=None):
-        """Starts counting at the position decided for this ``fit``: it moves the position unless a callback
-        before it that counts every batch does (:meth:`hvdkeras.runtime.position.RunPosition.claim_moves`)."""
-        self.position.claim_moves(self, counts_batches=True)
-
-    def on_epoch_begin(self, epoch, logs=None):
-        """Moves (or reads) the position at epoch index ``epoch``; the state follows."""
-        if self.position.moved_by(self):
-            self.position.begin_epoch(epoch)
-        self.state.epoch = self.position.epoch
+        """Refuses a position that no tracker moves, in one line."""
+        self.state.position.require_tracker("CommitPositionCallback")
 
     def on_train_batch_end(self, batch, logs=None):
-        """Records the batches done of this epoch; commits every ``every_batches``."""
-        if self.position.moved_by(self):
-            self.position.end_batch(batch)
-        self.state.batch = self.position.batch
-        if self.state.batch % self.every_batches == 0:
+        """Commits every ``every_batches`` batches of the epoch (counted from its first, a resumed one's too)."""
+        if self.state.position.batch % self.every_batches == 0:
             self.state.commit()
 
     def on_epoch_end(self, epoch, logs=None):
         """Commits the start of the next epoch."""
-        if self.position.moved_by(self):
-            self.position.end_epoch(epoch)
-        self.state.epoch, self.state.batch = self.position.epoch, self.position.batch
         self.state.commit()

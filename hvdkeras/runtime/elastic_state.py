@@ -1,8 +1,9 @@
-"""Horovod's elastic state and run for Keras: :class:`KerasState` (a model's and optimizer's variables and the
-training position, committed, restored and synced as one) and :func:`run` (every failed Horovod collective a reset).
+"""Horovod's elastic state and run for Keras: :class:`KerasState` (a model's and optimizer's variables and keyword
+attributes, committed, restored and synced as one), :class:`RunState` (the same with a run's position) and
+:func:`run` (every failed Horovod collective a reset).
 
 The user's API is :mod:`hvdkeras.elastic` (and ``hvd.elastic`` of :mod:`hvdkeras.keras`); the config path's
-elastic driver (:mod:`hvdkeras.training.drivers.elastic`) uses the same two from here.
+elastic driver (:mod:`hvdkeras.training.drivers.elastic`) uses :class:`RunState` and :func:`run` from here.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from horovod.common.elastic import ObjectState, run_fn
 from horovod.common.exceptions import HorovodInternalError
 
 from hvdkeras.runtime import compat, distributed
+from hvdkeras.runtime.position import RunPosition
 
 
 def run(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -95,3 +97,36 @@ class KerasState(ObjectState):
         distributed.broadcast_variables(self._variables())
         self._save_variables()
         super().sync()
+
+
+class RunState(KerasState):
+    """A :class:`KerasState` whose position is a run's :class:`hvdkeras.runtime.position.RunPosition`.
+
+    The position stays there, moved by the ``fit``'s
+    :class:`~hvdkeras.callbacks.position_tracker.PositionTracker`; this state keeps no copy of it to keep up. A
+    commit records it with the weights, and a rollback (``restore``) or a ``sync`` puts the committed one back
+    (:meth:`~hvdkeras.runtime.position.RunPosition.place`).
+
+    Args:
+        model: the built model.
+        position: the run's position, where the state starts (rank 0's is synced to the others).
+    """
+
+    def __init__(self, model: Any, position: RunPosition):
+        self.position = position
+        super().__init__(model, committed_at=position.here)
+
+    def save(self):
+        """Records the variables and the position."""
+        self.committed_at = self.position.here
+        super().save()
+
+    def restore(self):
+        """Rolls the variables and the position back to the last commit."""
+        super().restore()
+        self.position.place(*self.committed_at)
+
+    def sync(self):
+        """Gives every rank rank 0's committed variables and position."""
+        super().sync()
+        self.position.place(*self.committed_at)

@@ -4,7 +4,9 @@ It owns the checkpoint store (``None`` when checkpoints are off), the position
 ``(epoch, batch)`` (epochs done, batches done of the next), where the next ``fit``
 starts, the checkpoint a resume loaded and the last one saved. The callbacks
 (:class:`hvdkeras.callbacks.BackupAndRestore`, the elastic commit), the drivers and
-the trainer read and move the position here, and nowhere else.
+the trainer read the position here; one callback moves it through each ``fit``
+(:class:`hvdkeras.callbacks.position_tracker.PositionTracker`, first in the list), and the elastic state rolls it
+back or syncs it (:meth:`RunPosition.place`).
 
 Two words, one meaning each across the package: to *restore* is to put a checkpoint's saved values back into
 variables (:meth:`hvdkeras.runtime.checkpointing.CheckpointStore.restore`, Horovod's ``State.restore`` of the last
@@ -44,8 +46,6 @@ class RunPosition:
         self._start: Optional[Tuple[int, int]] = None  # where the next fit starts, once decided
         self._offset = 0  # batches of the current epoch done before this fit (a resumed partial epoch)
         self._ran = 0  # training steps of the current epoch that returned in this fit (step_ran)
-        self._mover: Any = None  # the one callback that moves the position in this fit (claim_moves)
-        self._mover_counts_batches = False
         self._begun = False  # begin_fit ran for the fit decided last
 
     # ------------------------------------------------------------------ resuming
@@ -77,7 +77,8 @@ class RunPosition:
         """Rank 0 alone restores the latest intact checkpoint (an elastic state sync shares it); no collective.
 
         Returns:
-            The checkpoint's ``(epoch, batch)`` on rank 0; ``(0, 0)`` on the other ranks and with none.
+            The checkpoint's ``(epoch, batch)`` on rank 0, where its position now is; ``(0, 0)`` on the other
+            ranks and with none.
         """
         if self.store is None or not distributed.is_chief():
             return 0, 0
@@ -87,6 +88,7 @@ class RunPosition:
         _built_optimizer(model)
         self.store.restore(latest, checkpointing.trackable_for(model))
         self.restored = latest
+        self.place(*latest.position)
         return latest.position
 
     def existing(self) -> Optional[checkpointing.CheckpointInfo]:
@@ -109,30 +111,8 @@ class RunPosition:
         self._new_fit()
 
     def _new_fit(self) -> None:
-        """The next ``fit`` has no mover yet and has not begun."""
-        self._mover, self._mover_counts_batches, self._begun = None, False, False
-
-    # ------------------------------------------------------------------ the one mover
-
-    def claim_moves(self, callback: Any, counts_batches: bool) -> None:
-        """``callback`` offers to move the position in this ``fit`` (from its ``on_train_begin``).
-
-        Exactly one callback moves it on each hook: the first to offer, unless a later one counts every batch
-        and the first does not (a :class:`hvdkeras.callbacks.BackupAndRestore` without preemption has no batch
-        hooks); the others read it. The mover begins the fit (:meth:`begin_fit`) once.
-
-        Args:
-            callback: the callback offering.
-            counts_batches: whether it moves the position after every batch.
-        """
-        if self._mover is None or (counts_batches and not self._mover_counts_batches):
-            self._mover, self._mover_counts_batches = callback, counts_batches
-        if self._mover is callback and not self._begun:
-            self.begin_fit()
-
-    def moved_by(self, callback: Any) -> bool:
-        """Whether ``callback`` is the one that moves the position in this ``fit``."""
-        return self._mover is callback
+        """The next ``fit`` has not begun."""
+        self._begun = False
 
     @property
     def start(self) -> Tuple[int, int]:
@@ -157,12 +137,30 @@ class RunPosition:
         self._begun = True
         return self._start
 
+    def require_tracker(self, who: str) -> None:
+        """Raises ValueError unless a ``fit`` began here: ``who`` reads a position that a
+        :class:`hvdkeras.callbacks.position_tracker.PositionTracker` before it must move."""
+        if not self._begun:
+            raise ValueError(f"{who} reads a shared run position that nothing moves: put"
+                             " hvdkeras.callbacks.PositionTracker(position) first in fit's callbacks."
+                             " Received: a position whose fit has not begun")
+
     def end_fit(self) -> None:
         """The ``fit`` ended: a later one decides its start again."""
         self._start = None
         self._new_fit()
 
-    # ------------------------------------------------------------------ moving (from the callbacks' hooks)
+    # ------------------------------------------------------------------ moving (PositionTracker's hooks)
+
+    @property
+    def here(self) -> Tuple[int, int]:
+        """``(epoch, batch)``: the epoch index training is in and the batches of it done."""
+        return self.epoch, self.batch
+
+    def place(self, epoch: int, batch: int) -> None:
+        """The run is at ``(epoch, batch)`` again: a checkpoint or a committed elastic state put its weights
+        there (rolled back, synced or loaded on rank 0)."""
+        self.epoch, self.batch = epoch, batch
 
     def begin_epoch(self, epoch: int) -> None:
         """``fit`` began epoch index ``epoch``."""

@@ -24,6 +24,7 @@ import tensorflow as tf
 from hvdkeras import config as config_lib
 from hvdkeras.callbacks import BackupAndRestore, default_callbacks
 from hvdkeras.callbacks.metric_average import global_results
+from hvdkeras.callbacks.position_tracker import PositionTracker
 from hvdkeras.common import log, scaling, schedules
 from hvdkeras.runtime import compat, distributed
 from hvdkeras.runtime import export as export_lib
@@ -184,8 +185,9 @@ class Trainer:
         (the same shuffle, ``skip(batch)``), the learning-rate callbacks counting from
         ``batch``; whole epochs follow in one ``fit``, with validation as configured.
         Before each ``fit`` the run's position is set where it starts
-        (:meth:`hvdkeras.runtime.position.RunPosition.continue_at`); ``extra_callbacks()`` adds
-        callbacks to each ``fit`` (they read the position there).
+        (:meth:`hvdkeras.runtime.position.RunPosition.continue_at`), and a
+        :class:`hvdkeras.callbacks.position_tracker.PositionTracker` first in its callbacks moves it;
+        ``extra_callbacks()`` adds callbacks to each ``fit`` (they read the position there).
         """
         cfg = self.config
         epochs, steps = cfg.trainer.epochs, data.steps_per_epoch
@@ -202,8 +204,9 @@ class Trainer:
         history: Dict[str, List[float]] = {}
         for dataset, n, first, last, skip in segments:
             self.position.continue_at(first, skip)  # weights are in place: restored, synced or trained
-            callbacks = (self.callbacks(scaled_lr, steps, size) + list(self.parts.task.callbacks(cfg))
-                         + list(extra_callbacks()))
+            # The tracker first: it alone moves the position, which every callback after it reads.
+            callbacks = ([PositionTracker(self.position)] + self.callbacks(scaled_lr, steps, size)
+                         + list(self.parts.task.callbacks(cfg)) + list(extra_callbacks()))
             # shuffle=False: the dataset shuffles itself, by the seed and the epoch (Keras 3 warns on True).
             result = self.model.fit(dataset, steps_per_epoch=n, epochs=last, initial_epoch=first, shuffle=False,
                                     validation_data=data.validation if validate else None,

@@ -1,10 +1,8 @@
-"""hvdkeras.elastic pieces that need no second rank: the data section after a resize, and the commit points."""
+"""hvdkeras.elastic pieces that need no second rank: the data section after a resize."""
 import pytest
 
 from hvdkeras import config as config_lib
-from hvdkeras import elastic
 from hvdkeras.common import scaling
-from hvdkeras.runtime.position import RunPosition
 
 
 def data_config_for(cfg, initial_size, size):
@@ -57,31 +55,3 @@ def test_keep_rank_batch_without_an_eval_batch_resizes_the_training_batch_for_bo
     config_lib.validate_for_world(config_lib.Config(data=resized), 2)
 
 
-class RecordingState:
-    """Stands in for elastic.KerasState: the position and the commits."""
-
-    def __init__(self):
-        self.epoch, self.batch, self.commits = 0, 0, []
-
-    def commit(self):
-        self.commits.append((self.epoch, self.batch))
-
-
-@pytest.mark.parametrize("offset, batches, expected", [
-    (0, 5, [(1, 2), (1, 4), (2, 0)]),
-    (3, 5, [(1, 4), (1, 6), (1, 8), (2, 0)]),  # a resumed epoch: its batches count from the offset
-])
-def test_commit_every_n_batches_and_at_epoch_ends(offset, batches, expected):
-    state = RecordingState()
-    position = RunPosition()
-    position.continue_at(1, offset)
-    cb = elastic.CommitPositionCallback(state, every_batches=2, position=position)
-    cb.on_train_begin()
-    cb.on_epoch_begin(1)
-    for batch in range(batches):
-        cb.on_train_batch_end(batch)
-    cb.on_epoch_end(1)
-    assert state.commits == expected and (state.epoch, state.batch) == (2, 0)
-    cb.on_epoch_begin(2)
-    cb.on_train_batch_end(0)
-    assert state.batch == 1 and (position.epoch, position.batch) == (2, 1)  # the offset was the first epoch's

@@ -107,22 +107,23 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
     started = max(0.0, entered - psutil.Process().create_time())  # the interpreter and the imports, TF's among them
     local = local_folder()
     try:
+        best = _place_checkpoint_callback(spec.checkpoint_callback, local)
         if horovod_env.launcher_rank() not in (0, None):
-            return _train(config_tree, spec, local)
+            return _train(config_tree, spec, local, best)
         store = spec.store
         keep = int(dict(config_tree.get("checkpoint") or {}).get("keep", config_lib.CheckpointConfig().keep))
         mirror = RunMirror(store.fs, workdir, local, keep=keep,
                            shown=workdir if store.is_local() else store.fs.unstrip_protocol(workdir))
         try:
             mirror.fetch()
-            follow_checkpoint_callback(mirror, spec.checkpoint_callback, local)
+            follow_checkpoint_callback(mirror, spec.checkpoint_callback, best, local)
             fetched = time.time()
         except Exception as exc:  # noqa: BLE001  each filesystem raises its own kinds
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise SetupError(f"cannot read the run {mirror.shown} from the store ({first})") from None
         spec = dataclasses.replace(spec, last_callbacks=(*spec.last_callbacks, PublishCheckpoints(mirror)))
         try:
-            outcome = _train(config_tree, spec, local)
+            outcome = _train(config_tree, spec, local, best)
         finally:  # what training raised goes on; a failed publish is said only after a training that returned
             trained = time.time()
             failed = _publish(mirror, "fit again with the same run_id to resume from the store's last checkpoint")
@@ -136,13 +137,15 @@ def train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> 
         shutil.rmtree(local, ignore_errors=True)
 
 
-def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) -> Optional[Dict[str, Any]]:
+def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str,
+           best: Optional[str]) -> Optional[Dict[str, Any]]:
     """One rank's training; rank 0's ``{"history", "model", "size", "final", "seconds"}``, other ranks' ``None``.
 
     Args:
         config_tree: the job's config as a dict (:func:`hvdkeras.config.from_dict`).
         spec: the data, model and compile arguments.
         workdir: this rank's local folder for the run (:func:`train` makes it).
+        best: where the estimator's ``checkpoint_callback`` saves (:func:`_place_checkpoint_callback`), or None.
 
     Returns:
         Rank 0's results (the model as ``.keras`` bytes).
@@ -159,7 +162,6 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
 
     began = time.time()
     gpu_index = gpus.choose(spec.use_gpu, gpus.assigned() if spec.use_gpu else [], os.environ)
-    best = _place_checkpoint_callback(spec.checkpoint_callback, workdir)
     config = config_lib.from_dict(config_tree, source="the estimator's parameters")
     trainer = Trainer.from_config(config, workdir, task=SparkTask(spec), gpus=None if spec.use_gpu else [],
                                   gpu_index=gpu_index)
@@ -175,17 +177,17 @@ def _train(config_tree: Mapping[str, Any], spec: SparkTaskSpec, workdir: str) ->
             "seconds": {"setup": built - began, "training": fitted - built}}
 
 
-def follow_checkpoint_callback(mirror: RunMirror, callback: Any, local: str) -> bool:
-    """Rank 0: places Horovod's ``checkpoint_callback`` in ``local``, fetches the file it saved in an earlier start
-    of the run with its best score, and has ``mirror`` publish the file each time it changes; whether a file came
-    back. A callback with a ``filepath`` of yours saves there only, neither published nor fetched.
+def follow_checkpoint_callback(mirror: RunMirror, callback: Any, path: Optional[str], local: str) -> bool:
+    """Rank 0: fetches the file Horovod's ``checkpoint_callback`` saved in an earlier start of the run, with its
+    best score, and has ``mirror`` publish the file each time it changes; whether a file came back. A callback
+    with a ``filepath`` of yours saves there only, neither published nor fetched.
 
     Args:
         mirror: rank 0's run mirror.
         callback: the estimator's ``checkpoint_callback``, or None.
+        path: where it saves (:func:`_place_checkpoint_callback`), or None.
         local: rank 0's local folder for the run.
     """
-    path = _place_checkpoint_callback(callback, local)
     if path is None or os.path.dirname(path) != os.path.join(local, BEST_DIR):
         return False
     mirror.follow_best(path, lambda: getattr(callback, "best", None))

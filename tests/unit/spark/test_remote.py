@@ -33,6 +33,12 @@ def test_the_best_saved_model_loads_with_the_estimators_custom_objects(tmp_path)
         np.testing.assert_array_equal(got, want)
 
 
+def follow(mirror, callback, local):
+    """Rank 0's start: the callback placed in its local folder once, then followed."""
+    return remote.follow_checkpoint_callback(mirror, callback, remote._place_checkpoint_callback(callback, local),
+                                             local)
+
+
 def test_a_resumed_start_gets_the_best_model_and_the_score_a_later_epoch_must_beat(tmp_path):
     # Spark retries the gang, or the user fits again with the same run_id: rank 0 starts in a new local folder,
     # with a new BestModelCheckpoint (unpickled again), and must not forget the best of the epochs before.
@@ -43,7 +49,7 @@ def test_a_resumed_start_gets_the_best_model_and_the_score_a_later_epoch_must_be
     run = store.get_localized_path(store.get_run_path("r"))
     first, first_local = BestModelCheckpoint(monitor="val_loss"), str(tmp_path / "first")
     mirror = RunMirror(store.fs, run, first_local, keep=2)
-    assert not remote.follow_checkpoint_callback(mirror, first, first_local)  # a new run: nothing to fetch
+    assert not follow(mirror, first, first_local)  # a new run: nothing to fetch
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     os.makedirs(os.path.dirname(first.filepath))
     model.save(first.filepath)
@@ -52,14 +58,14 @@ def test_a_resumed_start_gets_the_best_model_and_the_score_a_later_epoch_must_be
 
     again, again_local = BestModelCheckpoint(monitor="val_loss"), str(tmp_path / "again")
     assert again.best == np.inf
-    assert remote.follow_checkpoint_callback(RunMirror(store.fs, run, again_local, keep=2), again, again_local)
+    assert follow(RunMirror(store.fs, run, again_local, keep=2), again, again_local)
     assert again.best == 0.125 and again.filepath.startswith(again_local)
     restored = keras.models.load_model(again.filepath, compile=False)
     for got, want in zip(restored.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(got, want)
 
     yours = BestModelCheckpoint(monitor="val_loss", filepath=str(tmp_path / "mine.keras"))
-    assert not remote.follow_checkpoint_callback(RunMirror(store.fs, run, again_local, keep=2), yours, again_local)
+    assert not follow(RunMirror(store.fs, run, again_local, keep=2), yours, again_local)
     assert yours.best == np.inf  # a path of yours: saved there only, never fetched into
 
 
@@ -80,7 +86,7 @@ def test_a_failed_publish_is_the_ranks_error_only_after_a_training_that_returned
         def publish(self):
             raise OSError("the bucket is gone")
 
-    def train_(config_tree, spec, local):
+    def train_(config_tree, spec, local, best):
         if trained is not None:
             raise trained
         return {"history": {}}
