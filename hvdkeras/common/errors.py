@@ -56,6 +56,11 @@ class SetupError(HvdkerasError, RuntimeError):
     """This process cannot be set up as asked (for example, no GPU left for its local rank)."""
 
 
+class HorovodNotLoadedError(HvdkerasError, ImportError):
+    """Horovod's TensorFlow ops cannot be imported here: not installed, not built, or built for another TensorFlow
+    (an ``ImportError`` too, so code that tries the import and goes without still can)."""
+
+
 class PreflightError(SetupError):
     """Ranks differ in something that must be identical (config, model, steps, versions)."""
 

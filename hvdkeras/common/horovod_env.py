@@ -24,6 +24,31 @@ from typing import Any, Dict, List, MutableMapping, Optional, Sequence, Tuple
 from hvdkeras.common.errors import SetupError
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 
+TROUBLESHOOTING_OPS = "docs/troubleshooting.md#horovods-tensorflow-ops-do-not-load"
+
+
+def horovod_load_failure(error: BaseException, tensorflow_version: str) -> Optional[str]:
+    """The one line for a failed ``import horovod.tensorflow``, or None for a failure of another kind.
+
+    Args:
+        error: what the import raised (an ``ImportError``, or TensorFlow's ``NotFoundError`` from loading the ops'
+            library).
+        tensorflow_version: the TensorFlow this process runs.
+
+    Returns:
+        What was wrong and the command that fixes it, naming the troubleshooting page.
+    """
+    text = str(error)
+    first = (text.strip().splitlines() or [type(error).__name__])[0][:200]
+    rebuild = f"python -m hvdkeras.build_horovod --rebuild in this environment ({TROUBLESHOOTING_OPS})"
+    if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] == "horovod":
+        return (f"Horovod is not installed in this environment ({first}); build and install it for TensorFlow"
+                f" {tensorflow_version}: python -m hvdkeras.build_horovod ({TROUBLESHOOTING_OPS})")
+    if "has not been built" in text or "undefined symbol" in text or "mpi_lib" in text:
+        return (f"Horovod's TensorFlow ops do not load in TensorFlow {tensorflow_version} ({first}): they were"
+                f" built for another TensorFlow, or not at all; rebuild them: {rebuild}")
+    return None
+
 
 def launcher_rank() -> Optional[int]:
     """This process's rank as told by the launcher's environment, before ``hvd.init``.

@@ -74,6 +74,20 @@ def reason_of(error: BaseException) -> str:
     return text or type(error).__name__
 
 
+# How engines and cluster managers say a process was killed for its memory (YARN, Kubernetes, the JVM, the kernel).
+_FOR_MEMORY = ("exceeding memory limits", "oomkilled", "outofmemoryerror", "out of memory", "cannot allocate memory",
+               "memory limit")
+MEMORY_PAGE = "docs/troubleshooting.md#an-executor-killed-for-memory"
+
+
+def memory_advice(reason: str) -> str:
+    """``"; <advice>"`` when a failure's ``reason`` says a process was killed for its memory, else ``""``."""
+    if not any(mark in reason.lower() for mark in _FOR_MEMORY):
+        return ""
+    return ("; a process was killed for its memory: each rank is a TensorFlow process beside the executor's JVM,"
+            f" so raise spark.executor.memoryOverhead or run fewer ranks per executor ({MEMORY_PAGE})")
+
+
 @dataclasses.dataclass(frozen=True)
 class Refused:
     """What a rank returns, as its result, when the job refused it for a reason the user can fix (a

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from hvdkeras.runtime import distributed as _distributed  # noqa: F401  first: Horovod that does not load is one line
+
+# isort: split
 import horovod.tensorflow as hvd
 
 from hvdkeras.common.horovod_env import resolve_compression

@@ -19,6 +19,9 @@ each name and what differs.
 """
 from __future__ import annotations
 
+from hvdkeras.runtime import distributed as _distributed  # noqa: F401  first: Horovod that does not load is one line
+
+# isort: split
 import horovod.tensorflow as _hvd
 from horovod.tensorflow import (  # noqa: F401  (the process state, as Horovod's Keras module re-exports it)
     Average,

@@ -36,13 +36,20 @@ import os
 import random
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-import horovod.tensorflow as hvd
 import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
 from hvdkeras.common import horovod_env, log, signals
-from hvdkeras.common.errors import PreflightError
+from hvdkeras.common.errors import HorovodNotLoadedError, PreflightError
+
+try:
+    import horovod.tensorflow as hvd
+except (ImportError, tf.errors.NotFoundError) as _failed:  # the ops' library: missing, or for another TensorFlow
+    _line = horovod_env.horovod_load_failure(_failed, tf.__version__)
+    if _line is None:
+        raise
+    raise HorovodNotLoadedError(_line) from _failed
 from hvdkeras.common.horovod_env import (
     CpuBinding,
     ThreadBudget,

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import functools
 
+from hvdkeras.runtime import distributed as _distributed  # noqa: F401  first: Horovod that does not load is one line
+
+# isort: split
 import horovod.tensorflow as _hvd
 from horovod.tensorflow import (  # noqa: F401  (Horovod's own, re-exported)
     Adasum,

@@ -261,3 +261,23 @@ def test_a_sigterm_during_start_up_ends_the_rank_as_a_preemption_with_nothing_to
                                  " start-up, or without checkpoint.preemption): nothing to save; rerun the same"
                                  " command to resume from the last checkpoint, if any"]
     assert not os.path.exists(tmp_path / "w" / "checkpoints") or not os.listdir(tmp_path / "w" / "checkpoints")
+
+
+def test_horovod_ops_that_do_not_load_are_one_line_naming_the_rebuild(tmp_path):
+    # A Horovod whose TensorFlow ops were built for another TensorFlow (or not at all), as a TensorFlow upgrade leaves
+    # it: Horovod's own package with its ops' import failing the way Horovod's check_extension fails.
+    ops = tmp_path / "site" / "horovod" / "tensorflow"
+    ops.mkdir(parents=True)
+    (ops.parent / "__init__.py").write_text('__version__ = "0.28.1"\n')
+    (ops / "__init__.py").write_text(
+        "raise ImportError('Extension horovod.tensorflow has not been built: /v/horovod/tensorflow/"
+        "mpi_lib.cpython-311-x86_64-linux-gnu.so not found\\nIf this is not expected, reinstall Horovod with"
+        " HOROVOD_WITH_TENSORFLOW=1 to debug the build error.')\n")
+    proc = subprocess.run([sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--workdir",
+                           str(tmp_path / "w")], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(tmp_path / "site")))
+    assert proc.returncode == 2, proc.stderr
+    line, = error_lines(proc)
+    assert line.startswith("hvdkeras: error: Horovod's TensorFlow ops do not load in TensorFlow ")
+    assert line.endswith("rebuild them: python -m hvdkeras.build_horovod --rebuild in this environment"
+                         " (docs/troubleshooting.md#horovods-tensorflow-ops-do-not-load)")

@@ -275,9 +275,10 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
             ranks_ended = time.monotonic()
         except RankFailedError as exc:  # a rank failed on the last attempt: the runner says why
             retried = f" and {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-            raise PeerLostError(f"fit stopped: a rank failed ({failure_reason(exc)}){retried}; rank 0's checkpoints"
+            reason = failure_reason(exc)
+            raise PeerLostError(f"fit stopped: a rank failed ({reason}){retried}; rank 0's checkpoints"
                                 f" are in {run.checkpoints_shown}: fit again with run_id={run_id!r} to resume"
-                                " there") from None
+                                f" there{failures.memory_advice(reason)}") from None
         chief = failures.raise_refused(results)[0]  # a rank's user error, typed, as the fit's
         trained = model_from_bytes(chief["model"], custom_objects)
         fit_seconds = _fit_seconds({**(seconds or {}), "prepare_ranks": ranks_began - before_ranks},

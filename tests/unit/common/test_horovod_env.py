@@ -172,3 +172,30 @@ def test_the_environment_is_applied_in_one_step_replacing_an_earlier_jobs_values
     assert horovod_env.apply_environment({"HOROVOD_CYCLE_TIME": "2"}, environ)[0].startswith(
         "HOROVOD_CYCLE_TIME=7 from the environment is used instead of the config's 2")
 
+
+
+NOT_BUILT = ("Extension horovod.tensorflow has not been built: /v/lib/python3.11/site-packages/horovod/tensorflow/"
+             "mpi_lib.cpython-311-x86_64-linux-gnu.so not found\nIf this is not expected, reinstall Horovod with"
+             " HOROVOD_WITH_TENSORFLOW=1 to debug the build error.")
+UNDEFINED = ("/v/lib/python3.11/site-packages/horovod/tensorflow/mpi_lib.cpython-311-x86_64-linux-gnu.so: undefined"
+             " symbol: _ZN10tensorflow14kernel_factory17OpKernelRegistrar12InitInternalEPKNS_9KernelDefEN4absl")
+
+
+@pytest.mark.parametrize("error, says", [
+    (ImportError(NOT_BUILT), "Horovod's TensorFlow ops do not load in TensorFlow 2.21.0 (Extension horovod.tensorflow"
+                             " has not been built: "),
+    (OSError(UNDEFINED), "Horovod's TensorFlow ops do not load in TensorFlow 2.21.0 (/v/lib/"),  # TF's NotFoundError
+    (ModuleNotFoundError("No module named 'horovod'", name="horovod"),
+     "Horovod is not installed in this environment (No module named 'horovod'); build and install it for TensorFlow"
+     " 2.21.0: python -m hvdkeras.build_horovod ("),
+])
+def test_a_horovod_that_does_not_load_is_one_line_naming_the_fix_and_the_page(error, says):
+    line = horovod_env.horovod_load_failure(error, "2.21.0")
+    assert line.startswith(says) and "\n" not in line, line
+    assert line.endswith(f"({horovod_env.TROUBLESHOOTING_OPS})")
+    assert "--rebuild" in line or isinstance(error, ModuleNotFoundError)
+
+
+def test_another_import_failure_is_left_as_it_is():
+    assert horovod_env.horovod_load_failure(ModuleNotFoundError("No module named 'yaml'", name="yaml"), "2.21") is None
+    assert horovod_env.horovod_load_failure(ImportError("cannot import name 'x' from 'numpy'"), "2.21") is None

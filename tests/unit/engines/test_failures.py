@@ -53,3 +53,20 @@ def test_a_ranks_user_error_is_returned_as_refused_and_raised_typed_on_the_drive
     assert failures.raise_refused([{"epochs": 2}, None]) == [{"epochs": 2}, None]
     with pytest.raises(ZeroDivisionError):  # a bug is not a user error: it fails the rank as before
         failures.returning_refusals(lambda: 1 / 0)()
+
+
+@pytest.mark.parametrize("reason", [
+    "ExecutorLostFailure (executor 3 exited caused by one of the running tasks) Reason: Container killed by YARN for"
+    " exceeding memory limits. 9.1 GB of 9 GB physical memory used",
+    "The executor with id 2 exited with exit code 137(SIGKILL, possible container OOM). Reason: OOMKilled",
+    "java.lang.OutOfMemoryError: Java heap space",
+])
+def test_a_process_killed_for_memory_gets_the_advice_naming_the_page(reason):
+    advice = failures.memory_advice(reason)
+    assert advice.startswith("; a process was killed for its memory: ") and "spark.executor.memoryOverhead" in advice
+    assert advice.endswith(f"({failures.MEMORY_PAGE})")
+
+
+def test_another_failure_gets_no_memory_advice():
+    assert failures.memory_advice("rank 1 exited with status 1: ZeroDivisionError") == ""
+    assert failures.memory_advice("Command exited with code 137") == ""  # a SIGKILL alone: maybe a user's kill
