@@ -1,8 +1,10 @@
-# hvdkeras: `make train` and `make test` on a fresh machine (Python 3.11, a C++ compiler, pip).
+# hvdkeras: `make train` and `make test` on a fresh machine (each stack's Python, stacks/<STACK>/python: 3.11 for
+# keras2, 3.12 for keras3; a C++ compiler, pip).
 #
 #   STACK=keras2|keras3   which pinned stack (stacks/<STACK>/); each has its own venv
 #   LAUNCHER=gloo|mpi|mpirun  how `make train` starts its NP processes
-PYTHON   ?= python3.11
+# PYTHON=/path/to/python3.X overrides the interpreter tools/install_stack.sh finds for the stack.
+PYTHON   ?=
 STACK    ?= keras2
 STACKS   := keras2 keras3
 # `make test` without STACK= runs the suite on every tested stack, one after the other.
@@ -40,13 +42,13 @@ LAUNCH_mpi    := $(VENV)/bin/horovodrun -np $(NP) -H localhost:$(NP) --mpi
 LAUNCH_mpirun = mpirun -np $(NP) $$($(PY) -m hvdkeras.launch --mpirun-flags)
 LAUNCH   := $(LAUNCH_$(LAUNCHER))
 
-.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean bench lab lab-scaling check-tf
+.PHONY: install install-mpi system-deps train test test-stack test-unit test-distributed lint clean wheel bench lab lab-scaling check-tf
 
 # What the Horovod build depends on besides the stack: its patches and the command that applies them.
 BUILD_HOROVOD := $(wildcard hvdkeras/build_horovod/*.py hvdkeras/build_horovod/patches/*.patch)
 
 # The stamp is newer than everything the install depends on: a second `make install` does nothing.
-$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt pyproject.toml tools/install_stack.sh $(BUILD_HOROVOD)
+$(STAMP): stacks/$(STACK)/constraints.txt stacks/$(STACK)/requirements.txt stacks/$(STACK)/python pyproject.toml tools/install_stack.sh $(BUILD_HOROVOD)
 	PYTHON=$(PYTHON) bash tools/install_stack.sh $(VENV) $(STACK)
 	rm -f $(VENV)/.hvdkeras-installed-*
 	touch $(STAMP)
@@ -115,10 +117,15 @@ test-distributed: $(STAMP)
 clean:
 	rm -rf runs .pytest_cache
 
+# hvdkeras's wheel, to install anywhere with pip (docs/stacks.md#installing): dist/hvdkeras-<version>-py3-none-any.whl.
+wheel:
+	rm -rf dist build
+	$(or $(PYTHON),python3) -m pip wheel --no-deps -q -w dist .
+
 # The compatibility matrix (README): Horovod built and checked against each TensorFlow in a throwaway venv.
 TF ?= 2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0
 check-tf:
-	$(PYTHON) tools/check_tf.py $(TF)
+	$(or $(PYTHON),python3) tools/check_tf.py $(TF)
 
 # Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see benchmarks/).
 bench: $(STAMP)

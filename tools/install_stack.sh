@@ -9,7 +9,8 @@
 # switching stacks never rebuilds or mixes wheels.
 #
 # Environment:
-#   PYTHON                 interpreter that creates the venv (default: python3.11, else python3)
+#   PYTHON                 interpreter that creates the venv (default: the stack's Python, stacks/<STACK>/python:
+#                          python3.X on PATH, else pyenv's ~/.pyenv/versions/3.X.*)
 #   HVDKERAS_WHEEL_CACHE   where built Horovod wheels are kept (default: ~/.cache/hvdkeras/wheels).
 #                          Each wheel lives in a folder named after everything it was built
 #                          against (Horovod, TF, Python, controllers, devices, a digest of the
@@ -27,14 +28,23 @@ if [ ! -f "$STACK_DIR/constraints.txt" ]; then
   exit 2
 fi
 CONSTRAINTS="$STACK_DIR/constraints.txt"
-PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+# The Python the stack's pins are for (its wheels are for that version alone).
+WANT=$(tr -d '[:space:]' < "$STACK_DIR/python")
+is_wanted() { "$1" -c "import sys; sys.exit('%d.%d' % sys.version_info[:2] != '$WANT')" 2>/dev/null; }
+find_python() {
+  local candidate
+  for candidate in "$(command -v "python$WANT" 2>/dev/null)" "${PYENV_ROOT:-$HOME/.pyenv}/versions/$WANT".*/bin/"python$WANT"; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] && is_wanted "$candidate" && { echo "$candidate"; return; }
+  done
+}
+PYTHON=${PYTHON:-$(find_python)}
 
 # What the long part (the pinned stack, then Horovod compiled from source) needs, checked first: one line each.
 prerequisite() { echo "[install] FAILED: $*" >&2; exit 2; }
-[ -n "$PYTHON" ] && "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
-  || prerequisite "Python 3.11 is needed (found ${PYTHON:-none}: $("${PYTHON:-false}" -V 2>&1)); install python3.11 and python3.11-venv, or set PYTHON=/path/to/python3.11"
+[ -n "$PYTHON" ] && is_wanted "$PYTHON" \
+  || prerequisite "stack $STACK is pinned for Python $WANT (found ${PYTHON:-none}$([ -n "$PYTHON" ] && echo ": $("$PYTHON" -V 2>&1)")); install it with venv (Debian/Ubuntu: python$WANT-venv; or pyenv install $WANT, or uv python install $WANT), or set PYTHON=/path/to/python$WANT"
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null \
-  || prerequisite "$PYTHON cannot make a venv with pip (no venv or ensurepip module); install python3.11-venv"
+  || prerequisite "$PYTHON cannot make a venv with pip (no venv or ensurepip module); install python$WANT-venv"
 command -v c++ >/dev/null || command -v g++ >/dev/null \
   || prerequisite "no C++ compiler (c++ or g++): Horovod is compiled from source; install g++ (Debian/Ubuntu: sudo apt-get install g++)"
 command -v make >/dev/null || prerequisite "no make; install make"
@@ -49,6 +59,10 @@ fi
 command -v java >/dev/null \
   || echo "[install] note: no java on PATH: hvdkeras.spark needs Java 17+ (sudo make system-deps installs it); the Spark tests will skip"
 
+if [ -x "$VENV/bin/python" ] && [ -f "$VENV/pyvenv.cfg" ] && ! is_wanted "$VENV/bin/python"; then
+  echo "[install] $VENV has $("$VENV/bin/python" -V 2>&1), stack $STACK wants Python $WANT: making it again"
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[install] creating $VENV with $PYTHON (stack $STACK)"
   "$PYTHON" -m venv "$VENV"

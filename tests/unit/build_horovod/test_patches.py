@@ -28,7 +28,7 @@ def test_cpu_builds_leave_out_the_gpu_patch_and_gpu_builds_take_all():
 def test_skip_leaves_out_the_named_patches(monkeypatch):
     monkeypatch.setenv(patches.SKIP_ENV, "0002")
     assert [p.name[:4] for p in patches.select(gpu=False)] == ["0001", "0004", "0005", "0006", "0007", "0008", "0009",
-                                                                     "0010", "0011"]
+                                                                     "0010", "0011", "0012"]
 
 
 def test_extra_patches_join_the_shipped_ones_in_name_order(monkeypatch, tmp_path):
@@ -36,7 +36,7 @@ def test_extra_patches_join_the_shipped_ones_in_name_order(monkeypatch, tmp_path
     extra.write_text("Patch: x\nBuilds: all\n--- a/f\n+++ b/f\n")
     monkeypatch.setenv(patches.EXTRA_ENV, str(extra))
     assert [p.name[:4] for p in patches.select(gpu=False, skip="0002")] == \
-        ["0000", "0001", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011"]
+        ["0000", "0001", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012"]
     monkeypatch.setenv(patches.EXTRA_ENV, str(tmp_path / "nope.patch"))
     with pytest.raises(BuildError, match=r"HVDKERAS_HOROVOD_EXTRA_PATCHES names a patch file that does not exist. "
                                          r"Received: .*nope\.patch"):

@@ -438,3 +438,13 @@ def test_each_guard_security_md_states_names_the_test_that_proves_it():
     missing = [b.split("\n")[0][:80] for b in bullets if not test.search(b)]
     missing += [row[:80] for row in guarded if not test.search(row)]
     assert not missing, f"SECURITY.md states these guards without the test that proves them: {missing}"
+
+
+def test_the_system_packages_docs_testing_md_lists_are_the_makefiles():
+    makefile = open(os.path.join(REPO, "Makefile")).read()
+    recipe = re.search(r"^system-deps:\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    recipe = re.sub(r"\$\(if [^,]*,,([^)]*)\)", r"\1", recipe.replace("\\\n", " "))  # llvm-dev, when llvm-config lacks
+    installed = set(recipe.split()) - {"bash", "tools/system_deps.sh", "--if-root"}
+    listed = re.search(r"\(`(openmpi-bin [a-z0-9 .\n-]+)`, the\s+Makefile's list", TEXTS["docs/testing.md"]).group(1)
+    assert set(listed.split()) == installed, f"docs/testing.md lists {sorted(listed.split())}; the Makefile installs" \
+                                             f" {sorted(installed)}"
