@@ -39,6 +39,17 @@ def spark_context() -> Any:
     return sc
 
 
+def require_classic(dataset: Any, what: str) -> None:
+    """Raises SetupError in one line when ``dataset`` comes from a Spark Connect session: ``what`` starts its ranks
+    as a barrier stage from the driver's SparkContext, which a Connect client has not."""
+    if type(dataset).__module__.startswith("pyspark.sql.connect."):
+        raise SetupError(f"{what} needs a classic Spark session: its ranks start as one barrier stage from the"
+                         " driver's SparkContext, and this DataFrame comes from a Spark Connect session (Databricks'"
+                         " standard access mode or serverless, SparkSession.builder.remote(...)), which has none;"
+                         " run it on a dedicated-access cluster or a classic session"
+                         " (SparkSession.builder.master(...).getOrCreate())")
+
+
 def _registered_slots(sc: Any) -> Optional[int]:
     """The registered executors' task slots (their cores over ``spark.task.cpus``), as Spark's barrier stages
     count them; None where the JVM cannot say (a stand-in context, a Spark without the call)."""

@@ -34,6 +34,7 @@ from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
 from hvdkeras.spark.keras.remote import train
 from hvdkeras.spark.keras.serialization import model_from_bytes, model_to_bytes
 from hvdkeras.spark.keras.task import SparkTaskSpec, architecture, describe, to_portable
+from hvdkeras.spark.runner import require_classic
 
 __all__ = ["KerasEstimator", "KerasModel"]  # KerasModel: where models saved before the split name it
 
@@ -145,6 +146,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 "stack": stack.current().describe()}
 
     def _fit(self, dataset: Any) -> "KerasModel":
+        require_classic(dataset, "KerasEstimator.fit")
         files = fit_settings.whole(self.getOrDefault, "partitions_per_process", 1)
         for param in ("feature_cols", "label_cols"):  # before the run is looked at: a typo is named as one
             check_present(dataset, list(self.getOrDefault(param) or []), param)

@@ -159,3 +159,14 @@ def test_a_bad_partitions_per_process_is_one_line_before_the_data_is_looked_at(v
         KerasEstimator(partitions_per_process=value)._fit(object())  # not a DataFrame: never reached
     assert str(error.value) == ("partitions_per_process must be a whole number of at least 1"
                                 f" (Received: partitions_per_process={value!r})")
+
+
+def test_a_spark_connect_dataframe_is_refused_by_fit_in_one_line():
+    # A Spark Connect client (Databricks' standard access mode, serverless) has no SparkContext for the barrier stage.
+    connect = pytest.importorskip("pyspark.sql.connect.dataframe",
+                                  reason="Spark Connect's client is installed on the keras3 stack only")
+    dataset = connect.DataFrame.__new__(connect.DataFrame)  # its class is what fit looks at, before any column
+    estimator = KerasEstimator(num_proc=2, feature_cols=["x"], label_cols=["y"])
+    with pytest.raises(SetupError, match=r"^KerasEstimator.fit needs a classic Spark session: .* run it on a"
+                                         r" dedicated-access cluster or a classic session"):
+        estimator._fit(dataset)
