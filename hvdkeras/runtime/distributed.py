@@ -42,14 +42,6 @@ import tensorflow as tf
 
 from hvdkeras.common import horovod_env, log, signals
 from hvdkeras.common.errors import HorovodNotLoadedError, PreflightError
-
-try:
-    import horovod.tensorflow as hvd
-except (ImportError, tf.errors.NotFoundError) as _failed:  # the ops' library: missing, or for another TensorFlow
-    _line = horovod_env.horovod_load_failure(_failed, tf.__version__)
-    if _line is None:
-        raise
-    raise HorovodNotLoadedError(_line) from _failed
 from hvdkeras.common.horovod_env import (
     CpuBinding,
     ThreadBudget,
@@ -66,6 +58,14 @@ from hvdkeras.common.workdir import Workdir
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.runtime import compat
 from hvdkeras.runtime import rendezvous as rendezvous_auth
+
+try:
+    import horovod.tensorflow as hvd
+except (ImportError, tf.errors.NotFoundError) as _failed:  # the ops' library: missing, or for another TensorFlow
+    _line = horovod_env.horovod_load_failure(_failed, tf.__version__)
+    if _line is None:
+        raise
+    raise HorovodNotLoadedError(_line) from _failed
 
 __all__ = ["ROOT_RANK", "ProcessInfo", "init", "init_horovod", "rank", "size", "local_rank", "local_size", "is_chief",
            "pin_local_gpu", "bind_cpus", "launch_cores", "reinit", "set_thread_budget", "set_seeds", "allreduce_sum",
