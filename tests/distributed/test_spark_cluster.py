@@ -11,7 +11,7 @@ start), the store in a bucket: a quiet KerasEstimator fit whose ranks say where 
 assigned them, the same fit retried by Spark after its executor and its rank are killed until its retries run out,
 the user's next fit resuming from the bucket, transform, save and load at an ``s3://`` path, the task slots, the
 refused ``num_proc=3``, the two-output fit of weighted rows against one process (test_spark.py's), Spark ML's
-tuning (test_spark_tuning.py's checks), a table four times larger than each rank's memory limit streamed on the
+tuning (test_spark_tuning.py's checks), a table three times larger than each rank's memory limit streamed on the
 hosts (test_spark_stream.py's), and Horovod's own Spark Keras scenarios whose backend trains in the driver.
 """
 import glob

@@ -2,7 +2,7 @@
 
 The local[2] driver this stack's Spark tests share (the ``spark_local`` fixture) runs
 ``scripts/spark_stream_check.py``: each rank of a ``KerasEstimator.fit_on_parquet`` joins a memory cgroup of its own,
-limited to 192 MiB, when its task first asks for its rows, and its share of the table is four times that. Streamed (the
+limited to 256 MiB, when its task first asks for its rows, and its share of the table is three times that. Streamed (the
 default), the fit trains to its end; a rank's share read into memory as ``inmemory_cache_all=True`` reads it cannot
 fit within the same limit, and the kernel ends the process. Needs root for the cgroups (skipped otherwise, saying so).
 keras3 streams the same fit on the standalone cluster's executors (test_spark_cluster.py).
@@ -25,7 +25,7 @@ def stream(spark_local):
     return found
 
 
-def test_a_ranks_share_four_times_its_memory_limit_streams_and_trains_to_the_end(stream):
+def test_a_ranks_share_three_times_its_memory_limit_streams_and_trains_to_the_end(stream):
     spark_checks.assert_streamed(stream)
 
 

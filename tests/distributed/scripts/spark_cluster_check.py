@@ -26,7 +26,7 @@ fits of two ranks, one per host, on a small model, the store ``s3://bucket/store
   transform (``spark_estimator_check.fit_check`` and ``transform_check``, a folder store under WORK);
 * ``--tuning``: Spark ML's ``Pipeline`` and ``TrainValidationSplit`` with the estimator
   (``spark_tuning_check.run_tuning_checks``, a folder store under WORK);
-* ``--stream``: a fit on a table four times larger than the memory each rank may use, each rank in a memory cgroup
+* ``--stream``: a fit on a table three times larger than the memory each rank may use, each rank in a memory cgroup
   of its own on its host (``spark_stream_check.run_stream_checks``);
 * ``--scenarios``: Horovod's own Spark Keras scenarios whose backend trains in the driver
   (``horovod_spark_keras_check.run_scenarios``, a folder store under WORK).

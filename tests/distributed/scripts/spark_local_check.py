@@ -11,7 +11,7 @@ runs, in this order:
   (``spark_tuning_check.run_tuning_checks``, test_spark_tuning.py);
 * ``--scenarios``: Horovod's own Spark Keras scenarios by name (``horovod_spark_keras_check.run_scenarios``,
   test_horovod_spark_keras.py);
-* ``--stream``: a fit on a table four times larger than the memory each rank may use, streamed, and the same rows
+* ``--stream``: a fit on a table three times larger than the memory each rank may use, streamed, and the same rows
   held in memory, which cannot fit (``spark_stream_check.run_stream_checks``, test_spark_stream.py);
 * ``--examples``: Horovod's published Spark examples by name, from ``examples/horovod/`` (``<NAME>.py``), each as
   ``__main__`` with its arguments (:data:`EXAMPLES`), its data written offline first (:data:`OFFLINE_DATA`), in a

@@ -146,7 +146,7 @@ def write_table(store, rows):
     return os.path.getsize(path)
 
 
-def run_stream_checks(session, work, limit_mb=192, share=4.0, negative=False):
+def run_stream_checks(session, work, limit_mb=256, share=3.0, negative=False):
     """The streamed fit within ``limit_mb`` a rank (and with ``negative`` a rank's share read into memory within the
     same limit); what each did."""
     from hvdkeras.runtime.compat import keras
