@@ -72,6 +72,22 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # pip warns about every package missing from a local index folder this machine may list; drop that noise.
 pip_run() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
+RUNTIME_RECORD="$VENV/hvdkeras-runtime.json"
+rm -f "$RUNTIME_RECORD"
+if [ -f "$STACK_DIR/runtime.txt" ]; then
+  # This stack's venv is built as a managed Spark platform's is (docs/spark-cluster.md#databricks): its runtime
+  # (pyspark and what comes with it) first, then hvdkeras as that page tells platform users. What the runtime
+  # had is recorded; the suite checks nothing of it changed (tests/unit/spark/test_platform_runtime.py).
+  echo "[install] the platform's runtime first (stacks/$STACK/runtime.txt)"
+  pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/runtime.txt"
+  "$PY" - "$STACK_DIR/runtime.txt" "$RUNTIME_RECORD.partial" <<'PYEOF'
+import importlib.metadata as m, json, re, sys
+names = [re.split(r"[\[=<>;\s]", line.strip(), maxsplit=1)[0] for line in open(sys.argv[1])
+         if line.strip() and not line.lstrip().startswith("#")]
+json.dump({"runtime": {name: m.version(name) for name in names}}, open(sys.argv[2], "w"), indent=1)
+PYEOF
+fi
+
 echo "[install] pinned stack $STACK (stacks/$STACK/constraints.txt)"
 # The direct requirements, Horovod's own dependencies, the [spark] extra (the suite tests
 # hvdkeras.spark), s3fs with moto's S3 server (the S3 store's test) and the build/test tools;
@@ -79,6 +95,23 @@ echo "[install] pinned stack $STACK (stacks/$STACK/constraints.txt)"
 pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" pyspark py4j pyarrow pandas fsspec s3fs "moto[server]" \
   wheel setuptools "cmake<4" pytest pytest-xdist hypothesis ruff mypy types-PyYAML types-psutil cloudpickle psutil packaging
 
+if [ -f "$RUNTIME_RECORD.partial" ]; then
+  # As a platform user installs it: hvdkeras's wheel, no extras and no constraints, over the runtime; pip's own
+  # report of what it installed goes into the record. The editable install below then takes its place.
+  echo "[install] hvdkeras's wheel over the platform's runtime, as docs/spark-cluster.md installs it"
+  WHEELS=$(mktemp -d)
+  pip_run wheel -q --no-deps --no-build-isolation -w "$WHEELS" "$HERE"
+  pip_run install -q --report "$WHEELS/report.json" "$WHEELS"/hvdkeras-*.whl
+  "$PY" - "$RUNTIME_RECORD.partial" "$WHEELS/report.json" "$RUNTIME_RECORD" <<'PYEOF'
+import json, sys
+record = json.load(open(sys.argv[1]))
+report = json.load(open(sys.argv[2]))
+record["installed_with_hvdkeras"] = sorted(f"{i['metadata']['name']}=={i['metadata']['version']}"
+                                           for i in report["install"])
+json.dump(record, open(sys.argv[3], "w"), indent=1)
+PYEOF
+  rm -rf "$WHEELS" "$RUNTIME_RECORD.partial"
+fi
 echo "[install] hvdkeras (editable)"
 pip_run install -q --no-deps --no-build-isolation -e "$HERE"
 echo "$STACK" > "$VENV/.hvdkeras-stack"
