@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
 from hvdkeras.common import horovod_env
 
@@ -62,7 +62,13 @@ class _Format(logging.Formatter):
         return f"[{NAME}] {text}"
 
 
-class _Stream(logging.StreamHandler[TextIO]):
+if TYPE_CHECKING:
+    _StreamHandler = logging.StreamHandler[TextIO]
+else:  # subscriptable at run time from Python 3.11 only
+    _StreamHandler = logging.StreamHandler
+
+
+class _Stream(_StreamHandler):
     """Information to the current ``sys.stdout``, warnings to the current ``sys.stderr`` (looked up at each
     line, so a redirect or a test's capture after import is honoured)."""
 

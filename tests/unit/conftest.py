@@ -44,7 +44,7 @@ STACK_FREE = ("tests/unit/benchmarks/", "tests/unit/config/", "tests/unit/docs/"
               "tests/unit/common/test_workdir.py", "tests/unit/common/test_workdir_guard.py",
               "tests/unit/common/test_registry.py", "tests/unit/common/test_errors.py",
               "tests/unit/common/test_user_code.py", "tests/unit/common/test_hostnames.py",
-              "tests/unit/test_hostile_launch.py")
+              "tests/unit/test_hostile_launch.py", "tests/unit/test_python_versions.py")
 STACK_FREE_ENV = "HVDKERAS_STACK_FREE_ON"
 
 
