@@ -1,7 +1,8 @@
 """The ranks as one Spark barrier stage: all start together or none does, and Spark retries them together.
 
 :func:`run_gang` submits one barrier stage of ``num_proc`` tasks (``rdd.barrier()``, as ``xgboost.spark`` and
-PySpark's ``TorchDistributor`` do). Spark schedules a barrier stage only when every task has a slot, and when one
+PySpark's ``TorchDistributor`` do; through a Spark Connect session a barrier ``mapInPandas``,
+:mod:`hvdkeras.spark.connect`). Spark schedules a barrier stage only when every task has a slot, and when one
 task fails it kills the others and starts the whole stage again, up to ``spark.stage.maxConsecutiveAttempts``
 (4) attempts in all; past those the driver submits the stage again itself. (Spark does this for a barrier stage
 whose output is shuffled, so the ranks' results go through a shuffle to one partition.) Each task:
@@ -28,6 +29,7 @@ back) is cancelled with one line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -168,37 +170,27 @@ def _spark_refusal(error: BaseException) -> Optional[str]:
 
 
 class _StartWatch:
-    """Cancels job group ``group`` when none of its tasks has run for ``timeout_s``: the gang cannot start."""
+    """Calls ``cancel`` when ``running()`` has said no for ``timeout_s``: the gang cannot start."""
 
-    def __init__(self, sc: Any, group: str, timeout_s: float):
-        self.sc, self.group, self.timeout_s = sc, group, timeout_s
+    def __init__(self, running: Callable[[], bool], cancel: Callable[[], None], timeout_s: float):
+        self.running, self.cancel, self.timeout_s = running, cancel, timeout_s
         self.fired = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hvdkeras-gang-start-watch", daemon=True)
         self._thread.start()
 
-    def _running(self) -> bool:
-        tracker = self.sc.statusTracker()
-        for job in tracker.getJobIdsForGroup(self.group):
-            info = tracker.getJobInfo(job)
-            for stage in (info.stageIds if info is not None else []):
-                stage_info = tracker.getStageInfo(stage)
-                if stage_info is not None and stage_info.numActiveTasks > 0:
-                    return True
-        return False
-
     def _run(self) -> None:
         idle_since = time.time()
         while not self._stop.wait(WATCH_INTERVAL_S):
             try:
-                running = self._running()
+                running = self.running()
             except Exception:  # noqa: BLE001 - py4j while the context stops
                 return
             if running:
                 idle_since = time.time()
             elif time.time() - idle_since > self.timeout_s:
                 self.fired = True
-                self.sc.cancelJobGroup(self.group)
+                self.cancel()
                 return
 
     def stop(self) -> None:
@@ -206,14 +198,65 @@ class _StartWatch:
         self._thread.join(timeout=2 * WATCH_INTERVAL_S + 1)
 
 
-def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[str, Any], num_proc: int,
+class ClassicStage:
+    """The ranks' barrier stage from the driver's SparkContext (``rdd.barrier()``); its jobs in a job group.
+
+    :class:`hvdkeras.spark.connect.ConnectStage` is the same through a Spark Connect session.
+
+    Args:
+        sc: the active SparkContext.
+    """
+
+    def __init__(self, sc: Any):
+        self.sc = sc
+
+    def conf(self, key: str, default: Optional[str] = None) -> Optional[str]:
+        """A Spark setting of the application, or ``default``."""
+        value = self.sc.getConf().get(key, default)
+        return default if value is None else str(value)
+
+    def begin(self, group: str) -> None:
+        """This thread's jobs are in job group ``group`` from now on."""
+        self.sc.setJobGroup(group, "hvdkeras.spark.run: Horovod ranks", interruptOnCancel=True)
+
+    def running(self, group: str) -> bool:
+        """Whether a task of job group ``group`` runs now."""
+        tracker = self.sc.statusTracker()
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in (info.stageIds if info is not None else []):
+                stage_info = tracker.getStageInfo(stage)
+                if stage_info is not None and stage_info.numActiveTasks > 0:
+                    return True
+        return False
+
+    def cancel(self, group: str) -> None:
+        """Cancels job group ``group`` (from another thread)."""
+        self.sc.cancelJobGroup(group)
+
+    def end(self, group: str) -> None:
+        """This thread's jobs are in no job group."""
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            self.sc.setLocalProperty(key, None)
+
+    def collect(self, task: Callable[[Iterator[Any]], Iterator[Tuple[int, bytes]]], num_proc: int) -> List[
+            Tuple[int, bytes]]:
+        """Runs ``task`` as ``num_proc`` barrier tasks; their ``(rank, result)`` pairs."""
+        # The barrier stage feeds a shuffle: Spark starts a failed barrier stage again only when it is a map stage
+        # (a failed barrier result stage aborts its job).
+        ranks = self.sc.parallelize(range(num_proc), num_proc).barrier().mapPartitions(task)
+        return list(ranks.repartition(1).collect())
+
+
+def run_gang(stage: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[str, Any], num_proc: int,
              env: Dict[str, str], start_timeout: float, max_retries: int = 0, executable: Optional[str] = None,
              nics: Optional[Sequence[str]] = None, stdout: Any = None, stderr: Any = None,
              timestamp: bool = False, retry_hint: str = "") -> List[Any]:
     """Runs ``fn(*args, **kwargs)`` as ``num_proc`` Horovod ranks in one barrier stage; their results in rank order.
 
     Args:
-        sc: the active SparkContext.
+        stage: where the barrier stage is submitted: :class:`ClassicStage` (the driver's SparkContext) or
+            :class:`hvdkeras.spark.connect.ConnectStage` (a Spark Connect session).
         fn: what each rank runs.
         args: its positional arguments.
         kwargs: its keyword arguments.
@@ -242,10 +285,10 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
     from hvdkeras.spark.relay import Relay
 
     rendezvous_auth.require_authenticated_rendezvous("hvdkeras.spark.run on the driver", launcher=True)
-    if str(sc.getConf().get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
+    if str(stage.conf("spark.dynamicAllocation.enabled", "false")).lower() == "true":
         raise SetupError("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses with"
                          " dynamic allocation: set spark.dynamicAllocation.enabled=false for this application")
-    host = sc.getConf().get("spark.driver.host", None) or socket.gethostname()
+    host = stage.conf("spark.driver.host") or socket.gethostname()
     attempts = Attempts(max_retries, retry_hint)
     relay = Relay(host, attempts, stdout=stdout, stderr=stderr, timestamp=timestamp)
     spec = TaskSpec(payload=cloudpickle.dumps((fn, tuple(args), dict(kwargs))), env=dict(env), executable=executable,
@@ -253,15 +296,11 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
     try:
         while True:
             group = f"hvdkeras-gang-{os.getpid()}-{time.time_ns()}"
-            sc.setJobGroup(group, "hvdkeras.spark.run: Horovod ranks", interruptOnCancel=True)
-            watch = _StartWatch(sc, group, start_timeout)
+            stage.begin(group)
+            watch = _StartWatch(_running(stage, group, relay), functools.partial(stage.cancel, group), start_timeout)
             seen, starts = len(attempts.failures), attempts.starts  # this job's come after
             try:
-                # The barrier stage feeds a shuffle: Spark starts a failed barrier stage again only when it is a
-                # map stage (a failed barrier result stage aborts its job).
-                ranks = sc.parallelize(range(num_proc), num_proc).barrier().mapPartitions(
-                    lambda rows, _spec=spec: run_task(_spec, rows))
-                pairs = ranks.repartition(1).collect()
+                pairs = stage.collect(lambda rows, _spec=spec: run_task(_spec, rows), num_proc)
                 return [cloudpickle.loads(data) for _, data in sorted(pairs, key=lambda pair: pair[0])]
             except Exception as exc:  # noqa: BLE001 - py4j's error for the failed job: read below
                 if watch.fired:
@@ -280,10 +319,18 @@ def run_gang(sc: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
                 # Spark did not start the stage again itself (a local master allows no task failure): submit it
             finally:
                 watch.stop()
-                for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
-                    sc.setLocalProperty(key, None)
+                stage.end(group)
     finally:
         relay.close()
+
+
+def _running(stage: Any, group: str, relay: Any) -> Callable[[], bool]:
+    """Whether the stage's tasks run: Spark's status tracker where the stage has one, else whether a task of this
+    submission has reached the relay (a Connect client sees no tasks)."""
+    if hasattr(stage, "running"):
+        return lambda: bool(stage.running(group))
+    connected = relay.connections
+    return lambda: relay.connections > connected
 
 
 def _first_line(error: BaseException) -> str:

@@ -58,6 +58,7 @@ class Relay:
         self.address = (host, self._server.getsockname()[1])
         self._write_lock = threading.Lock()
         self._threads: List[threading.Thread] = []  # one per authenticated connection: the run's tasks
+        self.connections = 0  # the tasks that have reached it so far
         self.gate = TokenGate(self._server, (self.token + "\n").encode(), CONNECT_TIMEOUT_S, self._let_in,
                               "hvdkeras-relay")
 
@@ -67,6 +68,7 @@ class Relay:
 
     def _let_in(self, conn: socket.socket) -> None:
         """A task of this run: a thread of its own for its messages."""
+        self.connections += 1
         self._threads = [t for t in self._threads if t.is_alive()]
         thread = threading.Thread(target=self._serve, args=(conn,), name="hvdkeras-relay-conn", daemon=True)
         thread.start()

@@ -39,17 +39,6 @@ def spark_context() -> Any:
     return sc
 
 
-def require_classic(dataset: Any, what: str) -> None:
-    """Raises SetupError in one line when ``dataset`` comes from a Spark Connect session: ``what`` starts its ranks
-    as a barrier stage from the driver's SparkContext, which a Connect client has not."""
-    if type(dataset).__module__.startswith("pyspark.sql.connect."):
-        raise SetupError(f"{what} needs a classic Spark session: its ranks start as one barrier stage from the"
-                         " driver's SparkContext, and this DataFrame comes from a Spark Connect session (Databricks'"
-                         " standard access mode or serverless, SparkSession.builder.remote(...)), which has none;"
-                         " run it on a dedicated-access cluster or a classic session"
-                         " (SparkSession.builder.master(...).getOrCreate())")
-
-
 def _registered_slots(sc: Any) -> Optional[int]:
     """The registered executors' task slots (their cores over ``spark.task.cpus``), as Spark's barrier stages
     count them; None where the JVM cannot say (a stand-in context, a Spark without the call)."""
@@ -227,6 +216,33 @@ def check_executors(sc: Any) -> Dict[str, Optional[str]]:
     return _checked[key]
 
 
+def check_connect_executors(session: Any) -> Dict[str, Optional[str]]:
+    """:func:`check_executors` through a Spark Connect session (one ``mapInPandas`` task, once per session).
+
+    Raises:
+        SetupError: the executors' Python lacks Horovod, TensorFlow or hvdkeras, or has them (or Python) at other
+            versions than this client, naming what.
+    """
+    from hvdkeras.spark.connect import probe_executor
+
+    key = ("connect", str(getattr(session, "session_id", id(session))))
+    if key not in _checked:
+        probe = _python_probe()
+        driver = next(probe(None))
+        try:
+            executor = probe_executor(session, probe)
+        except Exception as exc:  # noqa: BLE001 - the server's errors: an executor that cannot start Python
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            raise SetupError(f"Spark's executors could not run Python ({(lines[0] if lines else '')[:200]}): give"
+                             " every executor a Python with hvdkeras (docs/spark-cluster.md)") from None
+        mismatch = python_mismatch(driver, executor)
+        if mismatch:
+            raise SetupError(f"Spark's executors run {executor['python']}, which {mismatch}: install this"
+                             " environment's packages on every executor (docs/spark-cluster.md)")
+        _checked[key] = executor
+    return _checked[key]
+
+
 @contextlib.contextmanager
 def _quiet_cancelled_job() -> Iterator[None]:
     """While Horovod runs: its Spark thread's traceback for the job it cancelled itself is not printed.
@@ -255,7 +271,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         use_gloo: Optional[bool] = None, extra_mpi_args: Optional[str] = None,
         env: Optional[Dict[str, str]] = None, stdout: Any = None, stderr: Any = None, verbose: int = 1,
         nics: Any = None, prefix_output_with_timestamp: bool = False,
-        executable: Optional[str] = None, max_retries: int = 0, retry_hint: str = "") -> List[Any]:
+        executable: Optional[str] = None, max_retries: int = 0, retry_hint: str = "",
+        session: Any = None) -> List[Any]:
     """Runs ``fn(*args, **kwargs)`` as ``num_proc`` Horovod ranks in Spark tasks (Horovod's arguments and order).
 
     With Gloo (the default) the ranks start as one Spark barrier stage (:mod:`hvdkeras.spark.gang`): all or none,
@@ -284,6 +301,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
             :func:`rank_python`).
         max_retries: how often all the ranks start again, each time a rank or its executor is lost (Gloo only).
         retry_hint: what a retry's warning line adds (where the ranks resume).
+        session: a Spark Connect session to start the ranks through (:mod:`hvdkeras.spark.connect`; default: the
+            driver's SparkContext). ``num_proc`` is then required, and Gloo the only launcher.
 
     Returns:
         Each rank's return value, in rank order.
@@ -292,25 +311,38 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         SetupError: the job cannot start (too few slots, another Python, no SparkSession, a start that timed out).
         RankFailedError: a rank failed, and no retry was left; its text names the rank, its host and its status.
     """
+    if start_timeout is None:
+        start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
+    if isinstance(nics, str):
+        nics = [nics]
+    ranks_env = environment.for_ranks(os.environ) if env is None else dict(env)
+    if session is not None:
+        from hvdkeras.spark.connect import ConnectStage
+        from hvdkeras.spark.gang import run_gang
+
+        if not num_proc:
+            raise SetupError("through Spark Connect, give num_proc: a Connect client cannot count the executors'"
+                             " task slots")
+        if use_mpi:
+            raise SetupError("use_mpi=True starts the ranks through Horovod's runner from the driver's SparkContext,"
+                             " which a Spark Connect session has not: leave use_mpi unset (Gloo)")
+        check_connect_executors(session)
+        return run_gang(ConnectStage(session), fn, args, dict(kwargs or {}), num_proc, ranks_env, float(start_timeout),
+                        max_retries=max_retries, executable=executable, nics=list(nics) if nics else None,
+                        stdout=stdout, stderr=stderr, timestamp=prefix_output_with_timestamp, retry_hint=retry_hint)
     sc = spark_context()
     num_proc = num_proc or max(task_slots(sc), 1)
     check_cluster(sc, num_proc)
     executor = check_executors(sc)
-    if start_timeout is None:
-        start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
     if use_mpi:
-        ranks_env = environment.for_ranks(os.environ) if env is None else dict(env)
         return _run_horovods(sc, fn, args, kwargs, num_proc, start_timeout, extra_mpi_args, ranks_env, stdout, stderr,
                              verbose, nics, prefix_output_with_timestamp,
                              executable or rank_python(getattr(sc, "pythonExec", None), executor))
-    from hvdkeras.spark.gang import run_gang
+    from hvdkeras.spark.gang import ClassicStage, run_gang
 
-    if isinstance(nics, str):
-        nics = [nics]
-    return run_gang(sc, fn, args, dict(kwargs or {}), num_proc,
-                    environment.for_ranks(os.environ) if env is None else dict(env),
-                    float(start_timeout), max_retries=max_retries, executable=executable,
-                    nics=list(nics) if nics else None, stdout=stdout, stderr=stderr,
+    return run_gang(ClassicStage(sc), fn, args, dict(kwargs or {}), num_proc, ranks_env, float(start_timeout),
+                    max_retries=max_retries, executable=executable, nics=list(nics) if nics else None,
+                    stdout=stdout, stderr=stderr,
                     timestamp=prefix_output_with_timestamp, retry_hint=retry_hint)
 
 

@@ -1,9 +1,11 @@
 """Where a Spark estimator's training runs: Horovod's ``Backend`` and ``SparkBackend``, and :func:`run_retrying`."""
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from hvdkeras.common.errors import SetupError
 from hvdkeras.engines.attempts import Attempts
 from hvdkeras.spark.common import environment
 
@@ -82,15 +84,21 @@ class SparkBackend(Backend):
         use_gloo: start them with Gloo (the default).
         extra_mpi_args: more ``mpirun`` arguments, with ``use_mpi``.
         executable: the Python the ranks run (default: the one Spark runs each rank's task in).
+        session: a Spark Connect session to start the ranks through (:mod:`hvdkeras.spark.connect`; default: the
+            driver's SparkContext); ``num_proc`` is then required. A fit on a Connect DataFrame passes its own.
     """
 
     def __init__(self, num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, stdout: Any = None,
                  stderr: Any = None, prefix_output_with_timestamp: bool = False, start_timeout: Optional[int] = None,
                  verbose: int = 1, nics: Any = None, use_mpi: Optional[bool] = None, use_gloo: Optional[bool] = None,
-                 extra_mpi_args: Optional[str] = None, executable: Optional[str] = None):
+                 extra_mpi_args: Optional[str] = None, executable: Optional[str] = None, session: Any = None):
         from hvdkeras.spark.runner import spark_context, task_slots
 
+        if session is not None and not num_proc:
+            raise SetupError("through Spark Connect, give num_proc (KerasEstimator(num_proc=...) or"
+                             " SparkBackend(num_proc=...)): a Connect client cannot count the executors' task slots")
         self._num_proc = num_proc or max(task_slots(spark_context()), 1)
+        self._session = session
         self._env = env
         self._kwargs: Dict[str, Any] = dict(
             stdout=stdout, stderr=stderr, prefix_output_with_timestamp=prefix_output_with_timestamp,
@@ -120,17 +128,28 @@ class SparkBackend(Backend):
         full_env.pop("CUDA_VISIBLE_DEVICES", None)
         full_env.update(env or {})
         return run(fn, args=args, kwargs=kwargs, num_proc=self._num_proc, env=full_env, max_retries=max_retries,
-                   retry_hint=retry_hint, **self._kwargs)
+                   retry_hint=retry_hint, session=self._session, **self._kwargs)
 
     def num_processes(self) -> int:
         """The number of ranks."""
         return self._num_proc
 
+    def through(self, session: Any) -> "SparkBackend":
+        """This backend, its ranks started through the Spark Connect ``session`` (a copy; self if it has one)."""
+        if self._session is not None:
+            return self
+        other = copy.copy(self)
+        other._session = session
+        return other
+
     def check(self) -> None:
         """Refuses, in one line, more ranks than Spark's task slots, or executors whose Python lacks what a rank
         needs (:func:`hvdkeras.spark.runner.check_cluster`, :func:`hvdkeras.spark.runner.check_executors`)."""
-        from hvdkeras.spark.runner import check_cluster, check_executors, spark_context
+        from hvdkeras.spark.runner import check_cluster, check_connect_executors, check_executors, spark_context
 
+        if self._session is not None:  # a Connect client sees no task slots: a stage that cannot start times out
+            check_connect_executors(self._session)
+            return
         sc = spark_context()
         check_cluster(sc, self._num_proc)
         check_executors(sc)

@@ -295,7 +295,7 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     if val is not None:
         val_path = store.get_val_data_path(dataset_idx)
         parts.append((val_path, _ordered(_as_arrays(val.select(*columns, ROW), infos), num_proc)))
-    written = parquet_writer.write_folders(store, parts)
+    written = parquet_writer.write_folders(store, parts, partitions=[files, num_proc][:len(parts)])
     rows, val_rows = written[0][1], (written[1][1] if val_path else 0)
     # Found once written (the fit removes its intermediate data, whatever ends it): the split's rows are counted
     # as they are written, rather than in a pass of their own.

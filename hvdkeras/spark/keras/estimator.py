@@ -27,6 +27,7 @@ from hvdkeras.spark.common import environment, runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
 from hvdkeras.spark.common.data import check_present, from_parquet, prepare
 from hvdkeras.spark.common.store import FilesystemStore
+from hvdkeras.spark.connect import session_of
 from hvdkeras.spark.keras import fit_settings, model_checks
 from hvdkeras.spark.keras.model import KerasModel
 from hvdkeras.spark.keras.params import ESTIMATOR_PARAMS, NO_EFFECT, check_kwargs, declare
@@ -34,7 +35,6 @@ from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
 from hvdkeras.spark.keras.remote import train
 from hvdkeras.spark.keras.serialization import model_from_bytes, model_to_bytes
 from hvdkeras.spark.keras.task import SparkTaskSpec, architecture, describe, to_portable
-from hvdkeras.spark.runner import require_classic
 
 __all__ = ["KerasEstimator", "KerasModel"]  # KerasModel: where models saved before the split name it
 
@@ -42,12 +42,14 @@ __all__ = ["KerasEstimator", "KerasModel"]  # KerasModel: where models saved bef
 # together (Spark ML's tuning with parallelism > 1 runs them on threads) would wait on each other's slots; they queue.
 _ONE_FIT = threading.Lock()
 class _JobTag:
-    """A Spark job tag on this thread's jobs while a fit runs (``with``), so that :meth:`cancel` stops them alone."""
+    """A Spark job tag on this thread's jobs while a fit runs (``with``), so that :meth:`cancel` stops them alone;
+    through a Spark Connect ``session``, the session's tag."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, session: Any = None):
         import secrets
 
         self.tag = f"{prefix}-{secrets.token_hex(4)}"
+        self.session = session
 
     @staticmethod
     def _context() -> Any:
@@ -56,18 +58,27 @@ class _JobTag:
         return SparkContext._active_spark_context
 
     def __enter__(self) -> "_JobTag":
+        if self.session is not None:
+            self.session.addTag(self.tag)
+            return self
         sc = self._context()
         if sc is not None and hasattr(sc, "addJobTag"):
             sc.addJobTag(self.tag)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.session is not None:
+            self.session.removeTag(self.tag)
+            return
         sc = self._context()
         if sc is not None and hasattr(sc, "removeJobTag"):
             sc.removeJobTag(self.tag)
 
     def cancel(self) -> None:
         """Cancels the running jobs that carry the tag (from another thread: the run lock's heartbeat)."""
+        if self.session is not None:
+            self.session.interruptTag(self.tag)
+            return
         sc = self._context()
         if sc is not None and hasattr(sc, "cancelJobsWithTag"):
             sc.cancelJobsWithTag(self.tag)
@@ -102,11 +113,15 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
     # ------------------------------------------------------------------ fit
 
-    def _backend(self) -> Backend:
+    def _backend(self, session: Any = None) -> Backend:
+        """The backend of the fit: the one given, or a SparkBackend; through a Spark Connect ``session``, a
+        SparkBackend starts its ranks through it."""
         backend, num_proc = self.getOrDefault("backend"), self.getOrDefault("num_proc")
         if backend is not None and num_proc is not None:
             raise SetupError("give KerasEstimator num_proc or backend, not both (num_proc is the backend's)")
-        return backend or SparkBackend(num_proc=num_proc)
+        if session is not None and isinstance(backend, SparkBackend):
+            return backend.through(session)
+        return backend or SparkBackend(num_proc=num_proc, session=session)
 
     def _store(self) -> FilesystemStore:
         store = self.getOrDefault("store")
@@ -146,7 +161,6 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 "stack": stack.current().describe()}
 
     def _fit(self, dataset: Any) -> "KerasModel":
-        require_classic(dataset, "KerasEstimator.fit")
         files = fit_settings.whole(self.getOrDefault, "partitions_per_process", 1)
         for param in ("feature_cols", "label_cols"):  # before the run is looked at: a typo is named as one
             check_present(dataset, list(self.getOrDefault(param) or []), param)
@@ -159,7 +173,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
                 partitions_per_process=files or 1, dataset_idx=data_index,
                 allow_nan=fit_settings.flag(self.getOrDefault, "allow_nan"))
 
-        return self._fit_run(written, intermediate=True)
+        return self._fit_run(written, intermediate=True, session=session_of(dataset))
 
     def fit_on_parquet(self, params: Optional[Dict[Any, Any]] = None,
                        dataset_idx: Union[None, int, str] = None) -> "KerasModel":
@@ -182,16 +196,18 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
 
         return estimator._fit_run(found, intermediate=False)
 
-    def _fit_run(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
+    def _fit_run(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
+                 session: Any = None) -> "KerasModel":
         """Holds the run, checks it trained this job, gets the data (``data(store, num_proc, data_index)``) and trains;
         one fit at a time in this driver (:data:`_ONE_FIT`).
 
         ``intermediate``: the data are this fit's own, removed at the end unless ``keep_intermediate_data``.
         """
         with _ONE_FIT:
-            return self._fit_run_alone(data, intermediate)
+            return self._fit_run_alone(data, intermediate, session)
 
-    def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool) -> "KerasModel":
+    def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
+                       session: Any) -> "KerasModel":
         began = time.monotonic()
         run_id = self._run_id()
         # refused before anything is written, and before the backend's checks ask Spark anything
@@ -201,13 +217,13 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         if model is None:
             raise SetupError("KerasEstimator needs model= (a Keras model)")
         optimizer, loss = self._compile_args(model)
-        store, backend = self._store(), self._backend()
+        store, backend = self._store(), self._backend(session)
         getattr(backend, "check", lambda: None)()  # a duck-typed backend (run, num_processes) has none
         settings = fit_settings.Checked(fit_settings.config_tree(self.getOrDefault, backend.num_processes(), optimizer,
                                                                  compression), max_retries)
         self._warn_no_effect()
         job = self._job(model, optimizer, loss)
-        tag = _JobTag(f"hvdkeras-fit-{run_id}")
+        tag = _JobTag(f"hvdkeras-fit-{run_id}", session)
         run = runs.StoredRun(store, run_id)
         lock = run.lock(on_lost=tag.cancel)
         with lock, tag:

@@ -17,6 +17,7 @@ from pyspark.sql.types import StructField, StructType
 
 from hvdkeras.common.errors import SetupError
 from hvdkeras.spark.common.data import check_present
+from hvdkeras.spark.connect import is_connect
 from hvdkeras.spark.keras import transform
 from hvdkeras.spark.keras.params import MODEL_PARAMS, check_kwargs, declare
 from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter
@@ -70,12 +71,15 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         kinds = transform.output_kinds(sizes, [label_types.get(label) for label in labels])
         schema = StructType(list(dataset.schema.fields) +
                             [StructField(name, transform.spark_type(kind), True) for name, kind in zip(outputs, kinds)])
-        blob = dataset.sparkSession.sparkContext.broadcast(model_to_bytes(model))
+        # A broadcast sends the model once to each executor; a Spark Connect session has none, and the model goes
+        # with the function itself.
+        blob = None if is_connect(dataset) else dataset.sparkSession.sparkContext.broadcast(model_to_bytes(model))
+        saved = model_to_bytes(model) if blob is None else b""
         custom_objects = self.getOrDefault("custom_objects") or {}
 
         def predict(batches: Iterator[Any]) -> Iterator[Any]:
-            return transform.predict_batches(batches, blob.value, custom_objects, features, input_shapes, kinds,
-                                             outputs, batch_size)
+            return transform.predict_batches(batches, blob.value if blob is not None else saved, custom_objects,
+                                             features, input_shapes, kinds, outputs, batch_size)
 
         return dataset.mapInArrow(predict, schema)
 

@@ -4,6 +4,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from hvdkeras.common.errors import ConfigError, SetupError  # noqa: E402
+from hvdkeras.spark.common.backend import SparkBackend  # noqa: E402
 from hvdkeras.spark.keras import fit_settings  # noqa: E402
 from hvdkeras.spark.keras.estimator import KerasEstimator  # noqa: E402
 
@@ -161,12 +162,17 @@ def test_a_bad_partitions_per_process_is_one_line_before_the_data_is_looked_at(v
                                 f" (Received: partitions_per_process={value!r})")
 
 
-def test_a_spark_connect_dataframe_is_refused_by_fit_in_one_line():
-    # A Spark Connect client (Databricks' standard access mode, serverless) has no SparkContext for the barrier stage.
-    connect = pytest.importorskip("pyspark.sql.connect.dataframe",
-                                  reason="Spark Connect's client is installed on the keras3 stack only")
-    dataset = connect.DataFrame.__new__(connect.DataFrame)  # its class is what fit looks at, before any column
-    estimator = KerasEstimator(num_proc=2, feature_cols=["x"], label_cols=["y"])
-    with pytest.raises(SetupError, match=r"^KerasEstimator.fit needs a classic Spark session: .* run it on a"
-                                         r" dedicated-access cluster or a classic session"):
-        estimator._fit(dataset)
+def test_through_spark_connect_a_backend_without_num_proc_is_one_line_and_a_given_one_is_bound_to_the_session():
+    # A Spark Connect client (Databricks' standard access mode, serverless) cannot count the executors' task slots.
+    session = object()
+    with pytest.raises(SetupError) as error:
+        SparkBackend(session=session)
+    assert str(error.value) == ("through Spark Connect, give num_proc (KerasEstimator(num_proc=...) or"
+                                " SparkBackend(num_proc=...)): a Connect client cannot count the executors' task"
+                                " slots")
+    given = SparkBackend(num_proc=2, session=session)
+    assert given.through(object()) is given  # its own session stays
+    assert KerasEstimator(backend=given)._backend(session) is given
+    plain = SparkBackend(num_proc=2)  # the user's, for a classic session: a fit on a Connect DataFrame binds a copy
+    bound = KerasEstimator(backend=plain)._backend(session)
+    assert bound is not plain and bound.through(object()) is bound and bound.num_processes() == 2

@@ -52,7 +52,7 @@ class _Context:
 def test_dynamic_allocation_which_spark_refuses_for_a_barrier_stage_is_one_line_before_anything_runs():
     sc = _Context({"spark.dynamicAllocation.enabled": "true"})
     with pytest.raises(SetupError) as error:
-        gang.run_gang(sc, print, (), {}, 2, {}, start_timeout=10)
+        gang.run_gang(gang.ClassicStage(sc), print, (), {}, 2, {}, start_timeout=10)
     assert str(error.value) == ("hvdkeras.spark.run starts its ranks as one Spark barrier stage, which Spark refuses"
                                 " with dynamic allocation: set spark.dynamicAllocation.enabled=false for this"
                                 " application")
@@ -61,12 +61,45 @@ def test_dynamic_allocation_which_spark_refuses_for_a_barrier_stage_is_one_line_
 def test_a_gang_none_of_whose_tasks_runs_within_the_start_timeout_is_cancelled(monkeypatch):
     monkeypatch.setattr(gang, "WATCH_INTERVAL_S", 0.05)
     sc = _Context()
-    watch = gang._StartWatch(sc, "group-1", timeout_s=0.2)
+    stage = gang.ClassicStage(sc)
+    watch = gang._StartWatch(gang._running(stage, "group-1", None), lambda: stage.cancel("group-1"), timeout_s=0.2)
     deadline = time.time() + 5
     while not watch.fired and time.time() < deadline:
         time.sleep(0.05)
     watch.stop()
     assert watch.fired and sc.cancelled == ["group-1"]
+
+
+class _Relay:
+    connections = 3  # the tasks of earlier submissions
+
+
+class _Session:
+    def __init__(self):
+        self.interrupted = []
+
+    def interruptTag(self, tag):
+        self.interrupted.append(tag)
+
+
+def test_through_spark_connect_a_gang_none_of_whose_tasks_reaches_the_driver_is_interrupted(monkeypatch):
+    # A Connect client sees no tasks: a submission none of whose tasks has reached the relay is not running.
+    from hvdkeras.spark.connect import ConnectStage
+
+    monkeypatch.setattr(gang, "WATCH_INTERVAL_S", 0.05)
+    spark, relay = _Session(), _Relay()
+    stage = ConnectStage(spark)
+    running = gang._running(stage, "tag-1", relay)
+    assert not running()
+    relay.connections = 4
+    assert running()
+    relay.connections = 3
+    watch = gang._StartWatch(gang._running(stage, "tag-1", relay), lambda: stage.cancel("tag-1"), timeout_s=0.2)
+    deadline = time.time() + 5
+    while not watch.fired and time.time() < deadline:
+        time.sleep(0.05)
+    watch.stop()
+    assert watch.fired and spark.interrupted == ["tag-1"]
 
 
 def test_a_ranks_python_that_cannot_start_is_one_line_naming_it_and_the_fix(tmp_path):

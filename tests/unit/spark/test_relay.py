@@ -35,6 +35,7 @@ def test_a_ranks_lines_reach_the_drivers_streams_as_horovodrun_prints_them(relay
     assert relay.out.getvalue() == "[1]<stdout>:epoch 1\n"
     assert relay.err.getvalue() == "[1]<stderr>:a warning\n"
     assert relay.attempts.why() == "rank 1 on h exited with status -9"
+    assert relay.connections == 1  # what a Spark Connect stage's start watch goes by
 
 
 def test_a_connection_without_the_runs_token_is_dropped_unanswered(relay):
@@ -45,7 +46,7 @@ def test_a_connection_without_the_runs_token_is_dropped_unanswered(relay):
             assert conn.recv(100) == b""  # closed, no answer
         except ConnectionResetError:  # closed with the rest unread: the kernel resets it
             pass
-    assert relay.out.getvalue() == "" and relay.attempts.starts == 0
+    assert relay.out.getvalue() == "" and relay.attempts.starts == 0 and relay.connections == 0
 
 
 def test_malformed_messages_are_dropped(relay):
