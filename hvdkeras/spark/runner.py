@@ -34,9 +34,26 @@ def spark_context() -> Any:
 
     sc = pyspark.SparkContext._active_spark_context
     if sc is None:
+        if _active_connect_session() is not None:
+            raise SetupError("the active SparkSession is a Spark Connect one, which has no SparkContext: pass it on,"
+                             " as hvdkeras.spark.run(..., num_proc=N, session=spark) or"
+                             " SparkBackend(num_proc=N, session=spark); fit(df) on its DataFrame needs neither")
         raise SetupError("hvdkeras.spark.run needs a running SparkSession: create one first"
                          " (SparkSession.builder.master('local[2]').getOrCreate(), or spark-submit)")
     return sc
+
+
+def _active_connect_session() -> Any:
+    """The active Spark Connect session, or None (no session, a classic one, a pyspark without Connect)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        from hvdkeras.spark.connect import is_connect
+
+        active = SparkSession.getActiveSession()
+    except Exception:  # noqa: BLE001 - a pyspark without Connect's client, or none at all
+        return None
+    return active if active is not None and is_connect(active) else None
 
 
 def _registered_slots(sc: Any) -> Optional[int]:

@@ -49,3 +49,5 @@ def test_what_connect_cannot_do_is_one_line_naming_the_fix(connect):
                                       " task slots")
     assert connect["mpi"] == ("use_mpi=True starts the ranks through Horovod's runner from the driver's"
                               " SparkContext, which a Spark Connect session has not: leave use_mpi unset (Gloo)")
+    assert connect["no_session"].startswith("the active SparkSession is a Spark Connect one, which has no"
+                                            " SparkContext: pass it on, as hvdkeras.spark.run(")

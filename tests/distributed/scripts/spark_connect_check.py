@@ -4,7 +4,8 @@
 without the classic ``SparkContext`` that this local server keeps in the same process: it is hidden from hvdkeras
 (``SparkContext._active_spark_context`` is None while the checks run), so any use of it fails. Then:
 
-* the refusals, each one line: no ``num_proc`` (a Connect client cannot count task slots), ``use_mpi=True``;
+* the refusals, each one line: no ``num_proc`` (a Connect client cannot count task slots), ``use_mpi=True``, a
+  backend not given the session;
 * a ``fit`` of two ranks for three epochs, ``max_retries=1``, whose rank 1 exits at epoch 1's third batch in the
   first attempt: the gang starts again and resumes from epoch 0's checkpoint (each attempt's epochs, as rank 0
   began them, are recorded in WORK);
@@ -88,6 +89,7 @@ try:
 
     result["no_num_proc"] = one_line(lambda: estimator(run_id="refused").fit(df))
     result["mpi"] = one_line(lambda: SparkBackend(num_proc=2, use_mpi=True, session=spark).run(print))
+    result["no_session"] = one_line(lambda: SparkBackend(num_proc=2).run(print))  # as fit_on_parquet's default
 
     fitted = estimator(num_proc=2, max_retries=1, run_id="retried", callbacks=[ExitOnce()]).fit(df)
     with open(EPOCHS_SEEN) as f:

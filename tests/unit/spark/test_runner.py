@@ -171,3 +171,21 @@ def test_an_executor_lost_and_not_replaced_is_one_line_naming_it(clock):
                               " spark://master:7077); check the cluster manager's workers (their logs say why the"
                               " executor ended), then fit again")
     assert 10 <= clock.now - lost["at"] < 10.5
+
+
+def test_without_a_sparkcontext_the_line_says_whether_a_connect_session_is_there_and_how_to_pass_it(monkeypatch):
+    import pyspark
+
+    from hvdkeras.common.errors import SetupError
+    from hvdkeras.spark import runner
+
+    monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context", None)
+    monkeypatch.setattr(runner, "_active_connect_session", lambda: None)
+    with pytest.raises(SetupError, match=r"^hvdkeras.spark.run needs a running SparkSession: create one first"):
+        runner.spark_context()
+    monkeypatch.setattr(runner, "_active_connect_session", lambda: object())
+    with pytest.raises(SetupError) as error:
+        runner.spark_context()
+    assert str(error.value) == ("the active SparkSession is a Spark Connect one, which has no SparkContext: pass it"
+                                " on, as hvdkeras.spark.run(..., num_proc=N, session=spark) or"
+                                " SparkBackend(num_proc=N, session=spark); fit(df) on its DataFrame needs neither")
