@@ -2,7 +2,7 @@
 
 :func:`run_gang` submits one barrier stage of ``num_proc`` tasks (``rdd.barrier()``, as ``xgboost.spark`` and
 PySpark's ``TorchDistributor`` do; through a Spark Connect session a barrier ``mapInPandas``,
-:mod:`hvdkeras.spark.connect`). Spark schedules a barrier stage only when every task has a slot, and when one
+:mod:`hvdkeras.spark.common.connect`). Spark schedules a barrier stage only when every task has a slot, and when one
 task fails it kills the others and starts the whole stage again, up to ``spark.stage.maxConsecutiveAttempts``
 (4) attempts in all; past those the driver submits the stage again itself. (Spark does this for a barrier stage
 whose output is shuffled, so the ranks' results go through a shuffle to one partition.) Each task:
@@ -201,7 +201,7 @@ class _StartWatch:
 class ClassicStage:
     """The ranks' barrier stage from the driver's SparkContext (``rdd.barrier()``); its jobs in a job group.
 
-    :class:`hvdkeras.spark.connect.ConnectStage` is the same through a Spark Connect session.
+    :class:`hvdkeras.spark.common.connect.ConnectStage` is the same through a Spark Connect session.
 
     Args:
         sc: the active SparkContext.
@@ -256,7 +256,7 @@ def run_gang(stage: Any, fn: Callable[..., Any], args: Sequence[Any], kwargs: Di
 
     Args:
         stage: where the barrier stage is submitted: :class:`ClassicStage` (the driver's SparkContext) or
-            :class:`hvdkeras.spark.connect.ConnectStage` (a Spark Connect session).
+            :class:`hvdkeras.spark.common.connect.ConnectStage` (a Spark Connect session).
         fn: what each rank runs.
         args: its positional arguments.
         kwargs: its keyword arguments.

@@ -48,7 +48,7 @@ def _active_connect_session() -> Any:
     try:
         from pyspark.sql import SparkSession
 
-        from hvdkeras.spark.connect import is_connect
+        from hvdkeras.spark.common.connect import is_connect
 
         active = SparkSession.getActiveSession()
     except Exception:  # noqa: BLE001 - a pyspark without Connect's client, or none at all
@@ -240,7 +240,7 @@ def check_connect_executors(session: Any) -> Dict[str, Optional[str]]:
         SetupError: the executors' Python lacks Horovod, TensorFlow or hvdkeras, or has them (or Python) at other
             versions than this client, naming what.
     """
-    from hvdkeras.spark.connect import probe_executor
+    from hvdkeras.spark.common.connect import probe_executor
 
     key = ("connect", str(getattr(session, "session_id", id(session))))
     if key not in _checked:
@@ -318,7 +318,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
             :func:`rank_python`).
         max_retries: how often all the ranks start again, each time a rank or its executor is lost (Gloo only).
         retry_hint: what a retry's warning line adds (where the ranks resume).
-        session: a Spark Connect session to start the ranks through (:mod:`hvdkeras.spark.connect`; default: the
+        session: a Spark Connect session to start the ranks through (:mod:`hvdkeras.spark.common.connect`; default: the
             driver's SparkContext). ``num_proc`` is then required, and Gloo the only launcher.
 
     Returns:
@@ -334,7 +334,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         nics = [nics]
     ranks_env = environment.for_ranks(os.environ) if env is None else dict(env)
     if session is not None:
-        from hvdkeras.spark.connect import ConnectStage
+        from hvdkeras.spark.common.connect import ConnectStage
         from hvdkeras.spark.gang import run_gang
 
         if not num_proc:

@@ -84,7 +84,7 @@ class SparkBackend(Backend):
         use_gloo: start them with Gloo (the default).
         extra_mpi_args: more ``mpirun`` arguments, with ``use_mpi``.
         executable: the Python the ranks run (default: the one Spark runs each rank's task in).
-        session: a Spark Connect session to start the ranks through (:mod:`hvdkeras.spark.connect`; default: the
+        session: a Spark Connect session to start the ranks through (:mod:`hvdkeras.spark.common.connect`; default: the
             driver's SparkContext); ``num_proc`` is then required. A fit on a Connect DataFrame passes its own.
     """
 

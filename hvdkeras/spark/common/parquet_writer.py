@@ -126,7 +126,7 @@ def write_folders(store: FilesystemStore, parts: Sequence[Tuple[str, Any]],
             fs.rm(folder, recursive=True)
         fs.makedirs(folder, exist_ok=True)
     schema = to_arrow_schema(parts[0][1].schema)
-    from hvdkeras.spark.connect import is_connect
+    from hvdkeras.spark.common.connect import is_connect
 
     through_connect = is_connect(parts[0][1])
     if through_connect:

@@ -25,9 +25,9 @@ from hvdkeras.engines import failures
 from hvdkeras.engines.failures import reason_of as failure_reason
 from hvdkeras.spark.common import environment, runs
 from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
+from hvdkeras.spark.common.connect import session_of
 from hvdkeras.spark.common.data import check_present, from_parquet, prepare
 from hvdkeras.spark.common.store import FilesystemStore
-from hvdkeras.spark.connect import session_of
 from hvdkeras.spark.keras import fit_settings, model_checks
 from hvdkeras.spark.keras.model import KerasModel
 from hvdkeras.spark.keras.params import ESTIMATOR_PARAMS, NO_EFFECT, check_kwargs, declare

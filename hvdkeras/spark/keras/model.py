@@ -16,8 +16,8 @@ from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 from pyspark.sql.types import StructField, StructType
 
 from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common.connect import is_connect
 from hvdkeras.spark.common.data import check_present
-from hvdkeras.spark.connect import is_connect
 from hvdkeras.spark.keras import transform
 from hvdkeras.spark.keras.params import MODEL_PARAMS, check_kwargs, declare
 from hvdkeras.spark.keras.persistence import ParamsReader, ParamsWriter

@@ -84,7 +84,7 @@ class _Session:
 
 def test_through_spark_connect_a_gang_none_of_whose_tasks_reaches_the_driver_is_interrupted(monkeypatch):
     # A Connect client sees no tasks: a submission none of whose tasks has reached the relay is not running.
-    from hvdkeras.spark.connect import ConnectStage
+    from hvdkeras.spark.common.connect import ConnectStage
 
     monkeypatch.setattr(gang, "WATCH_INTERVAL_S", 0.05)
     spark, relay = _Session(), _Relay()
