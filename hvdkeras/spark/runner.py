@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.common.errors import RankFailedError, SetupError
-from hvdkeras.spark.common import environment
+from hvdkeras.spark.common import environment, versions
 
 DEFAULT_START_TIMEOUT_S = 120
 
@@ -328,6 +328,7 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[Mappi
         SetupError: the job cannot start (too few slots, another Python, no SparkSession, a start that timed out).
         RankFailedError: a rank failed, and no retry was left; its text names the rank, its host and its status.
     """
+    versions.require_compatible("hvdkeras.spark.run")
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
     if isinstance(nics, str):

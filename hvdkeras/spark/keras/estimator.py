@@ -23,7 +23,7 @@ from hvdkeras.common import log, stack
 from hvdkeras.common.errors import PeerLostError, RankFailedError, SetupError
 from hvdkeras.engines import failures
 from hvdkeras.engines.failures import reason_of as failure_reason
-from hvdkeras.spark.common import environment, runs
+from hvdkeras.spark.common import environment, runs, versions
 from hvdkeras.spark.common.backend import Backend, SparkBackend, run_retrying
 from hvdkeras.spark.common.connect import session_of
 from hvdkeras.spark.common.data import check_present, from_parquet, prepare
@@ -209,6 +209,7 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
     def _fit_run_alone(self, data: Callable[[FilesystemStore, int, str], Any], intermediate: bool,
                        session: Any) -> "KerasModel":
         began = time.monotonic()
+        versions.require_compatible("KerasEstimator.fit")
         run_id = self._run_id()
         # refused before anything is written, and before the backend's checks ask Spark anything
         max_retries = fit_settings.max_retries(self.getOrDefault)

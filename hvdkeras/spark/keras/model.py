@@ -16,6 +16,7 @@ from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 from pyspark.sql.types import StructField, StructType
 
 from hvdkeras.common.errors import SetupError
+from hvdkeras.spark.common import versions
 from hvdkeras.spark.common.connect import is_connect
 from hvdkeras.spark.common.data import check_present
 from hvdkeras.spark.keras import transform
@@ -49,6 +50,7 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         return self._set(outputCols=list(value))
 
     def _transform(self, dataset: Any) -> Any:
+        versions.require_compatible("KerasModel.transform")
         features = list(self.getOrDefault("feature_columns"))
         outputs = list(self.getOrDefault("outputCols"))
         labels = list(self.getOrDefault("label_columns"))
