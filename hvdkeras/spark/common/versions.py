@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 from hvdkeras.common.errors import SetupError
 
-PYARROW_NEEDS_NUMPY_2 = 22  # pyarrow 22 and newer import only with NumPy 2 (their metadata does not say so)
+PYARROW_NEEDS_NUMPY_2 = 26  # pyarrow 26 and newer import only with NumPy 2 (their metadata does not say so)
 
 
 def _major(version: Optional[str]) -> Optional[int]:
