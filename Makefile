@@ -122,10 +122,13 @@ wheel:
 	rm -rf dist build
 	$(or $(PYTHON),python3) -m pip wheel --no-deps -q -w dist .
 
-# The compatibility matrix (README): Horovod built and checked against each TensorFlow in a throwaway venv.
+# The version matrix (docs/stacks.md): each Python x TensorFlow in a throwaway venv, Horovod built, the default job
+# on two ranks, and a Spark fit under each pyspark. Not part of `make test`: about 6 minutes a cell.
 TF ?= 2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0
+PYTHONS ?= 3.10 3.11 3.12 3.13
+PYSPARKS ?= 4 3.5
 check-tf:
-	$(or $(PYTHON),python3) tools/check_tf.py $(TF)
+	python3 tools/check_tf.py --python $(PYTHONS) --tf $(TF) --pyspark $(PYSPARKS)
 
 # Side by side: hvdkeras vs Horovod's recipe vs MultiWorkerMirroredStrategy (see benchmarks/).
 bench: $(STAMP)
