@@ -212,25 +212,16 @@ def check_executors(sc: Any) -> Dict[str, Optional[str]]:
             driver, naming what and how to ship this environment.
     """
     key = (str(sc.applicationId), str(getattr(sc, "pythonExec", "")))
-    if key not in _checked:
-        probe = _python_probe()
-        driver = next(probe(None))
-        local = f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts" if sc.master.startswith(
-            "local") else "PYSPARK_PYTHON to a Python that has them on every executor"
-        try:
-            executor = sc.parallelize([0], 1).mapPartitions(probe).collect()[0]
-        except Exception as exc:  # noqa: BLE001 - py4j's and Spark's errors: an executor that cannot start Python
-            reason = next((line.strip() for line in str(exc).splitlines() if "Cannot run program" in line
-                           or "No such file" in line), str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-            raise SetupError(f"Spark's executors could not run {getattr(sc, 'pythonExec', 'their Python')}"
-                             f" ({reason[:200]}): set {local}, or ship this environment with spark.archives"
-                             " (docs/spark-cluster.md)") from None
-        mismatch = python_mismatch(driver, executor)
-        if mismatch:
-            raise SetupError(f"Spark's executors run {executor['python']}, which {mismatch}: set {local}, or ship this"
-                             " environment with spark.archives (docs/spark-cluster.md)")
-        _checked[key] = executor
-    return _checked[key]
+    local = f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts" if sc.master.startswith(
+        "local") else "PYSPARK_PYTHON to a Python that has them on every executor"
+    fix = f"set {local}, or ship this environment with spark.archives (docs/spark-cluster.md)"
+
+    def cannot(exc: Exception) -> str:
+        reason = next((line.strip() for line in str(exc).splitlines() if "Cannot run program" in line
+                       or "No such file" in line), str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        return f"Spark's executors could not run {getattr(sc, 'pythonExec', 'their Python')} ({reason[:200]}): {fix}"
+
+    return _probed_once(key, lambda probe: sc.parallelize([0], 1).mapPartitions(probe).collect()[0], cannot, fix)
 
 
 def check_connect_executors(session: Any) -> Dict[str, Optional[str]]:
@@ -242,20 +233,30 @@ def check_connect_executors(session: Any) -> Dict[str, Optional[str]]:
     """
     from hvdkeras.spark.common.connect import probe_executor
 
-    key = ("connect", str(getattr(session, "session_id", id(session))))
+    def cannot(exc: Exception) -> str:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return (f"Spark's executors could not run Python ({(lines[0] if lines else '')[:200]}): give every executor"
+                " a Python with hvdkeras (docs/spark-cluster.md)")
+
+    return _probed_once(("connect", str(getattr(session, "session_id", id(session)))),
+                        lambda probe: probe_executor(session, probe), cannot,
+                        "install this environment's packages on every executor (docs/spark-cluster.md)")
+
+
+def _probed_once(key: Tuple[str, str], ask: Callable[[Any], Dict[str, Optional[str]]],
+                 cannot: Callable[[Exception], str], fix: str) -> Dict[str, Optional[str]]:
+    """An executor's answer to :func:`_python_probe`, asked by ``ask(probe)`` once per ``key`` and compared with
+    this driver's; a failed ask is ``cannot(error)`` and a mismatch ends with ``fix``, each a SetupError."""
     if key not in _checked:
         probe = _python_probe()
         driver = next(probe(None))
         try:
-            executor = probe_executor(session, probe)
-        except Exception as exc:  # noqa: BLE001 - the server's errors: an executor that cannot start Python
-            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-            raise SetupError(f"Spark's executors could not run Python ({(lines[0] if lines else '')[:200]}): give"
-                             " every executor a Python with hvdkeras (docs/spark-cluster.md)") from None
+            executor = ask(probe)
+        except Exception as exc:  # noqa: BLE001 - py4j's, Spark's and the Connect server's errors
+            raise SetupError(cannot(exc)) from None
         mismatch = python_mismatch(driver, executor)
         if mismatch:
-            raise SetupError(f"Spark's executors run {executor['python']}, which {mismatch}: install this"
-                             " environment's packages on every executor (docs/spark-cluster.md)")
+            raise SetupError(f"Spark's executors run {executor['python']}, which {mismatch}: {fix}")
         _checked[key] = executor
     return _checked[key]
 

@@ -58,15 +58,20 @@ def test_dynamic_allocation_which_spark_refuses_for_a_barrier_stage_is_one_line_
                                 " application")
 
 
+def _until_fired(watch):
+    """Waits (5 s at most) for ``watch`` to fire, then stops it."""
+    deadline = time.time() + 5
+    while not watch.fired and time.time() < deadline:
+        time.sleep(0.05)
+    watch.stop()
+
+
 def test_a_gang_none_of_whose_tasks_runs_within_the_start_timeout_is_cancelled(monkeypatch):
     monkeypatch.setattr(gang, "WATCH_INTERVAL_S", 0.05)
     sc = _Context()
     stage = gang.ClassicStage(sc)
     watch = gang._StartWatch(gang._running(stage, "group-1", None), lambda: stage.cancel("group-1"), timeout_s=0.2)
-    deadline = time.time() + 5
-    while not watch.fired and time.time() < deadline:
-        time.sleep(0.05)
-    watch.stop()
+    _until_fired(watch)
     assert watch.fired and sc.cancelled == ["group-1"]
 
 
@@ -95,10 +100,7 @@ def test_through_spark_connect_a_gang_none_of_whose_tasks_reaches_the_driver_is_
     assert running()
     relay.connections = 3
     watch = gang._StartWatch(gang._running(stage, "tag-1", relay), lambda: stage.cancel("tag-1"), timeout_s=0.2)
-    deadline = time.time() + 5
-    while not watch.fired and time.time() < deadline:
-        time.sleep(0.05)
-    watch.stop()
+    _until_fired(watch)
     assert watch.fired and spark.interrupted == ["tag-1"]
 
 

@@ -189,3 +189,47 @@ def test_without_a_sparkcontext_the_line_says_whether_a_connect_session_is_there
     assert str(error.value) == ("the active SparkSession is a Spark Connect one, which has no SparkContext: pass it"
                                 " on, as hvdkeras.spark.run(..., num_proc=N, session=spark) or"
                                 " SparkBackend(num_proc=N, session=spark); fit(df) on its DataFrame needs neither")
+
+
+class _ProbedContext:
+    """A SparkContext whose one probe task answers ``answer``, or raises it when it is an exception."""
+
+    master, pythonExec = "local[2]", "/venv/bin/python3"  # noqa: N815 (SparkContext's own name)
+
+    def __init__(self, answer, app):
+        self.answer, self.applicationId = answer, app
+
+    def parallelize(self, data, slices):
+        return self
+
+    def mapPartitions(self, fn):
+        return self
+
+    def collect(self):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return [self.answer]
+
+
+def test_an_executors_python_that_cannot_start_or_differs_is_one_line_naming_the_fix():
+    import sys
+
+    from hvdkeras.common.errors import SetupError
+    from hvdkeras.spark import runner
+
+    local = f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts"
+    failing = _ProbedContext(RuntimeError("py4j...\njava.io.IOException: Cannot run program \"/venv/bin/python3\""),
+                             "app-cannot")
+    with pytest.raises(SetupError) as error:
+        runner.check_executors(failing)
+    assert str(error.value) == ("Spark's executors could not run /venv/bin/python3 (java.io.IOException: Cannot run"
+                                f" program \"/venv/bin/python3\"): set {local}, or ship this environment with"
+                                " spark.archives (docs/spark-cluster.md)")
+    driver = next(runner._python_probe()(None))
+    other = dict(driver, python="/other/python", horovod=None)
+    with pytest.raises(SetupError) as error:
+        runner.check_executors(_ProbedContext(other, "app-other"))
+    assert str(error.value) == ("Spark's executors run /other/python, which lacks horovod: set"
+                                f" {local}, or ship this environment with spark.archives (docs/spark-cluster.md)")
+    assert runner.check_executors(_ProbedContext(driver, "app-same")) == driver
+    assert runner.check_executors(_ProbedContext(RuntimeError("not asked again"), "app-same")) == driver
