@@ -12,17 +12,16 @@ its traceback (an ``ImportError`` too: a broken install should show where it bro
 from __future__ import annotations
 
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep its C++ chatter out
 
 from absl import flags
 
 from hvdkeras import config as config_lib
-from hvdkeras.common import command_line, processes, signals, workdir_guard
-from hvdkeras.common.errors import SetupError
+from hvdkeras import train_rank
+from hvdkeras.common import command_line, signals
 from hvdkeras.common.horovod_env import launcher_rank
-from hvdkeras.common.workdir import Workdir, check_writable
+from hvdkeras.common.workdir import Workdir
 from hvdkeras.launch import cli as dry_run
 
 FLAGS = flags.FLAGS
@@ -39,73 +38,6 @@ flags.DEFINE_bool("dry_run", False, "Print world size, batches, scaled lr, steps
                   "the launch command or file for --launcher; start nothing.")
 
 
-def _leave_after_preemption(status: int) -> None:
-    """A rank other than 0 after a preemption: exit 75 at once, skipping the interpreter's teardown.
-
-    Rank 0's checkpoint is written and its process is gone (the preemption callback waited for
-    that), or the signal came outside training's preemption checks and there is nothing to save
-    (:mod:`hvdkeras.common.signals`), so nothing is left to coordinate; Horovod's shutdown would wait
-    on the departed peer until the launcher kills this rank (status 137 after horovodrun's grace:
-    docs/reliability.md#preemption-in-detail). The command line owns the process, so it may end it
-    like this; the library does not.
-    """
-    processes.exit_now(status, exit_handlers=False)
-
-
-def _train(cfg: config_lib.Config, workdir: str) -> None:
-    """Trains on this rank with the API the config names (imports TensorFlow and Horovod)."""
-    from hvdkeras.runtime import tensorflow_import
-
-    tensorflow_import.load()  # first, so TensorFlow's start-up lines honour TF_CPP_MIN_LOG_LEVEL
-    from hvdkeras.callbacks.preemption import Preempted
-    from hvdkeras.runtime import compat
-
-    if cfg.trainer.api == "estimator":
-        if compat.estimator_unavailable():
-            raise SetupError(compat.estimator_unavailable())
-        from hvdkeras.tf_estimator import train_from_config
-
-        train_from_config(cfg, workdir)
-        return
-    from hvdkeras.training.trainer import train_and_evaluate
-
-    try:
-        train_and_evaluate(cfg, workdir)
-    except Preempted as exc:
-        if launcher_rank() not in (None, 0):
-            _leave_after_preemption(exc.code)
-        raise
-
-
-_CLAIM = None  # rank 0's lock on the workdir, held until the process ends
-
-
-def _own_workdir(cfg: config_lib.Config, workdir: str) -> None:
-    """Rank 0, before training: the workdir is writable, this job's alone (hvdkeras.common.workdir_guard), cleared of
-    the unfinished writes a killed job left, and holds
-    no other training's checkpoints, by config or by stack (or --fresh moves them aside, or --resume=force takes
-    them as they are where this stack can load them)."""
-    global _CLAIM
-    check_writable(workdir)
-    _CLAIM = workdir_guard.claim(workdir)
-    left = workdir_guard.remove_staging(workdir, _CLAIM)  # a killed writer's, before this job writes anything
-    if left:
-        print(f"[hvdkeras] removed {len(left)} unfinished write{'s' if len(left) > 1 else ''} a stopped job left"
-              f" in {workdir} ({', '.join(os.path.relpath(p, workdir) for p in left[:3])}"
-              f"{', ...' if len(left) > 3 else ''})", flush=True)
-    if FLAGS.fresh:
-        moved = workdir_guard.start_over(workdir)
-        if moved:
-            print(f"[hvdkeras] --fresh: the previous run in {workdir} moved to {moved}", flush=True)
-    elif FLAGS.resume == "force":
-        changed = workdir_guard.forced_changes(workdir, cfg)
-        if changed:
-            print(f"[hvdkeras] --resume=force: resuming from checkpoints trained with {'; '.join(changed)}",
-                  file=sys.stderr, flush=True)
-    else:
-        workdir_guard.check_same_training(workdir, cfg)
-
-
 def main(argv):
     """Trains with ``--config`` (or prints the launch with ``--dry_run``). An error the user can fix is raised
     (:func:`run` says it in one line, exit status 2)."""
@@ -115,6 +47,9 @@ def main(argv):
     if not FLAGS.config:
         fail("--config is required, e.g. --config configs/digits.yaml")
     workdir = FLAGS.workdir or os.path.join("runs", os.path.splitext(os.path.basename(FLAGS.config))[0])
+    misplaced = dry_run.ray_flags_misplaced()
+    if misplaced:
+        fail(f"{', '.join(misplaced)} only appl{'y' if len(misplaced) > 1 else 'ies'} with --launcher ray")
     given = dry_run.flags_given()
     if given and not FLAGS.dry_run:
         fail(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with --dry_run"
@@ -127,9 +62,25 @@ def main(argv):
         fail("--fresh starts over and --resume=force resumes: pass one of them")
     if launcher_rank() is not None:  # a launcher's rank: its SIGTERM and its launcher's end watched from now on
         signals.install_process_flag(Workdir(workdir).after_launcher())
+    if FLAGS.launcher == "ray":
+        _train_on_ray(cfg, workdir)
+        return
     if launcher_rank() in (None, 0):  # rank 0 alone writes the workdir: it checks before training
-        _own_workdir(cfg, workdir)
-    _train(cfg, workdir)
+        train_rank.own_workdir(cfg, workdir, FLAGS.fresh, FLAGS.resume)
+    train_rank.train(cfg, workdir)
+
+
+def _train_on_ray(cfg: config_lib.Config, workdir: str) -> None:
+    """The driver of ``--launcher ray``: ``--np`` ranks on the Ray cluster, started again after a lost worker (only
+    the first attempt takes ``--fresh``: the next ones resume what it wrote)."""
+    from hvdkeras.ray import job
+
+    if not FLAGS.np or FLAGS.np < 1:
+        command_line.fail("--launcher ray needs --np N, the number of ranks, e.g. --np 2")
+    del cfg  # checked here; each rank loads it again
+    config_path, workdir = os.path.abspath(FLAGS.config), os.path.abspath(workdir)
+    job.run_ranks(train_rank.rank, lambda attempt: (config_path, list(FLAGS.set), workdir, FLAGS.fresh and attempt == 0,
+                                         FLAGS.resume), FLAGS.np, dry_run.ray_options())
 
 
 def run():

@@ -92,7 +92,7 @@ echo "[install] pinned stack $STACK (stacks/$STACK/constraints.txt)"
 # The direct requirements, Horovod's own dependencies, the [spark] extra (the suite tests
 # hvdkeras.spark), s3fs with moto's S3 server (the S3 store's test) and the build/test tools;
 # every version comes from the constraints.
-pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" pyspark py4j pyarrow pandas fsspec s3fs "moto[server]" \
+pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" pyspark py4j pyarrow pandas fsspec s3fs "moto[server]" "ray[train]" \
   wheel setuptools "cmake<4" pytest pytest-xdist hypothesis ruff mypy types-PyYAML types-psutil cloudpickle psutil packaging
 
 if [ -f "$RUNTIME_RECORD.partial" ]; then

@@ -8,7 +8,7 @@ is counted here, and one past ``max_retries`` retries is refused. A rank that fa
 from __future__ import annotations
 
 import threading
-from typing import Callable, List, Optional, TypeVar
+from typing import Callable, List, Optional, Tuple, Type, TypeVar
 
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError
@@ -71,10 +71,12 @@ class Attempts:
         found = list(dict.fromkeys(self.failures[since:]))
         return "; ".join(found[:3]) if found else LOST
 
-    def retry(self, run_once: Callable[[], T], recover: Callable[[], None] = lambda: None) -> T:
+    def retry(self, run_once: Callable[[], T], recover: Callable[[], None] = lambda: None,
+              retry_on: Tuple[Type[BaseException], ...] = (Exception,)) -> T:
         """Runs the whole gang with ``run_once`` until it returns, again after a failure while a retry is left: the
-        loop for an engine that cannot ask before each start (a backend with Horovod's interface only). A user error
-        (:class:`~hvdkeras.common.errors.HvdkerasError`) is never retried; ``recover`` runs before each retry.
+        loop for an engine that cannot ask before each start (a backend with Horovod's interface only, a Ray job). A
+        user error (:class:`~hvdkeras.common.errors.HvdkerasError`) is never retried, nor anything but ``retry_on``
+        (an engine that types its lost ranks passes their class); ``recover`` runs before each retry.
 
         Raises:
             RetriesExhaustedError: the last attempt failed; its text is why, in one clause.
@@ -85,7 +87,7 @@ class Attempts:
                 return run_once()
             except HvdkerasError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a rank's process died: the engine says so in its own words
+            except retry_on as exc:  # a rank's process died: the engine says so in its own words
                 reason = failures.reason_of(exc)
                 self.failed(reason)
                 if self.exhausted:

@@ -51,6 +51,27 @@ def slot_plan(hosts: Sequence[str]) -> List[Slot]:
     return plan
 
 
+def visible_gpus(plan: Sequence[Slot], assigned: Sequence[Sequence[str]]) -> List[str]:
+    """Each task's ``CUDA_VISIBLE_DEVICES`` from the GPUs its engine assigned it (``assigned[i]``: task ``i``'s).
+
+    A host's tasks each see the first GPU of every task on that host, in local-rank order: the GPU at index
+    ``local_rank`` is the task's own, whether the rank pins its local rank's GPU (hvdkeras, Horovod's examples) or
+    index 0 of what it sees, and NCCL still finds its neighbours' GPUs. Where a task of a host was assigned none,
+    that host's tasks get ``""`` (nothing to restrict: each rank pins its local rank's GPU).
+
+    Returns:
+        ``visible[i]``: task ``i``'s ``CUDA_VISIBLE_DEVICES``, or ``""``.
+    """
+    by_host: Dict[str, List[Tuple[int, str]]] = {}
+    for slot, gpus in zip(plan, assigned):
+        by_host.setdefault(slot.hostname, []).append((slot.local_rank, str(gpus[0]) if gpus else ""))
+    visible = {}
+    for host, owned in by_host.items():
+        ordered = [gpu for _, gpu in sorted(owned)]
+        visible[host] = ",".join(ordered) if all(ordered) else ""
+    return [visible[slot.hostname] for slot in plan]
+
+
 def interface_of(address: str, nics: Optional[Sequence[str]] = None) -> Optional[str]:
     """The network interface that holds ``address`` (a name is resolved first) on this host, among ``nics`` when
     given; None when none does."""

@@ -20,7 +20,7 @@ from hvdkeras.common import command_line, hostnames
 from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.plan import Plan, hosts_text
 
-LAUNCHERS = ("horovodrun", "mpirun", "slurm", "slurm-srun", "kubernetes")
+LAUNCHERS = ("horovodrun", "mpirun", "slurm", "slurm-srun", "kubernetes", "ray")
 DEFAULT_IMAGE = "hvdkeras:latest"
 TRAIN_MODULE = ("python", "-m", "hvdkeras.train")
 

@@ -118,4 +118,7 @@ def launcher_note(p: Plan, launcher: str) -> str:
         return "slurm: sbatch script running horovodrun on the allocated nodes"
     if launcher == "slurm-srun":
         return "slurm-srun: sbatch script whose ranks srun --mpi=pmix starts (needs Horovod built with MPI)"
+    if launcher == "ray":
+        return ("ray: one Ray actor per rank on a running Ray cluster, Gloo's rendezvous on the driver (run it on a"
+                " node of the cluster; docs/ray.md)")
     return "kubernetes: Kubeflow MPI Operator MPIJob (kubeflow.org/v2beta1)"

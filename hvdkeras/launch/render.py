@@ -15,12 +15,17 @@ from hvdkeras.launch.commands import DEFAULT_IMAGE, check_launcher, horovodrun_c
 from hvdkeras.launch.describe import describe
 from hvdkeras.launch.kubernetes import kubernetes_manifest
 from hvdkeras.launch.plan import Plan, plan
+from hvdkeras.launch.ray import RayOptions, ray_command
 from hvdkeras.launch.slurm import slurm_script
 
 
-def render_command(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_IMAGE) -> str:
-    """The exact command (horovodrun, mpirun) or file text (slurm: sbatch script; kubernetes: MPIJob YAML)."""
+def render_command(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_IMAGE,
+                   ray: Optional[RayOptions] = None) -> str:
+    """The exact command (horovodrun, mpirun, ray: with ``ray``'s flags) or file text (slurm: sbatch script;
+    kubernetes: MPIJob YAML)."""
     check_launcher(launcher)
+    if launcher == "ray":
+        return ray_command(p, ray or RayOptions())
     if launcher == "horovodrun":
         return horovodrun_command(p)
     if launcher == "mpirun":
@@ -30,10 +35,11 @@ def render_command(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_I
     return kubernetes_manifest(p, image)
 
 
-def launch_file(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_IMAGE) -> str:
+def launch_file(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_IMAGE,
+                ray: Optional[RayOptions] = None) -> str:
     """What ``--dry_run_output`` writes: the command as a bash script, or the sbatch script / YAML itself."""
-    text = render_command(p, launcher, image)
-    if launcher in ("horovodrun", "mpirun"):
+    text = render_command(p, launcher, image, ray)
+    if launcher in ("horovodrun", "mpirun", "ray"):
         return "#!/bin/bash\nset -euo pipefail\n" + text + "\n"
     return text
 
@@ -41,7 +47,8 @@ def launch_file(p: Plan, launcher: str = "horovodrun", image: str = DEFAULT_IMAG
 def dry_run(config_path: str, overrides: Sequence[str] = (), workdir: Optional[str] = None,
             default_workdir: Optional[str] = None, np: Optional[int] = None, hosts: Optional[str] = None,
             launcher: str = "horovodrun", image: str = DEFAULT_IMAGE, gpus_per_host: int = 0,
-            cores_per_host: Optional[int] = None, output: Optional[str] = None) -> str:
+            cores_per_host: Optional[int] = None, output: Optional[str] = None,
+            ray: Optional[RayOptions] = None) -> str:
     """What ``python -m hvdkeras.train --dry_run`` prints: the summary, then the command or file.
 
     Nothing is written but ``output``.
@@ -58,6 +65,7 @@ def dry_run(config_path: str, overrides: Sequence[str] = (), workdir: Optional[s
         gpus_per_host: GPUs on each host (0: CPU hosts).
         cores_per_host: Cores on each host (default: this machine's).
         output: Where the launch file is also written, if given.
+        ray: The Ray launch's options (``launcher="ray"``).
     """
     check_launcher(launcher)
     cfg = config_lib.load(config_path, overrides)
@@ -68,17 +76,17 @@ def dry_run(config_path: str, overrides: Sequence[str] = (), workdir: Optional[s
         train_args += ["--workdir", workdir]
     p = plan(cfg, np, hosts, gpus_per_host=gpus_per_host, cores_per_host=cores_per_host, train_args=train_args,
              workdir=workdir or default_workdir)
-    command = render_command(p, launcher, image)
+    command = render_command(p, launcher, image, ray)
     header = f"hvdkeras dry run: {config_path} (nothing started: no hvd.init, no training, no files)"
     text = f"{header}\n{describe(p, launcher)}\n\n"
     kind = {"horovodrun": "command", "mpirun": "command", "slurm": "sbatch script", "slurm-srun": "sbatch script",
-            "kubernetes": "MPIJob manifest"}[launcher]
+            "kubernetes": "MPIJob manifest", "ray": "command"}[launcher]
     text += f"--- {kind} ---\n{command}" + ("" if command.endswith("\n") else "\n")
     if output:
         try:
             with open(output, "w") as f:
-                f.write(launch_file(p, launcher, image))
-            if launcher in ("horovodrun", "mpirun"):
+                f.write(launch_file(p, launcher, image, ray))
+            if launcher in ("horovodrun", "mpirun", "ray"):
                 os.chmod(output, 0o755)
         except OSError as exc:
             raise LaunchError(f"cannot write --dry_run_output {output}: {exc.strerror or exc}") from None

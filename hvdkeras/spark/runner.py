@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from hvdkeras.common.errors import RankFailedError, SetupError
+from hvdkeras.engines.python_check import python_mismatch, python_probe
 from hvdkeras.spark.common import environment, versions
 
 DEFAULT_START_TIMEOUT_S = 120
@@ -149,45 +150,6 @@ def check_cluster(sc: Any, num_proc: int) -> None:
         raise SetupError(f"{need} {has} (master {sc.master}); {fix}")
 
 
-def _python_probe() -> Callable[[Any], Iterator[Dict[str, Optional[str]]]]:
-    """A function that says what Python runs it and which of a rank's packages it has; it refers to nothing of
-    hvdkeras, so that it travels by value to an executor that lacks hvdkeras."""
-
-    def probe(_: Any) -> Iterator[Dict[str, Optional[str]]]:
-        import importlib.metadata as metadata
-        import sys as sys_
-
-        def version(*names: str) -> Optional[str]:
-            for name in names:
-                try:
-                    return metadata.version(name)
-                except metadata.PackageNotFoundError:
-                    continue
-            return None
-
-        yield {"python": sys_.executable, "python_version": "%d.%d" % sys_.version_info[:2],
-               "horovod": version("horovod"), "tensorflow": version("tensorflow", "tensorflow-cpu", "tensorflow-gpu",
-                                                                    "tensorflow-intel", "tensorflow-macos"),
-               "hvdkeras": version("hvdkeras")}
-
-    return probe
-
-
-PACKAGES = ("horovod", "tensorflow", "hvdkeras")
-
-
-def python_mismatch(driver: Mapping[str, Optional[str]], executor: Mapping[str, Optional[str]]) -> Optional[str]:
-    """What an executor's Python lacks or has at another version than the driver's (its Python's, Horovod's,
-    TensorFlow's, hvdkeras'), as one clause; None when they match."""
-    missing = [name for name in PACKAGES if executor.get(name) is None]
-    other = [f"{name} {executor.get(name)} (the driver has {driver.get(name)})" for name in PACKAGES
-             if name not in missing and executor.get(name) != driver.get(name)]
-    if executor.get("python_version") != driver.get("python_version"):
-        other.insert(0, f"Python {executor.get('python_version')} (the driver runs {driver.get('python_version')})")
-    parts = ([f"lacks {' and '.join(missing)}"] if missing else []) + ([f"has {', '.join(other)}"] if other else [])
-    return "; ".join(parts) or None
-
-
 def rank_python(python_exec: Optional[str], executor: Mapping[str, Optional[str]]) -> str:
     """The Python a rank runs on its executor: the one Spark's executors run.
 
@@ -245,10 +207,11 @@ def check_connect_executors(session: Any) -> Dict[str, Optional[str]]:
 
 def _probed_once(key: Tuple[str, str], ask: Callable[[Any], Dict[str, Optional[str]]],
                  cannot: Callable[[Exception], str], fix: str) -> Dict[str, Optional[str]]:
-    """An executor's answer to :func:`_python_probe`, asked by ``ask(probe)`` once per ``key`` and compared with
-    this driver's; a failed ask is ``cannot(error)`` and a mismatch ends with ``fix``, each a SetupError."""
+    """An executor's answer to :func:`~hvdkeras.engines.python_check.python_probe`, asked by ``ask(probe)`` once per
+    ``key`` and compared with this driver's; a failed ask is ``cannot(error)`` and a mismatch ends with ``fix``, each
+    a SetupError."""
     if key not in _checked:
-        probe = _python_probe()
+        probe = python_probe()
         driver = next(probe(None))
         try:
             executor = ask(probe)

@@ -419,7 +419,7 @@ def test_np_defaults_to_the_hosts_slots_else_one():
 
 
 def test_bad_launcher_lists_the_valid_ones():
-    valid = "horovodrun, mpirun, slurm, slurm-srun, kubernetes"
+    valid = "horovodrun, mpirun, slurm, slurm-srun, kubernetes, ray"
     with pytest.raises(LaunchError, match=f"^--launcher pbs is not one of {valid}$"):
         launch.render_command(digits_plan(), "pbs")
 
@@ -443,3 +443,27 @@ def test_uneven_hosts_need_horovodrun_or_mpirun():
     for launcher in ("slurm", "slurm-srun", "kubernetes"):
         with pytest.raises(LaunchError, match="same number of processes on every host"):
             launch.render_command(p, launcher)
+
+
+def test_the_ray_launch_says_what_it_asks_ray_for_and_its_one_command():
+    from hvdkeras.launch.ray import RayOptions
+
+    p = launch.plan(load("digits.yaml"), 4, cores_per_host=2, train_args=["--config", "configs/digits.yaml"])
+    text = launch.render_command(p, "ray", ray=RayOptions(address="10.0.0.1:6379", cpus_per_worker=2, max_retries=1))
+    comment, command = text.splitlines()
+    assert comment == ("# asks Ray for 4 workers of 2 CPU each (one placement group, strategy PACK); restarts after a"
+                       " lost worker: 1")
+    assert shlex.split(command)[-10:] == ["--launcher", "ray", "--address", "10.0.0.1:6379", "--np", "4",
+                                          "--cpus_per_worker", "2", "--max_retries", "1"]
+    assert "ray: one Ray actor per rank" in launch.describe(p, "ray")
+
+
+def test_ray_flags_without_the_ray_launcher_and_the_ray_launcher_without_np_are_one_line(tmp_path):
+    for args, says in ((["--address", "auto"], "--address only applies with --launcher ray"),
+                       (["--launcher", "ray"], "--launcher ray needs --np N, the number of ranks, e.g. --np 2"),
+                       (["--launcher", "ray", "--np", "2", "--hosts", "a:2"],
+                        "--hosts only applies with --dry_run")):
+        proc = subprocess.run([sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml",
+                               "--workdir", str(tmp_path / "w")] + args, capture_output=True, text=True, timeout=60,
+                              cwd=REPO)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(f"hvdkeras: error: {says}")

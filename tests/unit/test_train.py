@@ -59,9 +59,9 @@ def test_a_flag_absl_cannot_parse_is_one_line_with_status_2(tmp_path):
 
 def test_anything_but_a_users_error_keeps_its_traceback(tmp_path):
     """A bug (here an ImportError from a broken install) is not hidden behind one line."""
-    code = ("import sys\nimport hvdkeras.train as cli\n"
+    code = ("import sys\nimport hvdkeras.train as cli\nimport hvdkeras.train_rank as train_rank\n"
             "def broken(cfg, workdir):\n    raise ImportError('No module named horovod_broken_lib')\n"
-            "cli._train = broken\n"
+            "train_rank.train = broken\n"
             f"sys.argv = ['train', '--config', 'configs/digits.yaml', '--workdir', {str(tmp_path)!r}]\n"
             "cli.run()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,

@@ -22,3 +22,16 @@ def test_the_interface_of_an_address_is_the_one_holding_it():
     assert interface_of("127.0.0.1") == "lo"
     assert interface_of("127.0.0.1", nics=["eth9"]) is None
     assert interface_of("no-such-host.invalid") is None
+
+
+def test_each_rank_sees_its_hosts_gpus_with_its_own_at_its_local_rank():
+    from hvdkeras.engines.placement import visible_gpus
+
+    plan = slot_plan(["b", "a", "b", "a"])  # task 0 -> rank 0 on b, task 2 -> rank 1 on b; a's tasks ranks 2, 3
+    assigned = [["3"], ["0"], ["1", "5"], ["2"]]
+    visible = visible_gpus(plan, assigned)
+    assert visible == ["3,1", "0,2", "3,1", "0,2"]
+    for slot, gpus, seen in zip(plan, assigned, visible):
+        assert seen.split(",")[slot.local_rank] == gpus[0]  # the rank that pins its local rank's GPU pins its own
+    assert visible_gpus(plan, [["3"], [], ["1"], ["2"]]) == ["3,1", "", "3,1", ""]  # host a: one task has none
+    assert visible_gpus(plan, [[]] * 4) == [""] * 4

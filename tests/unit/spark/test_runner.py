@@ -5,7 +5,7 @@ import types
 import pytest
 
 from hvdkeras.common.errors import SetupError
-from hvdkeras.spark.runner import _python_probe, check_cluster, python_mismatch, rank_python, task_slots
+from hvdkeras.spark.runner import check_cluster, rank_python, task_slots
 
 
 def context(master="local[2]", parallelism=2, python=sys.executable):
@@ -19,38 +19,6 @@ def test_ranks_fit_the_slots_and_this_python():
 
 DRIVER = {"python": "/venv/bin/python", "python_version": "3.11", "horovod": "0.28.1", "tensorflow": "2.21.0",
           "hvdkeras": "0.9.0"}
-
-
-def test_an_executor_python_with_what_a_rank_needs_passes_whatever_its_path():
-    assert python_mismatch(DRIVER, dict(DRIVER, python="/opt/other/bin/python3")) is None
-
-
-def test_what_an_executor_python_lacks_or_has_at_other_versions_is_named():
-    bare = dict(DRIVER, python="/usr/bin/python3", horovod=None, hvdkeras=None)
-    assert python_mismatch(DRIVER, bare) == "lacks horovod and hvdkeras"
-    older = dict(DRIVER, python_version="3.10", tensorflow="2.15.1")
-    assert python_mismatch(DRIVER, older) == ("has Python 3.10 (the driver runs 3.11), tensorflow 2.15.1 (the driver"
-                                              " has 2.21.0)")
-    assert python_mismatch(DRIVER, dict(older, hvdkeras=None)) == (
-        "lacks hvdkeras; has Python 3.10 (the driver runs 3.11), tensorflow 2.15.1 (the driver has 2.21.0)")
-
-
-def test_the_probe_runs_in_a_python_without_hvdkeras_and_describes_it():
-    import json
-    import os
-    import subprocess
-
-    import cloudpickle
-
-    found = next(_python_probe()(None))
-    assert found["python"] == sys.executable and found["hvdkeras"] and found["tensorflow"]
-    assert found["python_version"] == "%d.%d" % sys.version_info[:2]
-    # A Python that cannot import hvdkeras (no site: its editable install is not on the path) still runs it.
-    code = ("import json, pickle, sys; sys.path.append(sys.argv[1]); probe = pickle.loads(sys.stdin.buffer.read());"
-            " found = next(probe(None)); assert 'hvdkeras' not in sys.modules; print(json.dumps(found))")
-    out = subprocess.run([sys.executable, "-S", "-c", code, os.path.dirname(os.path.dirname(cloudpickle.__file__))],
-                         input=cloudpickle.dumps(_python_probe()), capture_output=True, check=True, timeout=60)
-    assert json.loads(out.stdout)["python"] == sys.executable
 
 
 def test_more_ranks_than_slots_is_one_line():
@@ -225,7 +193,7 @@ def test_an_executors_python_that_cannot_start_or_differs_is_one_line_naming_the
     assert str(error.value) == ("Spark's executors could not run /venv/bin/python3 (java.io.IOException: Cannot run"
                                 f" program \"/venv/bin/python3\"): set {local}, or ship this environment with"
                                 " spark.archives (docs/spark-cluster.md)")
-    driver = next(runner._python_probe()(None))
+    driver = next(runner.python_probe()(None))
     other = dict(driver, python="/other/python", horovod=None)
     with pytest.raises(SetupError) as error:
         runner.check_executors(_ProbedContext(other, "app-other"))

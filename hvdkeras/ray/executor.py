@@ -1,0 +1,346 @@
+"""``RayExecutor``: Horovod's ranks as Ray actors, with ``horovod.ray.RayExecutor``'s arguments and methods.
+
+Ray's adapter on the launch core (:mod:`hvdkeras.engines`). :meth:`RayExecutor.start`:
+
+1. joins the cluster (:func:`hvdkeras.ray.cluster.connect`) and reserves one placement group for the workers
+   (:func:`hvdkeras.ray.cluster.reserve`), refused in one line when the cluster can never hold it or it is not ready
+   within ``placement_group_timeout_s``;
+2. starts one :class:`~hvdkeras.ray.worker.RankWorker` actor per rank and asks each where it runs and what its
+   Python has: an actor that cannot start (a node without hvdkeras) or runs other versions than the driver, or a
+   Horovod without the authenticated rendezvous, is one line (:class:`~hvdkeras.engines.failures.CannotStartError`);
+3. places the ranks as ``horovodrun`` does, grouped by node (:func:`~hvdkeras.engines.placement.slot_plan`);
+   starts Horovod's Gloo rendezvous on the driver's node address, answering only the job's secret
+   (:mod:`hvdkeras.engines.rendezvous_server`), and sends each actor its settings: ranks, the rendezvous, the
+   network interface of its node, the secret (in its environment, never on a command line), and its GPUs: the ones
+   Ray gave it (:func:`~hvdkeras.engines.placement.visible_gpus`), none at all with ``use_gpu=False``.
+
+:meth:`run` and :meth:`execute` wait for every rank; the first rank that fails or whose actor dies ends the others
+(no rank waits in a collective for a peer that is gone) and is raised: a user error as itself, anything else as
+:class:`~hvdkeras.engines.failures.RankExitedError` naming the rank and its node.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from hvdkeras.common import log
+from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiveError, SetupError, StallError
+from hvdkeras.engines import failures, rendezvous_server
+from hvdkeras.engines.placement import Slot, slot_plan, visible_gpus
+from hvdkeras.engines.python_check import python_mismatch, python_probe
+from hvdkeras.launch import ray as launch_ray
+from hvdkeras.ray import cluster
+from hvdkeras.runtime import rendezvous as rendezvous_auth
+
+# Horovod 0.21's names for the placement arguments, which Horovod's own Ray example still passes.
+OLD_NAMES = {"num_slots": "num_workers_per_host", "cpus_per_slot": "cpus_per_worker",
+             "gpus_per_slot": "gpus_per_worker"}
+FIX_WORKERS = ("install hvdkeras, and Horovod built by `python -m hvdkeras.build_horovod`, on every Ray node at the"
+               " driver's versions (docs/ray.md#every-node)")
+_LOST_WORKER = (PeerLostError, PeerUnresponsiveError, StallError)  # a rank's own word that a peer went away
+_OTHERS_FAIL_WITHIN_S = 10.0  # after a rank fails, how long the others' failures may take to say a worker died
+
+
+@dataclasses.dataclass
+class Settings:
+    """What ``RayExecutor.create_settings`` returns (Horovod's ``MiniSettings``).
+
+    Args:
+        timeout_s: how long the ranks may take to start (their actors, and Gloo's rendezvous).
+        placement_group_timeout_s: how long the workers' placement group may take to be ready.
+        nics: the network interfaces the ranks may use (None: the one that holds each node's Ray address).
+        ssh_identity_file: accepted for Horovod's signature; Gloo on Ray needs no ssh.
+        verbose: Horovod's verbosity of its rendezvous server.
+    """
+
+    timeout_s: float = 30
+    placement_group_timeout_s: float = 100
+    nics: Optional[Sequence[str]] = None
+    ssh_identity_file: Optional[str] = None
+    verbose: int = 0
+    elastic: bool = False
+
+
+class RayExecutor:
+    """Horovod's ranks as Ray actors (``horovod.ray.RayExecutor``): start them, run functions on every rank, stop.
+
+    Args:
+        settings: from :meth:`create_settings`.
+        num_workers: how many ranks, packed onto the cluster's nodes as Ray places them; or
+        num_hosts: how many nodes, each with ``num_workers_per_host`` ranks (one placement-group bundle per node,
+            every bundle on its own node).
+        num_workers_per_host: ranks per node, with ``num_hosts``.
+        cpus_per_worker: CPUs each rank's actor takes.
+        use_gpu: whether ranks use GPUs; without, no rank sees one.
+        gpus_per_worker: GPUs each rank's actor takes (1 with ``use_gpu``).
+        use_current_placement_group: accepted for Horovod's signature: the workers take their own placement group.
+        **old_names: Horovod 0.21's ``num_slots``, ``cpus_per_slot``, ``gpus_per_slot`` (the names of
+            ``num_workers_per_host``, ``cpus_per_worker``, ``gpus_per_worker``), with a warning line.
+
+    Raises:
+        SetupError: arguments that name no job (neither or both of ``num_workers`` and ``num_hosts``, a count
+            below 1), or elastic arguments (``min_workers``), which :class:`ElasticRayExecutor` takes.
+    """
+
+    @classmethod
+    def create_settings(cls, timeout_s: float = 30, ssh_identity_file: Optional[str] = None,
+                        ssh_str: Optional[str] = None, placement_group_timeout_s: float = 100,
+                        nics: Optional[Sequence[str]] = None) -> Settings:
+        """Horovod's settings for a Ray job; ``ssh_str`` and ``ssh_identity_file`` are accepted and unused (no ssh:
+        the ranks meet through Gloo's rendezvous on the driver)."""
+        del ssh_str
+        return Settings(timeout_s=timeout_s, placement_group_timeout_s=placement_group_timeout_s,
+                        nics=tuple(nics) if nics else None, ssh_identity_file=ssh_identity_file)
+
+    def __init__(self, settings: Optional[Settings] = None, num_workers: Optional[int] = None,
+                 num_hosts: Optional[int] = None, num_workers_per_host: int = 1, cpus_per_worker: float = 1,
+                 use_gpu: bool = False, gpus_per_worker: Optional[float] = None,
+                 use_current_placement_group: bool = True, min_workers: Optional[int] = None,
+                 max_workers: Optional[int] = None, **old_names: Any):
+        unknown = sorted(set(old_names) - set(OLD_NAMES))
+        if unknown:
+            raise TypeError(f"RayExecutor() got an unexpected keyword argument {unknown[0]!r}")
+        given = {OLD_NAMES[k]: v for k, v in old_names.items()}
+        if given:
+            log.warning("RayExecutor: " + ", ".join(f"{k}= is Horovod 0.21's name for {OLD_NAMES[k]}="
+                                                    for k in old_names) + "; both work")
+        num_workers_per_host = given.get("num_workers_per_host", num_workers_per_host)
+        cpus_per_worker = given.get("cpus_per_worker", cpus_per_worker)
+        gpus_per_worker = given.get("gpus_per_worker", gpus_per_worker)
+        if min_workers is not None or max_workers is not None:
+            raise SetupError("min_workers/max_workers make an elastic job: use hvdkeras.ray.ElasticRayExecutor"
+                             f" (Received: min_workers={min_workers}, max_workers={max_workers})")
+        del use_current_placement_group
+        self.settings = settings or Settings()
+        self.use_gpu = use_gpu
+        self.request = launch_ray.request(num_workers, num_hosts, num_workers_per_host, cpus_per_worker, use_gpu,
+                                       gpus_per_worker)
+        self.workers: List[Any] = []
+        self.plan: List[Slot] = []
+        self._group: Any = None
+        self._server: Any = None
+        self._ray: Any = None
+
+    @property
+    def num_workers(self) -> int:
+        """How many ranks the job has."""
+        return self.request.num_workers
+
+    # -- start ------------------------------------------------------------------------------------------------------
+
+    def start(self, executable_cls: Optional[type] = None, executable_args: Optional[list] = None,
+              executable_kwargs: Optional[dict] = None, extra_env_vars: Optional[Dict[str, str]] = None) -> None:
+        """Starts the ranks' actors on the cluster and gives each its Horovod settings (see the module's docstring).
+
+        Args:
+            executable_cls: a class each actor makes (with ``executable_args`` and ``executable_kwargs``) and
+                hands the functions of :meth:`execute`.
+            extra_env_vars: set in every actor before anything runs there.
+
+        Raises:
+            SetupError: the cluster cannot hold the job or place it in time; a node cannot start a rank
+                (:class:`~hvdkeras.engines.failures.CannotStartError`).
+        """
+        if self.workers:
+            raise SetupError("this RayExecutor has started already: call shutdown() before start() again")
+        ray = self._ray = cluster.connect()
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from hvdkeras.ray.worker import RankWorker
+
+        self._group = cluster.reserve(ray, self.request, self.settings.placement_group_timeout_s)
+        try:
+            actor = ray.remote(RankWorker)
+            per_bundle = self.request.workers_per_bundle
+            workers = [actor.options(num_cpus=self.request.cpus_per_worker, num_gpus=self.request.gpus_per_worker,
+                                     scheduling_strategy=PlacementGroupSchedulingStrategy(
+                                         self._group, placement_group_bundle_index=i // per_bundle)).remote()
+                       for i in range(self.num_workers)]
+            self.workers = workers
+            found = self._identities(workers)
+            self.plan = slot_plan([f["ip"] for f in found])
+            by_rank = sorted(range(len(workers)), key=lambda i: self.plan[i].rank)
+            self.workers = [workers[i] for i in by_rank]
+            found = [found[i] for i in by_rank]
+            self.plan = [self.plan[i] for i in by_rank]
+            self._configure(found, dict(extra_env_vars or {}))
+            self._wait([w.start_executable.remote(executable_cls, executable_args, executable_kwargs)
+                        for w in self.workers])
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _identities(self, workers: Sequence[Any]) -> List[Dict[str, Any]]:
+        """Each actor's :meth:`~hvdkeras.ray.worker.RankWorker.identity`, checked against the driver's."""
+        timeout = max(float(self.settings.timeout_s), 60.0)
+        try:
+            found = self._wait([w.identity.remote() for w in workers], timeout_s=timeout)
+        except failures.StartTimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Ray's words for an actor that could not start
+            raise failures.CannotStartError(f"a Ray worker could not start a rank's actor ({_first_line(exc)}):"
+                                            f" {FIX_WORKERS}") from None
+        driver = next(python_probe()(None))
+        for f in found:
+            differs = python_mismatch(driver, f)
+            if differs:
+                raise failures.CannotStartError(f"the Ray worker on node {f['ip']} ({f['python']}) {differs}:"
+                                                f" {FIX_WORKERS}")
+        if os.environ.get(rendezvous_auth.OPEN_RENDEZVOUS_ENV) != "1":
+            for f in found:
+                if f["unpatched"]:
+                    raise failures.CannotStartError(f"cannot start a rank with an authenticated rendezvous on node"
+                                                    f" {f['ip']}: {f['unpatched']}")
+        return found
+
+    def _configure(self, found: Sequence[Dict[str, Any]], extra: Dict[str, str]) -> None:
+        """The rendezvous started; each actor's environment set."""
+        ray = self._ray
+        driver_ip = ray.util.get_node_ip_address()
+        secret = rendezvous_server.gang_secret(secrets.token_hex(32))
+        self._server = rendezvous_server.start(driver_ip, self.plan, secret, verbose=self.settings.verbose)
+        address = (driver_ip, self._server.server_address[1])
+        nics = self.settings.nics
+        ifaces = self._wait([w.interface.remote(f["ip"], nics) for w, f in zip(self.workers, found)])
+        gpus = visible_gpus(self.plan, [f["gpus"] for f in found]) if self.use_gpu else ["-1"] * len(found)
+        envs = []
+        for slot, iface, visible in zip(self.plan, ifaces, gpus):
+            env = rendezvous_server.rank_environment(slot, address, iface, secret)
+            env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = str(int(max(float(self.settings.timeout_s), 30)))
+            if visible:
+                env["CUDA_VISIBLE_DEVICES"] = visible
+            env.update({str(k): str(v) for k, v in extra.items()})
+            envs.append(env)
+        self._wait([w.setup.remote(env) for w, env in zip(self.workers, envs)])
+
+    # -- run --------------------------------------------------------------------------------------------------------
+
+    def run(self, fn: Callable[..., Any], args: Optional[Sequence[Any]] = None,
+            kwargs: Optional[Dict[str, Any]] = None, callbacks: Optional[List[Callable[..., Any]]] = None) -> List[Any]:
+        """``fn(*args, **kwargs)`` on every rank.
+
+        Returns:
+            Each rank's return value, in rank order.
+
+        Raises:
+            HvdkerasError: the error a rank raised for a cause the user can fix.
+            RankExitedError: a rank failed otherwise, or its actor or node was lost; the other ranks are ended.
+        """
+        self._refuse_callbacks(callbacks)
+        return self._wait(self.run_remote(fn, args, kwargs))
+
+    def run_remote(self, fn: Callable[..., Any], args: Optional[Sequence[Any]] = None,
+                   kwargs: Optional[Dict[str, Any]] = None) -> List[Any]:
+        """``fn(*args, **kwargs)`` started on every rank.
+
+        Returns:
+            Ray's object refs, in rank order (``ray.get`` them).
+        """
+        self._started()
+        return [w.run.remote(fn, list(args or []), dict(kwargs or {})) for w in self.workers]
+
+    def execute(self, fn: Callable[[Any], Any], callbacks: Optional[List[Callable[..., Any]]] = None) -> List[Any]:
+        """``fn(executable)`` on every rank, ``executable`` being the object of ``start(executable_cls=...)``.
+
+        Returns:
+            Each rank's return value, in rank order.
+        """
+        self._refuse_callbacks(callbacks)
+        self._started()
+        return self._wait([w.execute.remote(fn) for w in self.workers])
+
+    def execute_single(self, fn: Callable[[Any], Any]) -> Any:
+        """``fn(executable)`` on rank 0 alone; returns its value."""
+        self._started()
+        return self._wait([self.workers[0].execute.remote(fn)])[0]
+
+    def shutdown(self) -> None:
+        """Ends the ranks' actors, frees their placement group and stops the rendezvous. Safe to call twice."""
+        ray, workers, self.workers = self._ray, self.workers, []
+        for worker in workers:
+            try:
+                ray.kill(worker, no_restart=True)
+            except Exception:  # noqa: BLE001 - gone already
+                pass
+        if self._group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(self._group)
+            except Exception:  # noqa: BLE001 - the cluster removed it, or is gone
+                pass
+            self._group = None
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    # -- waiting ----------------------------------------------------------------------------------------------------
+
+    def _started(self) -> None:
+        if not self.workers:
+            raise SetupError("this RayExecutor's ranks are not running: call start() first (after a failure, or"
+                             " shutdown(), start() again)")
+
+    @staticmethod
+    def _refuse_callbacks(callbacks: Optional[List[Callable[..., Any]]]) -> None:
+        if callbacks:
+            raise SetupError("RayExecutor's callbacks (rank 0's values logged through horovod.ray.ray_logger) are"
+                             " not supported: return the values from the function instead")
+
+    def _wait(self, refs: Sequence[Any], timeout_s: Optional[float] = None) -> List[Any]:
+        """Every ref's value in order; the first failure ends every rank and is raised (see :meth:`run`)."""
+        ray = self._ray
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: List[Any] = [None] * len(refs)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
+            if not done:
+                self.shutdown()
+                raise failures.start_timeout(len(refs), float(timeout_s or 0), "Ray never started them",
+                                             tasks="Ray actors")
+            for ref in done:
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - sorted out below
+                    raise self._failed(index[ref], exc, [r for r in pending]) from None
+        return results
+
+    def _failed(self, first: int, error: BaseException, others: Sequence[Any]) -> BaseException:
+        """What to raise for rank ``first``'s ``error``, once every rank is ended: a lost worker among the others'
+        failures comes first (a rank's own failure then only says that a peer went away)."""
+        ray = self._ray
+        from ray.exceptions import RayActorError
+
+        errors = [error]
+        if not isinstance(error, RayActorError) and others:
+            done, _ = ray.wait(list(others), num_returns=len(others), timeout=_OTHERS_FAIL_WITHIN_S)
+            for ref in done:
+                try:
+                    ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - another rank's failure: read for a lost worker
+                    errors.append(exc)
+        hosts = [s.hostname for s in self.plan] if self.plan else []
+        self.shutdown()
+        lost = [e for e in errors if isinstance(e, RayActorError)]
+        if lost:
+            where = f" on node {hosts[first]}" if first < len(hosts) and isinstance(error, RayActorError) else ""
+            return failures.RankExitedError(f"a rank's Ray worker{where} was lost ({_first_line(lost[0])})")
+        cause = getattr(error, "cause", None) or error
+        if isinstance(cause, _LOST_WORKER):
+            return failures.RankExitedError(f"rank {first}: {cause}")
+        if isinstance(cause, HvdkerasError):
+            return cause
+        where = f" on node {hosts[first]}" if first < len(hosts) else ""
+        return failures.RankExitedError(f"rank {first}{where} failed: {type(cause).__name__}: {_first_line(cause)}")
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's first non-empty line, at most 240 characters."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()[:240]
+    return type(error).__name__

@@ -1,0 +1,117 @@
+"""hvdkeras.ray.executor: Horovod's arguments, the checks of each actor and the settings each rank gets, with the
+actors and Ray stood in by small objects (the real cluster is tests/distributed/test_ray.py's)."""
+import types
+
+import pytest
+
+from hvdkeras.common.errors import SetupError
+from hvdkeras.engines import failures
+from hvdkeras.engines.python_check import python_probe
+from hvdkeras.ray.executor import RayExecutor
+
+
+class Call:
+    """A stand-in for an actor method: ``.remote(...)`` returns what ``answer`` makes of its arguments."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def remote(self, *args):
+        self.calls.append(args)
+        return self.answer(*args)
+
+
+class Actor:
+    def __init__(self):
+        self.identity = Call(lambda: None)
+        self.interface = Call(lambda ip, nics: "eth0")
+        self.setup = Call(lambda env: None)
+
+
+def executor(**kwargs):
+    ex = RayExecutor(RayExecutor.create_settings(timeout_s=30), **kwargs)
+    ex._wait = lambda refs, timeout_s=None: list(refs)  # the "refs" are the answers themselves
+    ex._ray = types.SimpleNamespace(util=types.SimpleNamespace(get_node_ip_address=lambda: "127.0.0.1"))
+    return ex
+
+
+def test_horovod_021s_slot_names_are_taken_with_a_warning(capsys):
+    ex = RayExecutor(None, num_hosts=2, num_slots=4, cpus_per_slot=8, use_gpu=False)
+    assert ex.num_workers == 8 and ex.request.bundles == [{"CPU": 32.0}] * 2
+    assert "num_slots= is Horovod 0.21's name for num_workers_per_host=" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_slot'"):
+        RayExecutor(None, num_hosts=2, num_slot=4)
+    with pytest.raises(SetupError, match=r"^min_workers/max_workers make an elastic job"):
+        RayExecutor(None, min_workers=1, max_workers=2)
+
+
+def test_a_worker_without_the_patched_horovod_or_at_other_versions_is_refused_naming_its_node(monkeypatch):
+    driver = next(python_probe()(None))
+    monkeypatch.delenv("HVDKERAS_ALLOW_OPEN_RENDEZVOUS", raising=False)
+    ex = executor(num_workers=2)
+    same = dict(driver, ip="10.0.0.1", unpatched=None)
+    older = dict(same, ip="10.0.0.2", tensorflow="2.15.1")
+    ex._wait = lambda refs, timeout_s=None: [same, older]
+    with pytest.raises(failures.CannotStartError, match=r"^the Ray worker on node 10.0.0.2 \(.*\) has tensorflow"
+                       r" 2.15.1 \(the driver has .*\): install hvdkeras, and Horovod built by"):
+        ex._identities([Actor(), Actor()])
+    open_one = dict(same, ip="10.0.0.3", unpatched="the Horovod this process imports (/x) lacks hvdkeras's build"
+                    " patch 0010")
+    ex._wait = lambda refs, timeout_s=None: [same, open_one]
+    with pytest.raises(failures.CannotStartError, match=r"^cannot start a rank with an authenticated rendezvous on"
+                       r" node 10.0.0.3: the Horovod .* lacks hvdkeras's build patch 0010"):
+        ex._identities([Actor(), Actor()])
+    ex._wait = lambda refs, timeout_s=None: [same, same]
+    assert ex._identities([Actor(), Actor()]) == [same, same]
+
+
+def test_an_actor_that_cannot_start_is_one_line():
+    ex = executor(num_workers=1)
+
+    def broken(refs, timeout_s=None):
+        raise RuntimeError("The actor died because of an error raised in its creation task\nModuleNotFoundError: "
+                           "No module named 'hvdkeras'")
+
+    ex._wait = broken
+    with pytest.raises(failures.CannotStartError, match=r"^a Ray worker could not start a rank's actor \(The actor"
+                       r" died .*\): install hvdkeras"):
+        ex._identities([Actor()])
+
+
+def configured(use_gpu, gpus):
+    """The environments :meth:`RayExecutor._configure` sets on two nodes' actors with stand-in GPU assignments."""
+    from hvdkeras.engines.placement import slot_plan
+
+    ex = executor(num_workers=4, use_gpu=use_gpu)
+    ips = ["10.0.0.2", "10.0.0.1", "10.0.0.2", "10.0.0.1"]
+    ex.plan = slot_plan(ips)
+    ex.workers = [Actor() for _ in ips]
+    found = [{"ip": ip, "gpus": g} for ip, g in zip(ips, gpus)]
+    ex._configure(found, {"TF_CPP_MIN_LOG_LEVEL": "2"})
+    try:
+        return [w.setup.calls[0][0] for w in ex.workers], ex.plan
+    finally:
+        ex.shutdown()
+
+
+def test_each_rank_uses_the_gpu_ray_gave_its_actor_and_none_without_use_gpu():
+    envs, plan = configured(True, [["3"], ["0"], ["1"], ["2"]])
+    for env, slot, own in zip(envs, plan, ["3", "0", "1", "2"]):
+        assert env["CUDA_VISIBLE_DEVICES"].split(",")[slot.local_rank] == own  # the GPU at its local rank is its own
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in envs] == ["3,1", "0,2", "3,1", "0,2"]
+    envs, _ = configured(False, [[], [], [], []])
+    assert {env["CUDA_VISIBLE_DEVICES"] for env in envs} == {"-1"}
+
+
+def test_each_rank_gets_horovods_settings_and_the_secret_in_its_environment():
+    envs, plan = configured(False, [[], [], [], []])
+    assert [int(env["HOROVOD_RANK"]) for env in envs] == [s.rank for s in plan]
+    assert [env["HOROVOD_LOCAL_RANK"] for env in envs] == ["0", "0", "1", "1"]
+    assert {env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] for env in envs} == {"127.0.0.1"}
+    assert len({env["HOROVOD_GLOO_RENDEZVOUS_SECRET"] for env in envs}) == 1
+    assert {env["HOROVOD_GLOO_IFACE"] for env in envs} == {"eth0"} and envs[0]["TF_CPP_MIN_LOG_LEVEL"] == "2"
+
+
+def test_a_run_before_start_is_one_line():
+    with pytest.raises(SetupError, match=r"^this RayExecutor's ranks are not running: call start\(\) first"):
+        RayExecutor(None, num_workers=1).run(print)
