@@ -1,0 +1,237 @@
+"""A Ray cluster on three emulated hosts, for hvdkeras.ray on real nodes (needs root).
+
+    python -m lab.ray up [TMPDIR]    # hosts a, b, c; a head on a, a worker node on b and on c; JSON
+    python -m lab.ray down           # stop and remove everything (idempotent)
+
+What ``up`` builds, on top of :mod:`lab.hosts` (three hosts: their namespaces and bridge; the sshds are not used):
+in each host's network namespace one ``ray start --block`` with the host's address (``--node-ip-address``), its
+hostname and hosts file (as :mod:`lab.spark`'s workers), one logical CPU each (``CPUS``) and the dashboard off; the
+head on host a at port 6379 (each namespace has its own ports), the others joining it. Every node's processes (its
+GCS or raylet, agents, workers) stay in the session of its ``ray start``, and its command line names the cluster's
+Ray folder (``/tmp/hvdtest-ray-*``, Ray's ``--temp-dir``, short for its sockets' paths), which is how :func:`down`
+finds what a killed run left; logs and workdirs go in ``TMPDIR/hvdtest-ray``.
+
+A Ray driver must run on a node of its cluster: run it in the head's namespace (``ClusterInfo.driver_command``),
+with ``address`` (``198.18.213.2:6379``). :func:`node_sessions` and :func:`raylet_of` let a test kill one node.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, Iterator, List, Optional, Sequence
+
+from hvdkeras.common import processes
+from lab import hosts as hosts_lib
+
+FOLDER = "hvdtest-ray"  # fixed name of the cluster's folder (Ray's --temp-dir): down() finds its processes by it
+HOSTS = 3
+PORT = 6379
+CPUS = 1  # logical CPUs each node offers
+START_TIMEOUT_S = 90.0
+
+
+@dataclasses.dataclass
+class ClusterInfo:
+    """A running cluster: its hosts, folder, the ``ray start`` of each node (by host name) and the head's address."""
+
+    hosts: hosts_lib.HostsInfo
+    folder: str
+    python: str
+    address: str
+    sessions: Dict[str, int]  # host name -> pid of its `ray start --block` (the leader of its node's session)
+    ray_temp: str = ""  # Ray's --temp-dir: short, for its sockets' paths (at most 107 bytes)
+
+    def driver_command(self, argv: List[str]) -> List[str]:
+        """``argv`` run on the head node (in its namespace), where a Ray driver must run."""
+        return self.hosts.hosts[0].command(argv, own_sysfs=False)
+
+    def env(self, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+        """A driver's environment: the cluster's address, no usage report, each log line as it is."""
+        return dict(base if base is not None else os.environ, RAY_ADDRESS=self.address, RAY_USAGE_STATS_ENABLED="0",
+                    RAY_DEDUP_LOGS="0")
+
+    def to_json(self) -> str:
+        return json.dumps({"folder": self.folder, "address": self.address, "sessions": self.sessions,
+                           "hosts": json.loads(self.hosts.to_json())})
+
+
+def can_run() -> tuple:
+    """Whether this machine can run the cluster: the lab's hosts, and Ray in this Python."""
+    ok, reason = hosts_lib.can_run()
+    if not ok:
+        return ok, reason
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False, "Ray is not installed in this Python (pip install 'hvdkeras[ray]')"
+    return True, ""
+
+
+def _ray_pids(folder_name: str = FOLDER) -> List[int]:
+    """Processes whose command line names a cluster folder (its nodes' ``ray start``, GCS, raylets, agents)."""
+    found = []
+    for proc in processes.scan(["pid", "cmdline"]):
+        line = " ".join(proc.info.get("cmdline") or [])
+        if folder_name in line and proc.info["pid"] != os.getpid():
+            found.append(proc.info["pid"])
+    return found
+
+
+def node_sessions(info: ClusterInfo) -> Dict[str, List[int]]:
+    """Each host's node: the processes of its ``ray start`` session (its raylet, agents and workers)."""
+    out: Dict[str, List[int]] = {}
+    for proc in processes.scan(["pid"]):
+        try:
+            sid = os.getsid(proc.info["pid"])
+        except OSError:
+            continue
+        for host, leader in info.sessions.items():
+            if sid == leader:
+                out.setdefault(host, []).append(proc.info["pid"])
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def raylet_of(info: ClusterInfo, host: str) -> Optional[int]:
+    """The pid of ``host``'s raylet, None when it is gone."""
+    for pid in node_sessions(info).get(host, []):
+        if "/raylet/raylet " in _cmdline(pid):
+            return pid
+    return None
+
+
+def ranks_on(info: ClusterInfo, host: str, name: str = "RankWorker") -> List[int]:
+    """The pids of ``host``'s actors of class ``name`` (Ray names an actor's process ``ray::<class>``)."""
+    return [pid for pid in node_sessions(info).get(host, []) if _cmdline(pid).startswith(f"ray::{name}")]
+
+
+def down(info: Optional[ClusterInfo] = None) -> None:
+    """Ends every node's processes (their sessions, then anything still naming a cluster folder) and the hosts."""
+    for leader in (info.sessions.values() if info else ()):
+        processes.kill_session(leader)
+    processes.stop(_ray_pids())
+    hosts_lib.down(info.hosts if info else None)
+    if info and info.ray_temp:
+        shutil.rmtree(info.ray_temp, ignore_errors=True)
+
+
+def _start_node(host: hosts_lib.Host, hosts: hosts_lib.HostsInfo, python: str, ray_temp: str,
+                extra: Sequence[str], log: str) -> subprocess.Popen:
+    ray = os.path.join(os.path.dirname(python), "ray")
+    argv = [ray, "start", "--block", "--node-ip-address", host.addr, "--num-cpus", str(CPUS),
+            "--disable-usage-stats", "--temp-dir", ray_temp, *extra]
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    with open(log, "w") as out:
+        return subprocess.Popen(host.daemon_command(argv, hosts.etc_hosts(host), own_sysfs=False), env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _started(name: str, proc: subprocess.Popen, log: str, deadline: float) -> None:
+    """Waits until the node of ``proc`` says it started; one line when it exits first or the deadline passes."""
+    while "Ray runtime started" not in open(log, errors="replace").read():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the Ray node on {name} did not start: {_tail(log)}")
+        time.sleep(0.5)
+
+
+def _alive_nodes(info: ClusterInfo) -> int:
+    """How many nodes the head counts alive (``ray status``, run on the head)."""
+    ray = os.path.join(os.path.dirname(info.python), "ray")
+    proc = subprocess.run(info.driver_command([ray, "status", "--address", info.address]), capture_output=True,
+                          text=True, timeout=60, env=info.env())
+    active = proc.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in proc.stdout else ""
+    return sum(1 for line in active.splitlines() if "node_" in line)
+
+
+def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -> ClusterInfo:
+    """Builds three hosts and starts a Ray node on each, the head on the first; returns once the head counts all
+    three alive. On any failure removes everything again and raises one line."""
+    ok, reason = can_run()
+    if not ok:
+        raise RuntimeError(reason)
+    down()
+    tmpdir = os.path.abspath(str(tmpdir))
+    hosts = hosts_lib.up(os.path.join(tmpdir, "hosts"), hosts=HOSTS)
+    folder = os.path.join(tmpdir, FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    head = hosts.hosts[0]
+    info = ClusterInfo(hosts=hosts, folder=folder, python=python, address=f"{head.addr}:{PORT}", sessions={},
+                       ray_temp=tempfile.mkdtemp(prefix=FOLDER + "-", dir="/tmp"))
+    try:
+        logs = {h.name: os.path.join(folder, f"{h.name}.log") for h in hosts.hosts}
+        nodes = {head.name: _start_node(head, hosts, python, info.ray_temp, ["--head", "--port", str(PORT),
+                                                                      "--include-dashboard=false"], logs[head.name])}
+        info.sessions[head.name] = nodes[head.name].pid
+        deadline = time.monotonic() + timeout
+        _started(head.name, nodes[head.name], logs[head.name], deadline)
+        for host in hosts.hosts[1:]:  # one after another: nodes that start at once in one session folder race
+            nodes[host.name] = _start_node(host, hosts, python, info.ray_temp, ["--address", info.address],
+                                           logs[host.name])
+            info.sessions[host.name] = nodes[host.name].pid
+            _started(host.name, nodes[host.name], logs[host.name], deadline)
+        while _alive_nodes(info) < len(hosts.hosts):
+            dead = [name for name, proc in nodes.items() if proc.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                why = f"{dead[0]} exited: {_tail(logs[dead[0]])}" if dead else f"not all alive within {timeout:g} s"
+                raise RuntimeError(f"the Ray cluster did not start ({why})")
+            time.sleep(1)
+        with open(os.path.join(folder, "cluster.json"), "w") as f:
+            f.write(info.to_json())
+        return info
+    except BaseException:
+        try:
+            down(info)
+        finally:
+            raise
+
+
+def _tail(path: str, chars: int = 300) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return " ".join(f.read()[-chars:].split())
+    except OSError:
+        return "(no log)"
+
+
+@contextlib.contextmanager
+def running(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -> Iterator[ClusterInfo]:
+    """:func:`up` for the ``with`` block, :func:`down` after it however it ends."""
+    info = up(tmpdir, python=python, timeout=timeout)
+    try:
+        yield info
+    finally:
+        down(info)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.ray", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("up", help="build the hosts and start the cluster; prints its JSON")
+    start.add_argument("tmpdir", nargs="?", default=None)
+    sub.add_parser("down", help="stop and remove everything")
+    args = parser.parse_args(argv)
+    if args.command == "down":
+        down()
+        return 0
+    info = up(args.tmpdir or tempfile.mkdtemp(prefix="hvdtest-ray-"))
+    print(info.to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

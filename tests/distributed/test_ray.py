@@ -1,0 +1,126 @@
+"""hvdkeras.ray on a real Ray cluster: a head and two worker nodes, each started with ``ray start`` in one of the
+lab's emulated hosts (``lab/ray.py``, network namespaces, one logical CPU each), the drivers run on the head.
+
+On it: Horovod's Ray example switched by its import lines (``examples/ray/tensorflow2_mnist_ray.py``) on two nodes;
+the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
+cannot hold in one line; and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
+again, resumes, and ends with the weights of the fit nobody disturbed. The cluster goes down whatever happens, and no
+raylet, GCS or worker outlives it.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lab import hosts as hosts_lib
+from tests.harness.ranks import REPO, SCRIPTS, OutputWatch, launch, read_jsonl, results
+from tests.harness.stacks import once_here
+
+pytest.importorskip("ray", reason="the [ray] extra is not installed (pip install 'hvdkeras[ray]')")
+from lab import ray as ray_lab  # noqa: E402 - after the skip: it needs Ray's command line
+
+pytestmark = pytest.mark.lab
+
+EXAMPLE = os.path.join(REPO, "examples", "ray", "tensorflow2_mnist_ray.py")
+DIGITS = os.path.join(REPO, "configs", "digits.yaml")
+EPOCHS = 4
+KILL_ONCE = ("a worker node lost mid-fit: the retry's start, resume and weights do not depend on the stack", 1.0,
+             "keras3")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The three nodes; afterwards no process of theirs and no host is left."""
+    ok, reason = ray_lab.can_run()
+    if not ok:
+        pytest.skip(f"the Ray cluster test needs network namespaces and Ray: {reason}")
+    with ray_lab.running(tmp_path_factory.mktemp("ray_cluster")) as info:
+        yield info
+    assert ray_lab._ray_pids() == []
+    assert not hosts_lib.any_up()
+
+
+def on_head(info, argv, timeout=240, check=True):
+    """``argv`` run with this Python on the head node, as a Ray driver; its Job."""
+    return launch(info.driver_command([sys.executable, *argv]), env=info.env(), timeout=timeout, check=check)
+
+
+def train(workdir, *args):
+    """The digits job's arguments on two ranks of the cluster, without dropout: a resumed fit then ends bit for bit
+    where an undisturbed one does."""
+    return ["-m", "hvdkeras.train", "--config", DIGITS, "--launcher", "ray", "--np", "2", "--workdir", str(workdir),
+            "--set", f"trainer.epochs={EPOCHS}", "--set", "trainer.verbose=0", "--set", "model.dropout=0", *args]
+
+
+@pytest.fixture(scope="module")
+def quiet(cluster):
+    """The digits job on two ranks of the cluster, nobody disturbing it: its workdir and output."""
+    workdir = os.path.join(cluster.folder, "quiet")
+    return workdir, on_head(cluster, train(workdir)).output
+
+
+def test_horovods_ray_example_switched_trains_one_model_on_two_nodes_with_one_writer(cluster):
+    checkpoints = os.path.join(cluster.folder, "example")
+    os.makedirs(checkpoints)
+    out = on_head(cluster, [EXAMPLE, "--address", cluster.address, "--num-hosts", "2", "--num-slots", "1",
+                            "--cpus-per-slot", "1", "--steps-per-epoch", "40", "--checkpoint-dir", checkpoints]).output
+    finals = [line for line in out.splitlines() if line.startswith("rank ") and "sum of weights" in line]
+    assert len(finals) == 2 and len({line.split(": ", 1)[1] for line in finals}) == 1, out[-3000:]  # one model
+    assert "num_slots= is Horovod 0.21's name for num_workers_per_host=" in out
+    assert os.listdir(checkpoints) == ["checkpoint-1.keras"]  # rank 0 alone wrote
+    nodes = {line.split("ip=", 1)[1].split(")", 1)[0] for line in out.splitlines() if "RankWorker pid=" in line
+             and "ip=" in line}
+    head = cluster.hosts.hosts[0].addr
+    assert len(nodes | {head}) >= 2, out[-2000:]  # STRICT_SPREAD: a rank on each of two nodes
+
+
+def test_the_config_trainer_fits_on_the_cluster_and_keeps_the_workdirs_rules(cluster, quiet):
+    workdir, out = quiet
+    assert [m["epoch"] for m in read_jsonl(os.path.join(workdir, "metrics.jsonl"))] == list(range(1, EPOCHS + 1))
+    assert "final validation (2 ranks, every example once)" in out
+    changed = on_head(cluster, train(workdir, "--set", "optimizer.learning_rate=0.01"), check=False)
+    assert changed.returncode == 2
+    last = changed.output.strip().splitlines()[-1]
+    assert last.startswith("hvdkeras: error:") and "optimizer.learning_rate" in last, changed.output[-2000:]
+
+
+def test_more_ranks_than_the_cluster_has_cpus_is_one_line_not_a_wait(cluster, tmp_path):
+    tic = time.monotonic()
+    job = on_head(cluster, train(tmp_path / "w", "--np", "4"), timeout=120, check=False)
+    assert job.returncode == 2
+    assert job.output.strip().splitlines()[-1].startswith(
+        "hvdkeras: error: this Ray cluster cannot hold 4 workers of 1 CPU each"), job.output[-2000:]
+    assert time.monotonic() - tic < 60
+
+
+@pytest.mark.skipif(not once_here(KILL_ONCE[2]), reason=f"{KILL_ONCE[0]}: once per `make test`, on {KILL_ONCE[2]}")
+def test_a_worker_nodes_raylet_killed_mid_fit_restarts_resumes_and_ends_with_the_undisturbed_weights(cluster, quiet):
+    workdir = os.path.join(cluster.folder, "disturbed")
+    proc = subprocess.Popen(cluster.driver_command([sys.executable, *train(workdir)]), cwd=REPO,
+                            env=dict(cluster.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    job = OutputWatch(proc)
+    metrics = os.path.join(workdir, "metrics.jsonl")
+    deadline = time.monotonic() + 180
+    while not (os.path.exists(metrics) and len(read_jsonl(metrics)) >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, job.finish(timeout=30)[-3000:]
+        time.sleep(0.1)
+    workers = [h.name for h in cluster.hosts.hosts[1:] if ray_lab.ranks_on(cluster, h.name)]
+    assert workers, "no rank on a worker node"
+    raylet = ray_lab.raylet_of(cluster, workers[0])
+    os.kill(raylet, signal.SIGKILL)
+    out = job.finish(timeout=240)
+    assert proc.returncode == 0, out[-4000:]
+    assert "starting the ranks again, retry 1 of 2 (the ranks resume from the workdir's last checkpoint)" in out
+    resumed = [int(n) for n in re.findall(r"resuming after epoch (\d+)", out)]
+    assert resumed and resumed[-1] >= 2, out[-3000:]  # from the last checkpoint before the kill
+    assert [m["epoch"] for m in read_jsonl(metrics)] == list(range(1, EPOCHS + 1))  # no epoch lost or repeated
+    (compared,) = results(launch([sys.executable, os.path.join(SCRIPTS, "compare_exports.py"), quiet[0], workdir],
+                                 timeout=120))
+    assert compared["max_diff"] == 0.0, compared  # bit for bit the fit nobody disturbed
+    print(f"\nkilled the raylet of {workers[0]}; " + json.dumps(compared))
