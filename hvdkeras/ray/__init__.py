@@ -1,10 +1,25 @@
-"""Horovod on a Ray cluster, as ``horovod.ray`` has it: ``from hvdkeras.ray import RayExecutor``.
+"""Horovod on a Ray cluster, as ``horovod.ray`` and Ray Train had it: ``from hvdkeras.ray import RayExecutor``.
 
 Ray's adapter on the launch core (:mod:`hvdkeras.engines`): :mod:`~hvdkeras.ray.cluster` (Ray joined, the ranks'
 resources found before anything waits for them), :mod:`~hvdkeras.ray.worker` (a rank's actor),
-:mod:`~hvdkeras.ray.executor` (``RayExecutor``) and :mod:`~hvdkeras.ray.job` (the config trainer's ranks on Ray,
-restarted after a lost worker). Ray itself is imported only when a job starts (``pip install 'hvdkeras[ray]'``).
+:mod:`~hvdkeras.ray.executor` (``RayExecutor``), :mod:`~hvdkeras.ray.job` (the config trainer's ranks on Ray,
+restarted after a lost worker) and :mod:`~hvdkeras.ray.trainer` (Ray Train's ``HorovodTrainer`` and
+``HorovodConfig``). Ray itself is imported only when a job starts (``pip install 'hvdkeras[ray]'``).
 """
+from typing import Any
+
 from hvdkeras.ray.executor import RayExecutor, Settings
 
-__all__ = ["RayExecutor", "Settings"]
+__all__ = ["HorovodConfig", "HorovodTrainer", "RayExecutor", "Settings"]
+
+
+def __getattr__(name: str) -> Any:
+    """``HorovodTrainer`` and ``HorovodConfig`` (:mod:`hvdkeras.ray.trainer`), imported with Ray when first named."""
+    if name in ("HorovodTrainer", "HorovodConfig"):
+        from hvdkeras.ray.cluster import import_ray
+
+        import_ray()  # one line when Ray is missing
+        from hvdkeras.ray import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(f"module 'hvdkeras.ray' has no attribute {name!r}")

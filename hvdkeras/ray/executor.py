@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiveError, SetupError, StallError
@@ -182,37 +182,15 @@ class RayExecutor:
         except Exception as exc:  # noqa: BLE001 - Ray's words for an actor that could not start
             raise failures.CannotStartError(f"a Ray worker could not start a rank's actor ({_first_line(exc)}):"
                                             f" {FIX_WORKERS}") from None
-        driver = next(python_probe()(None))
-        for f in found:
-            differs = python_mismatch(driver, f)
-            if differs:
-                raise failures.CannotStartError(f"the Ray worker on node {f['ip']} ({f['python']}) {differs}:"
-                                                f" {FIX_WORKERS}")
-        if os.environ.get(rendezvous_auth.OPEN_RENDEZVOUS_ENV) != "1":
-            for f in found:
-                if f["unpatched"]:
-                    raise failures.CannotStartError(f"cannot start a rank with an authenticated rendezvous on node"
-                                                    f" {f['ip']}: {f['unpatched']}")
+        check_workers(found)
         return found
 
     def _configure(self, found: Sequence[Dict[str, Any]], extra: Dict[str, str]) -> None:
         """The rendezvous started; each actor's environment set."""
-        ray = self._ray
-        driver_ip = ray.util.get_node_ip_address()
-        secret = rendezvous_server.gang_secret(secrets.token_hex(32))
-        self._server = rendezvous_server.start(driver_ip, self.plan, secret, verbose=self.settings.verbose)
-        address = (driver_ip, self._server.server_address[1])
-        nics = self.settings.nics
-        ifaces = self._wait([w.interface.remote(f["ip"], nics) for w, f in zip(self.workers, found)])
-        gpus = visible_gpus(self.plan, [f["gpus"] for f in found]) if self.use_gpu else ["-1"] * len(found)
-        envs = []
-        for slot, iface, visible in zip(self.plan, ifaces, gpus):
-            env = rendezvous_server.rank_environment(slot, address, iface, secret)
-            env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = str(int(max(float(self.settings.timeout_s), 30)))
-            if visible:
-                env["CUDA_VISIBLE_DEVICES"] = visible
-            env.update({str(k): str(v) for k, v in extra.items()})
-            envs.append(env)
+        self._server, envs = start_rendezvous(self._ray.util.get_node_ip_address(), self.plan, found,
+                                              self._wait([w.interface.remote(f["ip"], self.settings.nics)
+                                                          for w, f in zip(self.workers, found)]),
+                                              self.use_gpu, self.settings, extra)
         self._wait([w.setup.remote(env) for w, env in zip(self.workers, envs)])
 
     # -- run --------------------------------------------------------------------------------------------------------
@@ -336,6 +314,56 @@ class RayExecutor:
             return cause
         where = f" on node {hosts[first]}" if first < len(hosts) else ""
         return failures.RankExitedError(f"rank {first}{where} failed: {type(cause).__name__}: {_first_line(cause)}")
+
+
+def check_workers(found: Sequence[Dict[str, Any]]) -> None:
+    """Refuses, in one line naming the node, a worker (:func:`hvdkeras.ray.worker.identity`) whose Python differs from
+    the driver's or whose Horovod would serve an open rendezvous.
+
+    Raises:
+        CannotStartError: the first such worker.
+    """
+    driver = next(python_probe()(None))
+    for f in found:
+        differs = python_mismatch(driver, f)
+        if differs:
+            raise failures.CannotStartError(f"the Ray worker on node {f['ip']} ({f['python']}) {differs}:"
+                                            f" {FIX_WORKERS}")
+    if os.environ.get(rendezvous_auth.OPEN_RENDEZVOUS_ENV) != "1":
+        for f in found:
+            if f["unpatched"]:
+                raise failures.CannotStartError(f"cannot start a rank with an authenticated rendezvous on node"
+                                                f" {f['ip']}: {f['unpatched']}")
+
+
+def start_rendezvous(driver_ip: str, plan: Sequence[Slot], found: Sequence[Dict[str, Any]],
+                     ifaces: Sequence[Optional[str]], use_gpu: bool, settings: Settings,
+                     extra: Dict[str, str]) -> Tuple[Any, List[Dict[str, str]]]:
+    """Horovod's Gloo rendezvous on ``driver_ip``, answering only a new secret, and each rank's environment.
+
+    Args:
+        plan: each worker's slot (:func:`~hvdkeras.engines.placement.slot_plan` of their nodes).
+        found: each worker's :func:`~hvdkeras.ray.worker.identity` (its node's address, its GPUs).
+        ifaces: each worker's network interface for its node's address.
+        use_gpu: whether ranks see the GPUs Ray gave them (else none).
+        extra: variables every rank gets besides.
+
+    Returns:
+        The server (``shutdown()``, ``server_close()`` to stop it) and each worker's environment.
+    """
+    secret = rendezvous_server.gang_secret(secrets.token_hex(32))
+    server = rendezvous_server.start(driver_ip, plan, secret, verbose=settings.verbose)
+    address = (driver_ip, server.server_address[1])
+    gpus = visible_gpus(plan, [f["gpus"] for f in found]) if use_gpu else ["-1"] * len(found)
+    envs = []
+    for slot, iface, visible in zip(plan, ifaces, gpus):
+        env = rendezvous_server.rank_environment(slot, address, iface, secret)
+        env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = str(int(max(float(settings.timeout_s), 30)))
+        if visible:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        env.update({str(k): str(v) for k, v in extra.items()})
+        envs.append(env)
+    return server, envs
 
 
 def _first_line(error: BaseException) -> str:

@@ -11,42 +11,56 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
+def identity() -> Dict[str, Any]:
+    """Where this Ray worker runs and what its Python has: ``node_id``, ``ip`` (the node's address as Ray knows
+    it), ``hostname``, ``gpus`` (``ray.get_gpu_ids()``), ``unpatched`` (why its Horovod would serve an open
+    rendezvous, or None), ``pid`` and :func:`~hvdkeras.engines.python_check.python_probe`'s keys."""
+    import socket
+
+    import ray
+
+    from hvdkeras.engines.python_check import python_probe
+    from hvdkeras.runtime.rendezvous import horovod_unpatched
+
+    found: Dict[str, Any] = dict(next(python_probe()(None)))
+    found.update(node_id=ray.get_runtime_context().get_node_id(), ip=ray.util.get_node_ip_address(),
+                 hostname=socket.gethostname(), gpus=[str(g) for g in ray.get_gpu_ids()],
+                 unpatched=horovod_unpatched(), pid=os.getpid())
+    return found
+
+
+def set_environment(env: Dict[str, str]) -> None:
+    """Sets a rank's environment in this process; an empty value removes a variable."""
+    for key, value in env.items():
+        if value == "":
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def interface(address: str, nics: Optional[Sequence[str]]) -> Optional[str]:
+    """The network interface of this node that holds ``address`` (among ``nics`` when given)."""
+    from hvdkeras.engines.placement import interface_of
+
+    return interface_of(address, nics)
+
+
 class RankWorker:
     """A rank's actor: its identity, its environment, the object Horovod's ``execute`` hands functions."""
 
     executable: Any = None
 
     def identity(self) -> Dict[str, Any]:
-        """Where this actor runs and what its Python has: ``node_id``, ``ip`` (the node's address as Ray knows it),
-        ``hostname``, ``gpus`` (``ray.get_gpu_ids()``), ``unpatched`` (why its Horovod would serve an open
-        rendezvous, or None) and :func:`~hvdkeras.engines.python_check.python_probe`'s keys."""
-        import socket
-
-        import ray
-
-        from hvdkeras.engines.python_check import python_probe
-        from hvdkeras.runtime.rendezvous import horovod_unpatched
-
-        found: Dict[str, Any] = dict(next(python_probe()(None)))
-        found.update(node_id=ray.get_runtime_context().get_node_id(), ip=ray.util.get_node_ip_address(),
-                     hostname=socket.gethostname(), gpus=[str(g) for g in ray.get_gpu_ids()],
-                     unpatched=horovod_unpatched(), pid=os.getpid())
-        return found
+        """:func:`identity`, in this actor."""
+        return identity()
 
     def interface(self, address: str, nics: Optional[Sequence[str]]) -> Optional[str]:
-        """The network interface of this node that holds ``address`` (among ``nics`` when given)."""
-        from hvdkeras.engines.placement import interface_of
-
-        return interface_of(address, nics)
+        """:func:`interface`, in this actor."""
+        return interface(address, nics)
 
     def setup(self, env: Dict[str, str]) -> None:
-        """Sets this rank's environment (Horovod's settings, the rendezvous' secret, its GPUs) before it runs
-        anything; an empty value removes a variable."""
-        for key, value in env.items():
-            if value == "":
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        """Sets this rank's environment (:func:`set_environment`) before it runs anything."""
+        set_environment(env)
 
     def env_vars(self) -> Dict[str, str]:
         """This actor's environment (Horovod's ``BaseHorovodWorker.env_vars``)."""

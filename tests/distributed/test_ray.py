@@ -2,6 +2,8 @@
 lab's emulated hosts (``lab/ray.py``, network namespaces, one logical CPU each), the drivers run on the head.
 
 On it: Horovod's Ray example switched by its import lines (``examples/ray/tensorflow2_mnist_ray.py``) on two nodes;
+a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``scripts/ray_train_check.py``), once per
+``make test`` with a worker lost mid-fit and the group started again from its last checkpoint;
 the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
 cannot hold in one line; and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
 again, resumes, and ends with the weights of the fit nobody disturbed. The cluster goes down whatever happens, and no
@@ -96,6 +98,19 @@ def test_more_ranks_than_the_cluster_has_cpus_is_one_line_not_a_wait(cluster, tm
     assert job.output.strip().splitlines()[-1].startswith(
         "hvdkeras: error: this Ray cluster cannot hold 4 workers of 1 CPU each"), job.output[-2000:]
     assert time.monotonic() - tic < 60
+
+
+def test_a_script_for_ray_trains_removed_horovodtrainer_switched_by_its_import_fits_and_resumes(cluster):
+    """Ray Train's current API (ScalingConfig, RunConfig, FailureConfig, report, get_checkpoint) with hvdkeras's
+    HorovodTrainer; once per `make test` (keras3) one worker's process dies in epoch 1 and the group starts again."""
+    folder = os.path.join(cluster.folder, "ray-train")
+    os.makedirs(folder)
+    fail = ["--fail-at", "1"] if once_here(KILL_ONCE[2]) else []
+    (report,) = results(on_head(cluster, [os.path.join(SCRIPTS, "ray_train_check.py"), folder, *fail], timeout=300))
+    assert report["error"] is None and report["metrics"]["epoch"] == 2, report
+    assert len(set(report["digests"])) == 1, report  # both ranks end on the same weights
+    # each epoch reported once; with the failure, the epoch it interrupted begun again, none before it
+    assert report["begun"] == ([0, 1, 1, 2] if fail else [0, 1, 2]), report
 
 
 @pytest.mark.skipif(not once_here(KILL_ONCE[2]), reason=f"{KILL_ONCE[0]}: once per `make test`, on {KILL_ONCE[2]}")

@@ -50,10 +50,10 @@ def test_a_worker_without_the_patched_horovod_or_at_other_versions_is_refused_na
     monkeypatch.delenv("HVDKERAS_ALLOW_OPEN_RENDEZVOUS", raising=False)
     ex = executor(num_workers=2)
     same = dict(driver, ip="10.0.0.1", unpatched=None)
-    older = dict(same, ip="10.0.0.2", tensorflow="2.15.1")
+    older = dict(same, ip="10.0.0.2", tensorflow="2.0.0")
     ex._wait = lambda refs, timeout_s=None: [same, older]
     with pytest.raises(failures.CannotStartError, match=r"^the Ray worker on node 10.0.0.2 \(.*\) has tensorflow"
-                       r" 2.15.1 \(the driver has .*\): install hvdkeras, and Horovod built by"):
+                       r" 2.0.0 \(the driver has .*\): install hvdkeras, and Horovod built by"):
         ex._identities([Actor(), Actor()])
     open_one = dict(same, ip="10.0.0.3", unpatched="the Horovod this process imports (/x) lacks hvdkeras's build"
                     " patch 0010")
@@ -115,3 +115,40 @@ def test_each_rank_gets_horovods_settings_and_the_secret_in_its_environment():
 def test_a_run_before_start_is_one_line():
     with pytest.raises(SetupError, match=r"^this RayExecutor's ranks are not running: call start\(\) first"):
         RayExecutor(None, num_workers=1).run(print)
+
+
+def test_ray_trains_backend_places_the_ranks_by_node_and_gives_each_its_settings(monkeypatch):
+    """hvdkeras.ray.trainer's backend on a stand-in Ray Train group: its calls run here, in order."""
+    pytest.importorskip("ray.train")
+    import ray
+
+    from hvdkeras.ray import trainer
+
+    driver = next(python_probe()(None))
+    nodes = ["10.0.0.2", "10.0.0.1", "10.0.0.2"]
+    envs = {}
+
+    class Group:
+        def get_workers(self):
+            return nodes
+
+        def execute_single_async(self, index, fn, *args):
+            if fn is trainer.identity:
+                return dict(driver, ip=nodes[index], gpus=[], unpatched=None)
+            if fn is trainer.interface:
+                return "eth0"
+            assert fn is trainer.set_environment
+            envs[index] = args[0]
+
+    monkeypatch.setattr(ray, "get", lambda refs: list(refs))
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "127.0.0.1")
+    backend = trainer.HorovodConfig(timeout_s=60).backend_cls()
+    backend.on_start(Group(), trainer.HorovodConfig(timeout_s=60))
+    try:
+        assert [envs[i]["HOROVOD_RANK"] for i in range(3)] == ["0", "2", "1"]  # 10.0.0.2's two first, as horovodrun
+        assert [envs[i]["HOROVOD_LOCAL_RANK"] for i in range(3)] == ["0", "0", "1"]
+        assert {envs[i]["CUDA_VISIBLE_DEVICES"] for i in range(3)} == {"-1"}  # no GPU from Ray: none at all
+        assert len({envs[i]["HOROVOD_GLOO_RENDEZVOUS_SECRET"] for i in range(3)}) == 1
+    finally:
+        backend.on_shutdown(Group(), trainer.HorovodConfig())
+    assert backend._server is None

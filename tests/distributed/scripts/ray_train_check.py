@@ -1,0 +1,106 @@
+"""A Ray Train script written for Ray's removed ``HorovodTrainer``, switched by its import; run as a Ray driver.
+
+    python tests/distributed/scripts/ray_train_check.py FOLDER [--fail-at EPOCH]
+
+Two workers train a small dense model on the packaged digits (each its own shard), Horovod averaging the
+gradients, for three epochs; rank 0 reports a checkpoint after each through ``ray.train.report`` (the others report
+their metrics only), and each start resumes from ``ray.train.get_checkpoint()``. With ``--fail-at E`` rank 1's
+process exits in the middle of epoch E of the first start: ``FailureConfig(max_failures=1)`` starts the group again.
+Rank 0 appends each epoch it begins to ``FOLDER/begun``; each rank writes its final weights' digest to
+``FOLDER/digest-<rank>``. Prints ``RESULT {...}``.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import ray.train
+from ray.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
+
+# was: from ray.train.horovod import HorovodConfig, HorovodTrainer
+from hvdkeras.ray import HorovodConfig, HorovodTrainer
+
+EPOCHS = 3
+
+
+def train_loop(config):
+    import hashlib
+
+    import numpy as np
+    import tensorflow as tf
+
+    import hvdkeras.keras as hvd
+    from hvdkeras.training.data import digits_arrays
+
+    hvd.init()
+    pixels, target = digits_arrays()
+    x = (pixels.reshape(len(pixels), -1) / 16.0).astype("float32")[hvd.rank()::hvd.size()]
+    y = target.astype("int64")[hvd.rank()::hvd.size()]
+    tf.keras.utils.set_random_seed(7)
+    model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(32, activation="relu"),
+                                 tf.keras.layers.Dense(10)])
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.05)),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    start = 0
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as folder:
+            model.load_weights(os.path.join(folder, "model.weights.h5"))
+            with open(os.path.join(folder, "state.json")) as f:
+                start = json.load(f)["epoch"] + 1
+    folder = config["folder"]
+    first_start = not os.path.exists(os.path.join(folder, "failed"))
+
+    class FailHere(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if config["fail_at"] == epoch and first_start and hvd.rank() == 1 and batch == 5:
+                open(os.path.join(folder, "failed"), "w").close()
+                # Ray Train's controller collects the reports every 2 s: a checkpoint reported less than that before
+                # a failure may not be registered, and the restart would begin the epoch before it again.
+                time.sleep(5)
+                os._exit(1)  # the worker's process is gone, as a lost node takes it
+
+    for epoch in range(start, EPOCHS):
+        if hvd.rank() == 0:
+            with open(os.path.join(folder, "begun"), "a") as f:
+                f.write(f"{epoch}\n")
+        history = model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False,
+                            callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), FailHere()])
+        with tempfile.TemporaryDirectory() as out:
+            saved = None
+            if hvd.rank() == 0:
+                model.save_weights(os.path.join(out, "model.weights.h5"))
+                with open(os.path.join(out, "state.json"), "w") as f:
+                    json.dump({"epoch": epoch}, f)
+                saved = Checkpoint.from_directory(out)
+            ray.train.report({"epoch": epoch, "loss": float(history.history["loss"][-1])}, checkpoint=saved)
+    digest = hashlib.sha256(b"".join(np.asarray(w).tobytes() for w in model.get_weights())).hexdigest()
+    with open(os.path.join(folder, f"digest-{hvd.rank()}"), "w") as f:
+        f.write(digest)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder")
+    parser.add_argument("--fail-at", type=int, default=-1)
+    args = parser.parse_args()
+    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=True)
+    trainer = HorovodTrainer(
+        train_loop, train_loop_config={"folder": args.folder, "fail_at": args.fail_at},
+        horovod_config=HorovodConfig(timeout_s=60),
+        scaling_config=ScalingConfig(num_workers=2, use_gpu=False, resources_per_worker={"CPU": 1}),
+        run_config=RunConfig(name="digits", storage_path=os.path.join(args.folder, "results"),
+                             failure_config=FailureConfig(max_failures=1)))
+    result = trainer.fit()
+    with open(os.path.join(args.folder, "begun")) as f:
+        begun = [int(line) for line in f]
+    digests = [open(os.path.join(args.folder, f"digest-{r}")).read() for r in range(2)]
+    print("RESULT " + json.dumps({"metrics": {k: result.metrics[k] for k in ("epoch", "loss")}, "begun": begun,
+                                  "digests": digests, "error": repr(result.error) if result.error else None}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
