@@ -3,7 +3,7 @@
 Ray's adapter on the launch core (:mod:`hvdkeras.engines`): :mod:`~hvdkeras.ray.cluster` (Ray joined, the ranks'
 resources found before anything waits for them), :mod:`~hvdkeras.ray.worker` (a rank's actor),
 :mod:`~hvdkeras.ray.executor` (``RayExecutor``), :mod:`~hvdkeras.ray.job` (the config trainer's ranks on Ray,
-restarted after a lost worker) and :mod:`~hvdkeras.ray.trainer` (Ray Train's ``HorovodTrainer`` and
+restarted after a lost worker) and :mod:`~hvdkeras.ray.ray_train` (Ray Train's ``HorovodTrainer`` and
 ``HorovodConfig``). Ray itself is imported only when a job starts (``pip install 'hvdkeras[ray]'``).
 """
 from typing import Any
@@ -14,12 +14,12 @@ __all__ = ["HorovodConfig", "HorovodTrainer", "RayExecutor", "Settings"]
 
 
 def __getattr__(name: str) -> Any:
-    """``HorovodTrainer`` and ``HorovodConfig`` (:mod:`hvdkeras.ray.trainer`), imported with Ray when first named."""
+    """``HorovodTrainer`` and ``HorovodConfig`` (:mod:`hvdkeras.ray.ray_train`), imported with Ray when first named."""
     if name in ("HorovodTrainer", "HorovodConfig"):
         from hvdkeras.ray.cluster import import_ray
 
         import_ray()  # one line when Ray is missing
-        from hvdkeras.ray import trainer
+        from hvdkeras.ray import ray_train
 
-        return getattr(trainer, name)
+        return getattr(ray_train, name)
     raise AttributeError(f"module 'hvdkeras.ray' has no attribute {name!r}")

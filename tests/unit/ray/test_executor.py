@@ -118,11 +118,11 @@ def test_a_run_before_start_is_one_line():
 
 
 def test_ray_trains_backend_places_the_ranks_by_node_and_gives_each_its_settings(monkeypatch):
-    """hvdkeras.ray.trainer's backend on a stand-in Ray Train group: its calls run here, in order."""
+    """hvdkeras.ray.ray_train's backend on a stand-in Ray Train group: its calls run here, in order."""
     pytest.importorskip("ray.train")
     import ray
 
-    from hvdkeras.ray import trainer
+    from hvdkeras.ray import ray_train as trainer
 
     driver = next(python_probe()(None))
     nodes = ["10.0.0.2", "10.0.0.1", "10.0.0.2"]
