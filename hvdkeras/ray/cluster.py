@@ -40,8 +40,10 @@ def _answers(address: str, timeout_s: float) -> Optional[str]:
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             return None
+    except socket.timeout:
+        return f"no answer within {timeout_s:g} s"
     except OSError as exc:
-        return f"{exc.strerror or type(exc).__name__} within {timeout_s:g} s"
+        return (exc.strerror or type(exc).__name__).lower()
 
 
 def connect(address: Optional[str] = None, timeout_s: float = 30.0) -> Any:

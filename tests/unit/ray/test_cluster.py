@@ -64,3 +64,12 @@ def test_an_address_that_does_not_answer_is_one_line_within_the_timeout():
         cluster.connect(f"127.0.0.1:{port}", timeout_s=2)
     with pytest.raises(SetupError, match=r"it is not host:port \(Received: address='nowhere'\)"):
         cluster.connect("nowhere", timeout_s=2)
+
+
+def test_an_address_that_never_answers_is_named_with_the_timeout(monkeypatch):
+    def silent(address, timeout):
+        assert timeout == 3
+        raise socket.timeout("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", silent)
+    assert cluster._answers("10.0.0.9:6379", 3) == "no answer within 3 s"
