@@ -81,7 +81,8 @@ class RayExecutor:
 
     Raises:
         SetupError: arguments that name no job (neither or both of ``num_workers`` and ``num_hosts``, a count
-            below 1), or elastic arguments (``min_workers``), which :class:`ElasticRayExecutor` takes.
+            below 1), or elastic arguments (``min_workers``, ``max_workers``): elastic Ray jobs are not supported
+            yet.
     """
 
     @classmethod
@@ -110,8 +111,10 @@ class RayExecutor:
         cpus_per_worker = given.get("cpus_per_worker", cpus_per_worker)
         gpus_per_worker = given.get("gpus_per_worker", gpus_per_worker)
         if min_workers is not None or max_workers is not None:
-            raise SetupError("min_workers/max_workers make an elastic job: use hvdkeras.ray.ElasticRayExecutor"
-                             f" (Received: min_workers={min_workers}, max_workers={max_workers})")
+            raise SetupError("min_workers/max_workers make an elastic job, which hvdkeras.ray does not run yet: pass"
+                             " num_workers (or num_hosts), and let the config trainer's --launcher ray or Ray Train's"
+                             " FailureConfig start the job again after a lost worker (Received:"
+                             f" min_workers={min_workers}, max_workers={max_workers})")
         del use_current_placement_group
         self.settings = settings or Settings()
         self.use_gpu = use_gpu

@@ -41,7 +41,7 @@ def test_horovod_021s_slot_names_are_taken_with_a_warning(capsys):
     assert "num_slots= is Horovod 0.21's name for num_workers_per_host=" in capsys.readouterr().err
     with pytest.raises(TypeError, match="unexpected keyword argument 'num_slot'"):
         RayExecutor(None, num_hosts=2, num_slot=4)
-    with pytest.raises(SetupError, match=r"^min_workers/max_workers make an elastic job"):
+    with pytest.raises(SetupError, match=r"^min_workers/max_workers make an elastic job, which hvdkeras.ray"):
         RayExecutor(None, min_workers=1, max_workers=2)
 
 
