@@ -1,14 +1,15 @@
 """Horovod's ``examples/ray/tensorflow2_mnist_ray.py``, switched to hvdkeras by its import lines.
 
-    ray start --head --num-cpus 4 --include-dashboard=false
-    python examples/ray/tensorflow2_mnist_ray.py --address auto --num-hosts 1 --num-slots 2 --cpus-per-slot 1
+    ray start --head --num-cpus 2 --include-dashboard=false
+    python examples/ray/tensorflow2_mnist_ray.py --address auto --num-workers 2 --cpus-per-slot 1
 
 Changed from Horovod's script: ``import hvdkeras.keras as hvd`` and ``from hvdkeras.ray import RayExecutor`` (were
 ``import horovod.tensorflow.keras as hvd`` and ``from horovod.ray import RayExecutor``); the data come from
 ``examples/horovod/offline_mnist.py`` (no download; each Ray worker finds it through this file's folder, so every
 node needs this checkout at the same path); Keras 3's own migration (``compile`` has no
 ``experimental_run_tf_function``, checkpoints are ``.keras`` files, ``tf.keras.optimizers`` and ``tf.keras.losses``
-spelled out); ``--num-hosts``, ``--num-slots``, ``--cpus-per-slot``, ``--epochs``, ``--steps-per-epoch`` and
+spelled out); flags for the placement and the length: ``--num-workers`` (``num_workers=``, Horovod's current
+name), ``--num-hosts``, ``--num-slots``, ``--cpus-per-slot``, ``--epochs``, ``--steps-per-epoch`` and
 ``--checkpoint-dir`` (Horovod's values are the defaults: two hosts of four workers with eight CPUs each), and a last
 line with each rank's final loss. ``num_slots`` and ``cpus_per_slot`` are Horovod 0.21's names, which Horovod's
 own example still passes (Horovod 0.28.1's ``RayExecutor`` no longer takes them; hvdkeras does).
@@ -29,6 +30,8 @@ parser = argparse.ArgumentParser(
     description='Tensorflow Ray example',
     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 parser.add_argument('--address', type=str, help="Ray cluster address")
+parser.add_argument('--num-workers', type=int, default=None,
+                    help="this many workers wherever Ray places them (instead of hosts x slots)")
 parser.add_argument('--num-hosts', type=int, default=2)
 parser.add_argument('--num-slots', type=int, default=4)
 parser.add_argument('--cpus-per-slot', type=int, default=8)
@@ -118,9 +121,13 @@ if __name__ == '__main__':
     args = parser.parse_args()
     ray.init(address=args.address)
     settings = RayExecutor.create_settings(timeout_s=30)
-    executor = RayExecutor(
-        settings, num_hosts=args.num_hosts, num_slots=args.num_slots, use_gpu=False,
-        cpus_per_slot=args.cpus_per_slot)
+    if args.num_workers:
+        executor = RayExecutor(settings, num_workers=args.num_workers, use_gpu=False,
+                               cpus_per_worker=args.cpus_per_slot)
+    else:
+        executor = RayExecutor(
+            settings, num_hosts=args.num_hosts, num_slots=args.num_slots, use_gpu=False,
+            cpus_per_slot=args.cpus_per_slot)
     executor.start()
     results = executor.run(train, kwargs=dict(num_epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
                                               checkpoint_dir=os.path.abspath(args.checkpoint_dir)))

@@ -1,7 +1,8 @@
 """hvdkeras.ray on a real Ray cluster: a head and two worker nodes, each started with ``ray start`` in one of the
 lab's emulated hosts (``lab/ray.py``, network namespaces, one logical CPU each), the drivers run on the head.
 
-On it: Horovod's Ray example switched by its import lines (``examples/ray/tensorflow2_mnist_ray.py``) on two nodes;
+On it: Horovod's Ray example switched by its import lines (``examples/ray/tensorflow2_mnist_ray.py``), on two nodes
+with Horovod 0.21's names (keras3) and as docs/ray.md's quick start writes it, with the trainer's line (keras2);
 a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``scripts/ray_train_check.py``), once per
 ``make test`` with a worker lost mid-fit and the group started again from its last checkpoint;
 the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
@@ -12,6 +13,7 @@ raylet, GCS or worker outlives it.
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,6 +33,8 @@ pytestmark = pytest.mark.lab
 EXAMPLE = os.path.join(REPO, "examples", "ray", "tensorflow2_mnist_ray.py")
 DIGITS = os.path.join(REPO, "configs", "digits.yaml")
 EPOCHS = 4
+EXAMPLE_ONCE = ("Horovod's Ray example with Horovod 0.21's names on two nodes", 0.5, "keras3")
+QUICK_START_ONCE = ("docs/ray.md's quick start as written", 0.7, "keras2")
 KILL_ONCE = ("a worker node lost mid-fit: the retry's start, resume and weights do not depend on the stack", 1.0,
              "keras3")
 
@@ -66,6 +70,8 @@ def quiet(cluster):
     return workdir, on_head(cluster, train(workdir)).output
 
 
+@pytest.mark.skipif(not once_here(EXAMPLE_ONCE[2]), reason=f"{EXAMPLE_ONCE[0]}: on {EXAMPLE_ONCE[2]}; keras2 runs the"
+                    " same example through docs/ray.md's quick start")
 def test_horovods_ray_example_switched_trains_one_model_on_two_nodes_with_one_writer(cluster):
     checkpoints = os.path.join(cluster.folder, "example")
     os.makedirs(checkpoints)
@@ -79,6 +85,31 @@ def test_horovods_ray_example_switched_trains_one_model_on_two_nodes_with_one_wr
              and "ip=" in line}
     head = cluster.hosts.hosts[0].addr
     assert len(nodes | {head}) >= 2, out[-2000:]  # STRICT_SPREAD: a rank on each of two nodes
+
+
+def quick_start_commands():
+    """The ``python`` lines of docs/ray.md's quick start, as written (the cluster's own lines left to the fixture)."""
+    with open(os.path.join(REPO, "docs", "ray.md")) as f:
+        text = f.read()
+    block = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [shlex.split(line) for line in block.splitlines() if line.startswith("python ")]
+
+
+@pytest.mark.skipif(not once_here(QUICK_START_ONCE[2]), reason=f"{QUICK_START_ONCE[0]}: on {QUICK_START_ONCE[2]}")
+def test_the_quick_start_of_docs_ray_md_runs_as_written(cluster, tmp_path):
+    """Run in a folder that sees the checkout's examples/ and configs/, so what they write (runs/, the example's
+    checkpoint) lands there; ``--address auto`` finds the cluster through RAY_ADDRESS, as on one of its nodes."""
+    commands = quick_start_commands()
+    assert [c[:2] for c in commands] == [["python", "examples/ray/tensorflow2_mnist_ray.py"],
+                                         ["python", "-m"]], commands
+    for name in ("examples", "configs"):
+        os.symlink(os.path.join(REPO, name), tmp_path / name)
+    outputs = [launch(cluster.driver_command([sys.executable, *argv[1:]]), env=cluster.env(), timeout=240,
+                      cwd=str(tmp_path)).output for argv in commands]
+    finals = [line for line in outputs[0].splitlines() if line.startswith("rank ") and "sum of weights" in line]
+    assert len(finals) == 2 and len({line.split(": ", 1)[1] for line in finals}) == 1, outputs[0][-3000:]
+    assert os.listdir(tmp_path / "runs") == ["digits"] and (tmp_path / "checkpoint-1.keras").exists()
+    assert [m["epoch"] for m in read_jsonl(tmp_path / "runs" / "digits" / "metrics.jsonl")] == [1, 2]
 
 
 def test_the_config_trainer_fits_on_the_cluster_and_keeps_the_workdirs_rules(cluster, quiet):
