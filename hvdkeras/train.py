@@ -20,6 +20,7 @@ from absl import flags
 from hvdkeras import config as config_lib
 from hvdkeras import train_rank
 from hvdkeras.common import command_line, signals
+from hvdkeras.common.errors import HvdkerasError, RankFailedError
 from hvdkeras.common.horovod_env import launcher_rank
 from hvdkeras.common.workdir import Workdir
 from hvdkeras.launch import cli as dry_run
@@ -79,8 +80,14 @@ def _train_on_ray(cfg: config_lib.Config, workdir: str) -> None:
         command_line.fail("--launcher ray needs --np N, the number of ranks, e.g. --np 2")
     del cfg  # checked here; each rank loads it again
     config_path, workdir = os.path.abspath(FLAGS.config), os.path.abspath(workdir)
-    job.run_ranks(train_rank.rank, lambda attempt: (config_path, list(FLAGS.set), workdir, FLAGS.fresh and attempt == 0,
-                                         FLAGS.resume), FLAGS.np, dry_run.ray_options())
+    try:
+        job.run_ranks(train_rank.rank, lambda attempt: (config_path, list(FLAGS.set), workdir,
+                                                        FLAGS.fresh and attempt == 0, FLAGS.resume),
+                      FLAGS.np, dry_run.ray_options())
+    except RankFailedError as exc:  # a lost worker with no retry left: the user's next move is to run it again
+        raise HvdkerasError(f"the ranks on Ray failed with no retry left (--max_retries={FLAGS.max_retries}): {exc};"
+                            f" {workdir} keeps the last checkpoint: run the same command again to resume from it"
+                            ) from None
 
 
 def run():

@@ -71,6 +71,22 @@ def test_anything_but_a_users_error_keeps_its_traceback(tmp_path):
     assert "hvdkeras: error:" not in proc.stderr
 
 
+def test_ray_ranks_that_fail_with_no_retry_left_are_one_line_naming_the_workdir_to_resume(tmp_path):
+    code = ("import sys\nimport hvdkeras.train as cli\nfrom hvdkeras.ray import job\n"
+            "from hvdkeras.engines.failures import RetriesExhaustedError\n"
+            "def lost(*args, **kwargs):\n"
+            "    raise RetriesExhaustedError('a rank\\'s Ray worker was lost (node died)')\n"
+            "job.run_ranks = lost\n"
+            f"sys.argv = ['train', '--config', 'configs/digits.yaml', '--workdir', {str(tmp_path)!r},"
+            " '--launcher', 'ray', '--np', '2', '--max_retries', '1']\n"
+            "cli.run()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "hvdkeras: error: the ranks on Ray failed with no retry left (--max_retries=1): a rank's Ray worker was lost"
+        f" (node died); {tmp_path} keeps the last checkpoint: run the same command again to resume from it"]
+
+
 def test_a_second_job_on_a_workdir_in_use_stops_before_training_naming_the_holder(tmp_path):
     from tests.unit.common.test_workdir_guard import HOLD
 
