@@ -16,7 +16,7 @@ Imports Ray (``pip install 'hvdkeras[ray]'``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, Optional, Set
 
 import ray
 from ray.train.backend import Backend, BackendConfig
@@ -57,11 +57,6 @@ class HorovodConfig(BackendConfig):
         return _HorovodBackend
 
 
-def _workers(group: Any) -> List[Any]:
-    """A Ray Train group's workers (Ray Train 2's ``get_workers()``, or the older ``workers``)."""
-    return list(group.get_workers() if hasattr(group, "get_workers") else group.workers)
-
-
 class _HorovodBackend(Backend):
     """Sets Horovod up on each start of a Ray Train group, and stops its rendezvous after."""
 
@@ -73,7 +68,7 @@ class _HorovodBackend(Backend):
     def on_start(self, worker_group: Any, backend_config: BackendConfig) -> None:
         """Every worker checked, placed and given its Horovod settings, the rendezvous started."""
         assert isinstance(backend_config, HorovodConfig)
-        count = len(_workers(worker_group))
+        count = len(worker_group)  # Ray Train's groups, old and new, know their size
         found = ray.get([worker_group.execute_single_async(i, identity) for i in range(count)])
         check_workers(found)
         plan = slot_plan([f["ip"] for f in found])

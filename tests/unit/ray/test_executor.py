@@ -129,8 +129,8 @@ def test_ray_trains_backend_places_the_ranks_by_node_and_gives_each_its_settings
     envs = {}
 
     class Group:
-        def get_workers(self):
-            return nodes
+        def __len__(self):
+            return len(nodes)
 
         def execute_single_async(self, index, fn, *args):
             if fn is trainer.identity:
