@@ -101,6 +101,7 @@ class LauncherWatch:
     def __init__(self, fds: Sequence[int] = OUTPUTS, on_gone: Optional[Callable[[Sequence[int]], None]] = None,
                  interval_s: float = INTERVAL_S, divert_to: Optional[str] = None):
         self.fds = [fd for fd in fds if watchable(fd)]
+        self.outputs = list(self.fds)  # all of them go to ``on_gone``, also one pointed at a file meanwhile
         self.on_gone = on_gone or (lambda fds: stop_as_on_sigterm(fds, divert_to))
         self.interval_s = interval_s
         self.gone: List[int] = []
@@ -122,12 +123,16 @@ class LauncherWatch:
             self._thread.join(timeout=5 * self.interval_s + 1)
 
     def _run(self) -> None:
+        # Polled: those that have another end now. One may point at a file for a while (TensorFlow's import
+        # captures stderr, hvdkeras.runtime.tensorflow_import) and at its pipe again later; one closed here would
+        # be reported at once. ``on_gone`` gets every output watched at the start, so that what is said then
+        # goes to the file, not into a capture that may never be read.
         while not self._stop.is_set():
-            self.fds = [fd for fd in self.fds if watchable(fd)]  # one closed here would be reported at once
+            self.fds = [fd for fd in self.outputs if watchable(fd)]
             if not self.fds:
                 return
             gone = closed(self.fds, self.interval_s)
             if gone and not self._stop.is_set():
                 self.gone = gone
-                self.on_gone(self.fds)
+                self.on_gone(self.outputs)
                 return

@@ -101,8 +101,8 @@ def _import_quietly(level: int) -> ModuleType:
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
+        try:  # the capture inside: a SIGTERM raised between the two would leave stderr in the capture
+            os.dup2(captured.fileno(), 2)
             return importlib.import_module("tensorflow")
         finally:
             # The launcher may have gone meanwhile (its end of stderr closed): then stderr follows stdout, which

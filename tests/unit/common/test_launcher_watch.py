@@ -51,6 +51,27 @@ def test_the_watch_calls_on_gone_once_when_the_reader_goes_and_stop_ends_it_quie
         assert not LauncherWatch([f.fileno()]).start()  # nothing to watch: no thread
 
 
+def test_an_output_pointed_at_a_file_meanwhile_is_still_handed_to_on_gone():
+    # TensorFlow's import points stderr at a capture file for a while (hvdkeras.runtime.tensorflow_import): the
+    # watch polls stdout alone then, but when stdout's reader goes, stderr is diverted too, so that the lines
+    # said then reach the rank's log rather than a capture that a SIGTERM may keep from being read back.
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    called = threading.Event()
+    seen = []
+    watch = LauncherWatch([out_write, err_write], on_gone=lambda fds: (seen.append(list(fds)), called.set()),
+                          interval_s=0.05)
+    assert watch.start()
+    saved = os.dup(err_write)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), err_write)  # the capture
+        os.close(out_read)
+        assert called.wait(5)
+    assert seen == [[out_write, err_write]] and watch.gone == [out_write]
+    for fd in (out_write, err_write, err_read, saved):
+        os.close(fd)
+
+
 def test_a_process_whose_output_reader_goes_away_is_sent_sigterm_with_its_output_diverted_to_a_file(tmp_path):
     # What horovodrun does to a rank on another host when it is stopped: it ends the rank's ssh client, which
     # closes the session's pipes and sends the rank nothing. The watch turns that into the rank's SIGTERM.
