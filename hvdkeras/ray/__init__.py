@@ -2,15 +2,18 @@
 
 Ray's adapter on the launch core (:mod:`hvdkeras.engines`): :mod:`~hvdkeras.ray.cluster` (Ray joined, the ranks'
 resources found before anything waits for them), :mod:`~hvdkeras.ray.worker` (a rank's actor),
-:mod:`~hvdkeras.ray.executor` (``RayExecutor``), :mod:`~hvdkeras.ray.job` (the config trainer's ranks on Ray,
-restarted after a lost worker) and :mod:`~hvdkeras.ray.ray_train` (Ray Train's ``HorovodTrainer`` and
-``HorovodConfig``). Ray itself is imported only when a job starts (``pip install 'hvdkeras[ray]'``).
+:mod:`~hvdkeras.ray.worker_checks` (what the driver checks of each worker), :mod:`~hvdkeras.ray.executor`
+(``RayExecutor``), :mod:`~hvdkeras.ray.elastic_executor` (``ElasticRayExecutor``, and ``RayExecutor`` with
+``min_workers``/``max_workers``), :mod:`~hvdkeras.ray.job` (the config trainer's ranks on Ray, restarted after a
+lost worker) and :mod:`~hvdkeras.ray.ray_train` (Ray Train's ``HorovodTrainer`` and ``HorovodConfig``). Ray itself
+is imported only when a job starts (``pip install 'hvdkeras[ray]'``).
 """
 from typing import Any
 
+from hvdkeras.ray.elastic_executor import ElasticRayExecutor, ElasticSettings
 from hvdkeras.ray.executor import RayExecutor, Settings
 
-__all__ = ["HorovodConfig", "HorovodTrainer", "RayExecutor", "Settings"]
+__all__ = ["ElasticRayExecutor", "ElasticSettings", "HorovodConfig", "HorovodTrainer", "RayExecutor", "Settings"]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,6 @@ Ray's adapter on the launch core (:mod:`hvdkeras.engines`). :meth:`RayExecutor.s
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -29,16 +28,13 @@ from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiveError, SetupError, StallError
 from hvdkeras.engines import failures, rendezvous_server
 from hvdkeras.engines.placement import Slot, slot_plan, visible_gpus
-from hvdkeras.engines.python_check import python_mismatch, python_probe
 from hvdkeras.launch import ray as launch_ray
 from hvdkeras.ray import cluster
-from hvdkeras.runtime import rendezvous as rendezvous_auth
+from hvdkeras.ray.worker_checks import FIX_WORKERS, check_workers, first_line
 
 # Horovod 0.21's names for the placement arguments, which Horovod's own Ray example still passes.
 OLD_NAMES = {"num_slots": "num_workers_per_host", "cpus_per_slot": "cpus_per_worker",
              "gpus_per_slot": "gpus_per_worker"}
-FIX_WORKERS = ("install hvdkeras, and Horovod built by `python -m hvdkeras.build_horovod`, on every Ray node at the"
-               " driver's versions (docs/ray.md#every-node)")
 _LOST_WORKER = (PeerLostError, PeerUnresponsiveError, StallError)  # a rank's own word that a peer went away
 _OTHERS_FAIL_WITHIN_S = 10.0  # after a rank fails, how long the others' failures may take to say a worker died
 
@@ -72,6 +68,7 @@ class RayExecutor:
         num_hosts: how many nodes, each with ``num_workers_per_host`` ranks (one placement-group bundle per node,
             every bundle on its own node).
         num_workers_per_host: ranks per node, with ``num_hosts``.
+        min_workers: the fewest ranks of an elastic job; max_workers: the most (see below).
         cpus_per_worker: CPUs each rank's actor takes.
         use_gpu: whether ranks use GPUs; without, no rank sees one.
         gpus_per_worker: GPUs each rank's actor takes (1 with ``use_gpu``).
@@ -81,8 +78,11 @@ class RayExecutor:
 
     Raises:
         SetupError: arguments that name no job (neither or both of ``num_workers`` and ``num_hosts``, a count
-            below 1), or elastic arguments (``min_workers``, ``max_workers``): elastic Ray jobs are not supported
-            yet.
+            below 1).
+
+    With ``min_workers`` or ``max_workers`` (and ``reset_limit``, ``cooldown_range``, ``elastic_timeout``), the job
+    is elastic, as Horovod's: :class:`~hvdkeras.ray.elastic_executor.ElasticRayExecutor` runs it (``start``,
+    ``run``, ``execute``, ``shutdown``; ``run_remote`` and ``execute_single`` have no elastic meaning).
     """
 
     @classmethod
@@ -99,7 +99,9 @@ class RayExecutor:
                  num_hosts: Optional[int] = None, num_workers_per_host: int = 1, cpus_per_worker: float = 1,
                  use_gpu: bool = False, gpus_per_worker: Optional[float] = None,
                  use_current_placement_group: bool = True, min_workers: Optional[int] = None,
-                 max_workers: Optional[int] = None, **old_names: Any):
+                 max_workers: Optional[int] = None, reset_limit: Optional[int] = None,
+                 cooldown_range: Optional[Tuple[int, int]] = None, elastic_timeout: float = 600,
+                 override_discovery: bool = True, **old_names: Any):
         unknown = sorted(set(old_names) - set(OLD_NAMES))
         if unknown:
             raise TypeError(f"RayExecutor() got an unexpected keyword argument {unknown[0]!r}")
@@ -110,14 +112,23 @@ class RayExecutor:
         num_workers_per_host = given.get("num_workers_per_host", num_workers_per_host)
         cpus_per_worker = given.get("cpus_per_worker", cpus_per_worker)
         gpus_per_worker = given.get("gpus_per_worker", gpus_per_worker)
-        if min_workers is not None or max_workers is not None:
-            raise SetupError("min_workers/max_workers make an elastic job, which hvdkeras.ray does not run yet: pass"
-                             " num_workers (or num_hosts), and let the config trainer's --launcher ray or Ray Train's"
-                             " FailureConfig start the job again after a lost worker (Received:"
-                             f" min_workers={min_workers}, max_workers={max_workers})")
-        del use_current_placement_group
+        del use_current_placement_group, override_discovery
         self.settings = settings or Settings()
         self.use_gpu = use_gpu
+        self._elastic: Any = None
+        if min_workers is not None or max_workers is not None:  # Horovod's elastic RayExecutor
+            from hvdkeras.ray.elastic_executor import ElasticRayExecutor, ElasticSettings
+
+            if num_workers is not None or num_hosts is not None:
+                raise SetupError("an elastic job takes min_workers/max_workers, not num_workers or num_hosts"
+                                 f" (Received: num_workers={num_workers}, num_hosts={num_hosts},"
+                                 f" min_workers={min_workers}, max_workers={max_workers})")
+            self._elastic = ElasticRayExecutor(
+                ElasticSettings(min_num_proc=min_workers or 1, max_num_proc=max_workers, reset_limit=reset_limit,
+                                elastic_timeout=elastic_timeout, timeout_s=self.settings.timeout_s,
+                                nics=self.settings.nics, cooldown_range=cooldown_range, verbose=self.settings.verbose),
+                use_gpu=use_gpu, cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker)
+            num_workers = min_workers or 1
         self.request = launch_ray.request(num_workers, num_hosts, num_workers_per_host, cpus_per_worker, use_gpu,
                                        gpus_per_worker)
         self.workers: List[Any] = []
@@ -146,6 +157,9 @@ class RayExecutor:
             SetupError: the cluster cannot hold the job or place it in time; a node cannot start a rank
                 (:class:`~hvdkeras.engines.failures.CannotStartError`).
         """
+        if self._elastic is not None:
+            self._elastic.start(executable_cls, executable_args, executable_kwargs, extra_env_vars)
+            return
         if self.workers:
             raise SetupError("this RayExecutor has started already: call shutdown() before start() again")
         ray = self._ray = cluster.connect()
@@ -183,7 +197,7 @@ class RayExecutor:
         except failures.StartTimeoutError:
             raise
         except Exception as exc:  # noqa: BLE001 - Ray's words for an actor that could not start
-            raise failures.CannotStartError(f"a Ray worker could not start a rank's actor ({_first_line(exc)}):"
+            raise failures.CannotStartError(f"a Ray worker could not start a rank's actor ({first_line(exc)}):"
                                             f" {FIX_WORKERS}") from None
         check_workers(found)
         return found
@@ -210,6 +224,8 @@ class RayExecutor:
             RankExitedError: a rank failed otherwise, or its actor or node was lost; the other ranks are ended.
         """
         self._refuse_callbacks(callbacks)
+        if self._elastic is not None:
+            return list(self._elastic.run(fn, args=args, kwargs=kwargs))
         return self._wait(self.run_remote(fn, args, kwargs))
 
     def run_remote(self, fn: Callable[..., Any], args: Optional[Sequence[Any]] = None,
@@ -229,6 +245,8 @@ class RayExecutor:
             Each rank's return value, in rank order.
         """
         self._refuse_callbacks(callbacks)
+        if self._elastic is not None:
+            return list(self._elastic.execute(fn))
         self._started()
         return self._wait([w.execute.remote(fn) for w in self.workers])
 
@@ -239,6 +257,9 @@ class RayExecutor:
 
     def shutdown(self) -> None:
         """Ends the ranks' actors, frees their placement group and stops the rendezvous. Safe to call twice."""
+        if self._elastic is not None:
+            self._elastic.shutdown()
+            return
         ray, workers, self.workers = self._ray, self.workers, []
         for worker in workers:
             try:
@@ -261,6 +282,9 @@ class RayExecutor:
     # -- waiting ----------------------------------------------------------------------------------------------------
 
     def _started(self) -> None:
+        if self._elastic is not None:
+            raise SetupError("an elastic RayExecutor (min_workers/max_workers) runs functions with run() or execute()"
+                             " only: its ranks change as nodes come and go")
         if not self.workers:
             raise SetupError("this RayExecutor's ranks are not running: call start() first (after a failure, or"
                              " shutdown(), start() again)")
@@ -309,34 +333,14 @@ class RayExecutor:
         lost = [e for e in errors if isinstance(e, RayActorError)]
         if lost:
             where = f" on node {hosts[first]}" if first < len(hosts) and isinstance(error, RayActorError) else ""
-            return failures.RankExitedError(f"a rank's Ray worker{where} was lost ({_first_line(lost[0])})")
+            return failures.RankExitedError(f"a rank's Ray worker{where} was lost ({first_line(lost[0])})")
         cause = getattr(error, "cause", None) or error
         if isinstance(cause, _LOST_WORKER):
             return failures.RankExitedError(f"rank {first}: {cause}")
         if isinstance(cause, HvdkerasError):
             return cause
         where = f" on node {hosts[first]}" if first < len(hosts) else ""
-        return failures.RankExitedError(f"rank {first}{where} failed: {type(cause).__name__}: {_first_line(cause)}")
-
-
-def check_workers(found: Sequence[Dict[str, Any]]) -> None:
-    """Refuses, in one line naming the node, a worker (:func:`hvdkeras.ray.worker.identity`) whose Python differs from
-    the driver's or whose Horovod would serve an open rendezvous.
-
-    Raises:
-        CannotStartError: the first such worker.
-    """
-    driver = next(python_probe()(None))
-    for f in found:
-        differs = python_mismatch(driver, f)
-        if differs:
-            raise failures.CannotStartError(f"the Ray worker on node {f['ip']} ({f['python']}) {differs}:"
-                                            f" {FIX_WORKERS}")
-    if os.environ.get(rendezvous_auth.OPEN_RENDEZVOUS_ENV) != "1":
-        for f in found:
-            if f["unpatched"]:
-                raise failures.CannotStartError(f"cannot start a rank with an authenticated rendezvous on node"
-                                                f" {f['ip']}: {f['unpatched']}")
+        return failures.RankExitedError(f"rank {first}{where} failed: {type(cause).__name__}: {first_line(cause)}")
 
 
 def start_rendezvous(driver_ip: str, plan: Sequence[Slot], found: Sequence[Dict[str, Any]],
@@ -367,11 +371,3 @@ def start_rendezvous(driver_ip: str, plan: Sequence[Slot], found: Sequence[Dict[
         env.update({str(k): str(v) for k, v in extra.items()})
         envs.append(env)
     return server, envs
-
-
-def _first_line(error: BaseException) -> str:
-    """An error's first non-empty line, at most 240 characters."""
-    for line in str(error).splitlines():
-        if line.strip():
-            return line.strip()[:240]
-    return type(error).__name__

@@ -23,8 +23,9 @@ from ray.train.backend import Backend, BackendConfig
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from hvdkeras.engines.placement import slot_plan
-from hvdkeras.ray.executor import Settings, check_workers, start_rendezvous
+from hvdkeras.ray.executor import Settings, start_rendezvous
 from hvdkeras.ray.worker import identity, interface, set_environment
+from hvdkeras.ray.worker_checks import check_workers
 
 
 @dataclasses.dataclass

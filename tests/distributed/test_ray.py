@@ -7,8 +7,9 @@ a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``sc
 ``make test`` with a worker lost mid-fit and the group started again from its last checkpoint;
 the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
 cannot hold in one line; and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
-again, resumes, and ends with the weights of the fit nobody disturbed. The cluster goes down whatever happens, and no
-raylet, GCS or worker outlives it.
+again, resumes, and ends with the weights of the fit nobody disturbed; Horovod's elastic Keras example on
+``ElasticRayExecutor`` goes on without a node whose raylet is SIGKILLed (last: it leaves the cluster a node short).
+The cluster goes down whatever happens, and no raylet, GCS or worker outlives it.
 """
 import json
 import os
@@ -37,6 +38,9 @@ EXAMPLE_ONCE = ("Horovod's Ray example with Horovod 0.21's names on two nodes", 
 QUICK_START_ONCE = ("docs/ray.md's quick start as written", 0.7, "keras2")
 KILL_ONCE = ("a worker node lost mid-fit: the retry's start, resume and weights do not depend on the stack", 1.0,
              "keras3")
+ELASTIC_ONCE = ("Horovod's elastic Keras example on ElasticRayExecutor, a node lost mid-fit: Ray's side does not"
+                " depend on the stack (tests/distributed/test_elastic.py runs the elastic state on both)", 1.3,
+                "keras2")
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +174,36 @@ def test_a_worker_nodes_raylet_killed_mid_fit_restarts_resumes_and_ends_with_the
                                  timeout=120))
     assert compared["max_diff"] == 0.0, compared  # bit for bit the fit nobody disturbed
     print(f"\nkilled the raylet of {workers[0]}; " + json.dumps(compared))
+
+
+@pytest.mark.skipif(not once_here(ELASTIC_ONCE[2]), reason=f"{ELASTIC_ONCE[0]}: once per `make test`, on"
+                    f" {ELASTIC_ONCE[2]}")
+def test_horovods_elastic_example_on_elastic_ray_executor_goes_on_without_a_node_lost_mid_fit(cluster):
+    """Between one and two ranks of one CPU: when the raylet of a node holding a rank is SIGKILLed after epoch 1,
+    Horovod's driver drops that node, the rank left rolls back to its last commit, the free node joins, and the
+    job ends its epochs on two ranks with one model, the learning rate the example's reset rule gives."""
+    folder = os.path.join(cluster.folder, "elastic")
+    os.makedirs(folder)
+    script = os.path.join(SCRIPTS, "ray_elastic_check.py")
+    proc = subprocess.Popen(cluster.driver_command([sys.executable, script, folder, "--epochs", "3",
+                                                    "--steps-per-epoch", "16"]), cwd=REPO,
+                            env=dict(cluster.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    job = OutputWatch(proc)
+    deadline = time.monotonic() + 180
+    while not os.path.exists(os.path.join(folder, "checkpoint-1.keras")):
+        assert proc.poll() is None and time.monotonic() < deadline, job.finish(timeout=30)[-3000:]
+        time.sleep(0.1)
+    held = [h for h in cluster.hosts.hosts[1:] if ray_lab.ranks_on(cluster, h.name)]
+    assert held, "no rank on a worker node"
+    os.kill(ray_lab.raylet_of(cluster, held[0].name), signal.SIGKILL)
+    out = job.finish(timeout=240)
+    assert proc.returncode == 0, out[-4000:]
+    report = json.JSONDecoder().raw_decode(out, out.rindex("RESULT {") + len("RESULT "))[0]
+    assert report["error"] is None, report
+    ranks = report["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and {r["size"] for r in ranks} == {2}, report
+    assert held[0].addr not in {r["host"] for r in ranks}, report  # the job went on without the lost node
+    assert {r["epoch"] for r in ranks} == {3} and len({r["digest"] for r in ranks}) == 1, report
+    assert all(abs(r["learning_rate"] - 0.001 * r["size"]) < 1e-9 for r in ranks), report
+    print(f"\nkilled the raylet of {held[0].name}; " + json.dumps(ranks))

@@ -41,8 +41,13 @@ def test_horovod_021s_slot_names_are_taken_with_a_warning(capsys):
     assert "num_slots= is Horovod 0.21's name for num_workers_per_host=" in capsys.readouterr().err
     with pytest.raises(TypeError, match="unexpected keyword argument 'num_slot'"):
         RayExecutor(None, num_hosts=2, num_slot=4)
-    with pytest.raises(SetupError, match=r"^min_workers/max_workers make an elastic job, which hvdkeras.ray"):
-        RayExecutor(None, min_workers=1, max_workers=2)
+    elastic = RayExecutor(None, min_workers=1, max_workers=2, cpus_per_slot=2, reset_limit=3)
+    assert elastic.num_workers == 1 and elastic._elastic.cpus_per_worker == 2.0
+    assert (elastic._elastic.settings.max_num_proc, elastic._elastic.settings.reset_limit) == (2, 3)
+    with pytest.raises(SetupError, match=r"^an elastic RayExecutor \(min_workers/max_workers\) runs functions with"):
+        elastic.execute_single(lambda _: 1)
+    with pytest.raises(SetupError, match=r"^an elastic job takes min_workers/max_workers, not num_workers"):
+        RayExecutor(None, num_workers=2, min_workers=1)
 
 
 def test_a_worker_without_the_patched_horovod_or_at_other_versions_is_refused_naming_its_node(monkeypatch):
