@@ -93,7 +93,8 @@ echo "[install] pinned stack $STACK (stacks/$STACK/constraints.txt)"
 # hvdkeras.spark), s3fs with moto's S3 server (the S3 store's test) and the build/test tools;
 # every version comes from the constraints.
 pip_run install -q -c "$CONSTRAINTS" -r "$STACK_DIR/requirements.txt" pyspark py4j pyarrow pandas fsspec s3fs "moto[server]" "ray[train]" \
-  wheel setuptools "cmake<4" pytest pytest-xdist hypothesis ruff mypy types-PyYAML types-psutil cloudpickle psutil packaging
+  wheel setuptools "cmake<4" pytest pytest-xdist hypothesis ruff mypy types-PyYAML types-psutil cloudpickle psutil packaging \
+  kubernetes-validate dockerfile-parse
 
 if [ -f "$RUNTIME_RECORD.partial" ]; then
   # As a platform user installs it: hvdkeras's wheel, no extras and no constraints, over the runtime; pip's own

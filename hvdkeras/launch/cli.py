@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence
 from absl import flags
 
 from hvdkeras import launch
+from hvdkeras.launch.kubernetes_pods import APIS, KubernetesOptions, parse_node_selector, parse_tolerations
 from hvdkeras.launch.ray import RayOptions
 
 FLAGS = flags.FLAGS
@@ -29,8 +30,30 @@ flags.DEFINE_float("cpus_per_worker", 1, "--launcher ray: CPUs each rank's Ray a
 flags.DEFINE_float("gpus_per_worker", 0, "--launcher ray: GPUs each rank's Ray actor takes (0: no rank uses a GPU).")
 flags.DEFINE_integer("max_retries", RayOptions.max_retries, "--launcher ray: how often the ranks start again after a"
                      " lost worker or node, each time resuming from the workdir's last checkpoint.")
+flags.DEFINE_enum("kubernetes_api", KubernetesOptions.api, list(APIS), "--launcher kubernetes: trainjob (Kubeflow"
+                  " Trainer v2's TrainJob and its ClusterTrainingRuntime) or mpijob (the MPI Operator's MPIJob).")
+flags.DEFINE_string("kubernetes_pvc", None, "--launcher kubernetes: an existing ReadWriteMany PersistentVolumeClaim"
+                    " that holds the workdir in every pod.")
+flags.DEFINE_string("kubernetes_pvc_size", None, "--launcher kubernetes: render a ReadWriteMany claim of this size"
+                    " for the workdir (e.g. 20Gi).")
+flags.DEFINE_string("kubernetes_storage_class", None, "--launcher kubernetes: the rendered claim's storage class.")
+flags.DEFINE_string("kubernetes_node_selector", None, "--launcher kubernetes: the pods' node selector, e.g."
+                    " pool=gpu,zone=a.")
+flags.DEFINE_string("kubernetes_tolerations", None, "--launcher kubernetes: taints the pods tolerate, e.g."
+                    " gpu=true:NoSchedule,spot (key[=value][:effect]).")
+flags.DEFINE_string("kubernetes_priority_class", None, "--launcher kubernetes: the pods' priorityClassName.")
+flags.DEFINE_string("kubernetes_queue", None, "--launcher kubernetes: the Kueue LocalQueue (label"
+                    " kueue.x-k8s.io/queue-name).")
+flags.DEFINE_string("kubernetes_memory_per_rank", KubernetesOptions.memory_per_rank, "--launcher kubernetes: each"
+                    " rank's memory request and limit.")
+flags.DEFINE_integer("kubernetes_backoff_limit", KubernetesOptions.backoff_limit, "--launcher kubernetes: how often"
+                     " a failed launcher starts again (a preemption does not count with trainjob).")
 RAY_FLAGS = ("address", "cpus_per_worker", "gpus_per_worker", "max_retries")
-DRY_RUN_FLAGS = ("np", "hosts", "launcher", "image", "gpus_per_host", "cores_per_host", "dry_run_output") + RAY_FLAGS
+KUBERNETES_FLAGS = ("kubernetes_api", "kubernetes_pvc", "kubernetes_pvc_size", "kubernetes_storage_class",
+                    "kubernetes_node_selector", "kubernetes_tolerations", "kubernetes_priority_class",
+                    "kubernetes_queue", "kubernetes_memory_per_rank", "kubernetes_backoff_limit")
+DRY_RUN_FLAGS = (("np", "hosts", "launcher", "image", "gpus_per_host", "cores_per_host", "dry_run_output") + RAY_FLAGS
+                 + KUBERNETES_FLAGS)
 
 
 def flags_given() -> List[str]:
@@ -53,9 +76,20 @@ def ray_options() -> RayOptions:
                       gpus_per_worker=FLAGS.gpus_per_worker, max_retries=FLAGS.max_retries)
 
 
+def kubernetes_options() -> KubernetesOptions:
+    """The Kubernetes launch's options from the flags (checked when the manifest is rendered)."""
+    return KubernetesOptions(
+        api=FLAGS.kubernetes_api, image=FLAGS.image, pvc=FLAGS.kubernetes_pvc, pvc_size=FLAGS.kubernetes_pvc_size,
+        storage_class=FLAGS.kubernetes_storage_class,
+        node_selector=parse_node_selector(FLAGS.kubernetes_node_selector),
+        tolerations=parse_tolerations(FLAGS.kubernetes_tolerations), priority_class=FLAGS.kubernetes_priority_class,
+        queue=FLAGS.kubernetes_queue, memory_per_rank=FLAGS.kubernetes_memory_per_rank,
+        backoff_limit=FLAGS.kubernetes_backoff_limit)
+
+
 def main(config: str, overrides: Sequence[str], workdir: Optional[str], default_workdir: str) -> None:
     """Prints the plan and the launch command (and writes ``--dry_run_output``); starts nothing."""
     print(launch.dry_run(config, overrides, workdir, default_workdir, np=FLAGS.np, hosts=FLAGS.hosts,
                          launcher=FLAGS.launcher, image=FLAGS.image, gpus_per_host=FLAGS.gpus_per_host,
                          cores_per_host=FLAGS.cores_per_host, output=FLAGS.dry_run_output,
-                         ray=ray_options()), end="")
+                         ray=ray_options(), kubernetes=kubernetes_options()), end="")

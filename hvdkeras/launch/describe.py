@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Optional
 
 from hvdkeras.common import horovod_env, scaling
-from hvdkeras.launch.commands import uses_gloo
+from hvdkeras.launch.commands import job_name, uses_gloo
+from hvdkeras.launch.kubernetes import KubernetesOptions, needs
+from hvdkeras.launch.kubernetes_pods import claim_name, no_volume_note
 from hvdkeras.launch.plan import Plan, hosts_text
 
 
@@ -23,8 +26,8 @@ def _schedule(p: Plan) -> str:
     return "constant"
 
 
-def describe(p: Plan, launcher: str = "horovodrun") -> str:
-    """The plain-text summary ``--dry_run`` prints before the command."""
+def describe(p: Plan, launcher: str = "horovodrun", kubernetes: Optional[KubernetesOptions] = None) -> str:
+    """The plain-text summary ``--dry_run`` prints before the command (``kubernetes``: the Kubernetes options)."""
     cfg = p.config
     device = f"{p.gpus_per_host} GPU(s) per host, one per process" if p.gpus_per_host else "CPU hosts"
     rows = [
@@ -80,7 +83,13 @@ def describe(p: Plan, launcher: str = "horovodrun") -> str:
     if cfg.elastic.enabled:
         rows.append(("elastic", f"min_np {cfg.elastic.min_np}, max_np {cfg.elastic.max_np or 'unbounded'},"
                                 f" on_resize {cfg.elastic.on_resize}"))
-    rows.append(("launcher", launcher_note(p, launcher)))
+    rows.append(("launcher", launcher_note(p, launcher, kubernetes)))
+    if launcher == "kubernetes":
+        options = kubernetes or KubernetesOptions()
+        claim = claim_name(job_name(p), options)
+        rows.append(("workdir volume", f"PersistentVolumeClaim {claim} (ReadWriteMany), mounted in every pod"
+                     + (", rendered with the job" if claim and not options.pvc else "") if claim
+                     else f"warning: {no_volume_note(options)}"))
     width = max(len(k) for k, _ in rows) + 2
     return "\n".join(f"{k:<{width}}" + v.replace("\n", "\n" + " " * width) for k, v in rows)
 
@@ -106,8 +115,8 @@ def cpu_binding_note(setting: str, p: Plan) -> str:
     return "; ".join(parts) + " (auto; a binding by the launcher is kept)"
 
 
-def launcher_note(p: Plan, launcher: str) -> str:
-    """One line naming the launcher and what it needs (MPI, elastic, Gloo)."""
+def launcher_note(p: Plan, launcher: str, kubernetes: Optional[KubernetesOptions] = None) -> str:
+    """One line naming the launcher and what it needs (MPI, elastic, Gloo; a cluster's operator)."""
     if launcher == "horovodrun":
         if p.config.elastic.enabled:
             return "horovodrun, elastic (docs/elastic.md)"
@@ -121,4 +130,8 @@ def launcher_note(p: Plan, launcher: str) -> str:
     if launcher == "ray":
         return ("ray: one Ray actor per rank on a running Ray cluster, Gloo's rendezvous on the driver (run it on a"
                 " node of the cluster; docs/ray.md)")
-    return "kubernetes: Kubeflow MPI Operator MPIJob (kubeflow.org/v2beta1)"
+    options = kubernetes or KubernetesOptions()
+    if options.api == "mpijob":
+        return f"kubernetes: the MPI Operator's MPIJob (kubeflow.org/v2beta1); the cluster needs {needs(options)}"
+    return (f"kubernetes: Kubeflow Trainer's TrainJob (trainer.kubeflow.org/v1alpha1) and the MPI"
+            f" ClusterTrainingRuntime it refers to; the cluster needs {needs(options)}")

@@ -16,7 +16,7 @@ from hvdkeras import config as config_lib
 from hvdkeras import discover_hosts, launch
 from hvdkeras.common.errors import LaunchError
 from hvdkeras.launch.commands import TRAIN_MODULE, mpirun_flags
-from hvdkeras.launch.kubernetes import kubernetes_manifest
+from hvdkeras.launch.kubernetes import KubernetesOptions, kubernetes_manifest
 from hvdkeras.launch.slurm import slurm_script
 from tests.harness.hostile import PROPERTY, host_entry, hostile_text, one_line
 from tests.unit.helpers import config_file
@@ -92,7 +92,7 @@ def test_the_sbatch_scripts_command_splits_back_and_its_directives_carry_nothing
 @given(train_args, st.one_of(hostile_text, st.just("registry.example.com:5000/team/hvdkeras:1.0")))
 def test_the_kubernetes_manifest_parses_back_to_the_values_given(args, image):
     p = launch.plan(CONFIG, 4, "node-1:2,node-2:2", cores_per_host=4, train_args=args)
-    text = one_line(lambda: kubernetes_manifest(p, image))
+    text = one_line(lambda: kubernetes_manifest(p, image, KubernetesOptions(api="mpijob")))
     if not text.startswith("# hvdkeras"):  # refused: its one line
         return
     header, _, body = text.partition("\napiVersion")

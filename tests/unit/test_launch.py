@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from hvdkeras import config as config_lib
 from hvdkeras import launch
@@ -325,66 +324,6 @@ def test_slurm_srun_script_lets_srun_start_the_ranks(tmp_path):
     path = tmp_path / "job.sbatch"
     path.write_text(script)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
-
-
-@pytest.mark.parametrize("gpus", [0, 4])
-def test_kubernetes_mpijob_parses_and_adds_up(gpus):
-    text = launch.render_command(digits_plan(gpus_per_host=gpus), "kubernetes", image="registry.example/hk:1.0")
-    job, policy = yaml.safe_load_all(text)
-    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v2beta1", "MPIJob")
-    replicas = job["spec"]["mpiReplicaSpecs"]
-    launcher, = replicas["Launcher"]["template"]["spec"]["containers"]
-    worker, = replicas["Worker"]["template"]["spec"]["containers"]
-    assert replicas["Launcher"]["replicas"] == 1
-    assert job["spec"]["slotsPerWorker"] * replicas["Worker"]["replicas"] == 8
-    assert replicas["Worker"]["replicas"] == 2
-    assert launcher["image"] == worker["image"] == "registry.example/hk:1.0"
-    argv = launcher["command"] + launcher["args"]
-    assert all(isinstance(a, str) for a in argv)
-    assert argv[:5] == ["mpirun", "-np", "8", "-x", "HOME"] and "-H" not in argv
-    nccl = " -x NCCL_DEBUG=INFO" if gpus else ""
-    assert " ".join(argv).endswith(f"-mca btl ^openib -x PATH -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL{nccl}"
-                                   " python -m hvdkeras.train --config configs/digits.yaml")
-    limits = worker["resources"]["limits"]
-    assert limits.get("nvidia.com/gpu") == (gpus or None) and limits["cpu"] == 8 and limits["memory"] == "16Gi"
-    assert worker["resources"]["requests"] == limits and launcher["resources"]["requests"]
-    assert policy["kind"] == "NetworkPolicy" and policy["spec"]["podSelector"] == {
-        "matchLabels": {"training.kubeflow.org/job-name": job["metadata"]["name"]}}
-
-
-@pytest.mark.parametrize("gpus", [0, 4])
-def test_kubernetes_pods_run_as_a_user_on_a_read_only_root_without_a_token_admitting_only_the_job(gpus):
-    text = launch.render_command(digits_plan(gpus_per_host=gpus), "kubernetes", image="registry.example/hk:1.0")
-    assert "--allow-run-as-root" not in text
-    job, policy = yaml.safe_load_all(text)
-    assert job["spec"]["sshAuthMountPath"] == "/home/mpiuser/.ssh"  # the operator's non-root convention
-    for role in ("Launcher", "Worker"):
-        pod = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
-        assert pod["automountServiceAccountToken"] is False
-        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
-        (container,) = pod["containers"]
-        security = container["securityContext"]
-        assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
-        assert security["capabilities"] == {"drop": ["ALL"]}  # sshd on 2222 needs none
-        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-        assert mounts == {"/tmp": "tmp", "/home/mpiuser/runs/digits": "work"}
-        assert {v["name"] for v in pod["volumes"]} == {"tmp", "work"}
-        assert container["resources"]["requests"] and container["resources"]["limits"]
-    (ingress,) = policy["spec"]["ingress"]
-    assert ingress == {"from": [{"podSelector": policy["spec"]["podSelector"]}]}
-
-
-def test_a_kubernetes_workdir_mounted_over_the_home_or_the_root_is_one_line():
-    for workdir in (".", "/", "../../tmp"):
-        with pytest.raises(LaunchError, match=r"would be mounted over .* in the pods; pass a folder of its own"):
-            launch.render_command(digits_plan(train_args=["--config", "configs/digits.yaml", "--workdir", workdir]),
-                                  "kubernetes")
-
-
-def test_default_image():
-    job, _ = yaml.safe_load_all(launch.render_command(digits_plan(), "kubernetes"))
-    worker, = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-    assert worker["image"] == launch.DEFAULT_IMAGE == "hvdkeras:latest"
 
 
 def test_dry_run_writes_only_the_launch_file(tmp_path, monkeypatch):
