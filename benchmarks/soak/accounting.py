@@ -135,7 +135,10 @@ def outcomes(faults: List[Fault], attempts: List[Attempt], steps: int,
         out.promised = absolute(promised_resume(before, nxt, faults) or (0, 0), steps)
         out.lost = max(0, out.position - out.resumed)
         exact_stop = fault.kind == PREEMPT and not frozen_when(fault, faults)
-        out.allowed = 0 if exact_stop else max(0, out.position - out.promised)
+        # A checkpoint damaged while the job restarted takes what it held from every fault before it, a
+        # preemption's too: its promise then moved back (promised_resume), and so does what it may lose.
+        moved_back = out.promised < absolute(before.expected_next or (0, 0), steps)
+        out.allowed = 0 if exact_stop and not moved_back else max(0, out.position - out.promised)
         out.wall_lost_s = round(nxt.said.resumed_at - fault.at + out.lost * (fault.step_time_s or 0.0), 2)
         if lines_late:  # the resume's line came when its fit's output did, not when it resumed: the metrics say
             # back where it was, or where it resumed when that is further (a rank 0 that saved at a batch the

@@ -155,6 +155,28 @@ def test_a_checkpoint_damaged_while_the_job_restarts_moves_the_promise_of_the_fa
     assert accounting.promised_resume(attempts[0], attempts[3], found[:3]) == (122, 0)  # without the late damage
 
 
+def test_a_checkpoint_damaged_while_the_job_restarts_after_a_preemption_moves_its_promise_back_too():
+    # A Slurm soak (seed 40) on a busy machine: the time limit's signal in a start-up left epoch 1's checkpoint as
+    # it was (status 75, nothing to save), then that checkpoint was damaged before the requeued job restored: it
+    # resumed from the start. The preemption lost nothing of its own; the epoch went with the damage.
+    on_disk = {"/w/c/epoch-0001": (1, 0)}
+    attempts = [_attempt(0, 1, (0, 0), 1.0, expected=(1, 0)),
+                Attempt(1, 16.4, 22.4, 75, Said(steps=STEPS), expected_next=(1, 0), checkpoints=on_disk),
+                Attempt(2, 22.4, 54.5, 75, Said(resumed=(0, 0), resumed_at=34.0, steps=STEPS),
+                        expected_next=(11, 19))]
+    found = [_fault(schedule.KILL_RANK, 9.0, 0, epoch_logged=1, logged_at=8.5, step_time_s=0.07),
+             _fault(schedule.PREEMPT, 20.9, 1, STARTUP),
+             _fault(schedule.DAMAGE, 32.6, 2, STARTUP, newest_checkpoint=(1, 0))]
+    outs = accounting.outcomes(found, attempts, STEPS)
+    preempt = outs[1]
+    assert (preempt.position, preempt.resumed, preempt.promised) == (STEPS, 0, 0)
+    assert (preempt.lost, preempt.allowed) == (STEPS, STEPS) and preempt.held, preempt.note
+    # without the damage, the preemption had to lose nothing
+    attempts[2].said.resumed = (1, 0)
+    (preempt,) = accounting.outcomes(found[1:2], attempts, STEPS)
+    assert (preempt.lost, preempt.allowed, preempt.held) == (0, 0, True)
+
+
 def test_a_rerun_that_resumes_before_the_newest_checkpoint_has_lost_one():
     fault = _fault(schedule.KILL_RANK, 20.0, epoch_logged=4, logged_at=19.0, step_time_s=0.1)
     attempts = [_attempt(0, 1, (0, 0), 1.0, expected=(4, 0)), _attempt(1, 0, (3, 0), 32.0)]
