@@ -156,3 +156,31 @@ def for_resized_world(data: DataConfig, on_resize: str, initial_size: int, size:
     per_rank = global_batch_size // initial_size
     eval_per_rank = eval_global_batch_size // initial_size
     return dataclasses.replace(initial, global_batch_size=per_rank * size, eval_global_batch_size=eval_per_rank * size)
+
+
+def resized(global_batch_size: int, learning_rate: float, on_resize: str, initial_size: int,
+            size: int) -> Tuple[int, float]:
+    """Each rank's batch and the learning rate of ``size`` ranks in a job that started with ``initial_size``, by the
+    config trainer's elastic rule (``elastic.on_resize``), for a training loop of one's own.
+
+    Args:
+        global_batch_size: the global batch of the initial world.
+        learning_rate: the rate for that global batch.
+        on_resize: ``"keep_global_batch"`` (each rank's batch becomes ``global / size``; the rate stays) or
+            ``"keep_rank_batch"`` (each rank keeps its initial batch; the rate follows the new global batch by the
+            linear rule: ``learning_rate x size / initial_size``).
+        initial_size: how many ranks the job started with.
+        size: how many ranks it has now.
+
+    Returns:
+        (each rank's batch, the learning rate).
+
+    Raises:
+        ConfigError: an unknown rule, or ranks that do not divide the batch.
+    """
+    if on_resize == "keep_global_batch":
+        return per_rank_batch(global_batch_size, size), learning_rate
+    if on_resize == "keep_rank_batch":
+        return per_rank_batch(global_batch_size, initial_size), learning_rate * (size / initial_size)
+    raise ConfigError(f"on_resize must be keep_global_batch or keep_rank_batch (Received: on_resize={on_resize!r})")
+

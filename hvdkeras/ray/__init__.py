@@ -10,10 +10,12 @@ is imported only when a job starts (``pip install 'hvdkeras[ray]'``).
 """
 from typing import Any
 
+from hvdkeras.common.scaling import resized
 from hvdkeras.ray.elastic_executor import ElasticRayExecutor, ElasticSettings
 from hvdkeras.ray.executor import RayExecutor, Settings
 
-__all__ = ["ElasticRayExecutor", "ElasticSettings", "HorovodConfig", "HorovodTrainer", "RayExecutor", "Settings"]
+__all__ = ["ElasticRayExecutor", "ElasticSettings", "HorovodConfig", "HorovodTrainer", "RayExecutor", "Settings",
+           "resized"]
 
 
 def __getattr__(name: str) -> Any:

@@ -86,3 +86,14 @@ def test_the_formula_shows_the_numbers():
     assert scaling.formula(horovod, per_rank, 4) == (
         "0.004 = 0.001 x global batch 512 (= 128 per rank x 4 ranks) / data.per_rank_batch_size 128"
         " (Horovod's lr x 4 ranks)")
+
+
+def test_resized_gives_the_elastic_rules_batch_and_rate_for_a_loop_of_ones_own():
+    resized = scaling.resized
+    assert resized(96, 0.05, "keep_global_batch", initial_size=3, size=2) == (48, 0.05)
+    assert resized(96, 0.05, "keep_rank_batch", initial_size=3, size=2) == (32, pytest.approx(0.05 * 2 / 3))
+    assert resized(96, 0.05, "keep_rank_batch", initial_size=3, size=3) == (32, 0.05)
+    with pytest.raises(ConfigError, match=r"^data.global_batch_size=96 is not divisible by the 5 ranks$"):
+        resized(96, 0.05, "keep_global_batch", initial_size=3, size=5)
+    with pytest.raises(ConfigError, match=r"^on_resize must be keep_global_batch or keep_rank_batch \(Received:"):
+        resized(96, 0.05, "linear", initial_size=3, size=2)
