@@ -13,7 +13,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from hvdkeras.common.errors import LaunchError, shown
-from hvdkeras.launch.commands import DEFAULT_IMAGE
+from hvdkeras.launch.commands import DEFAULT_IMAGE, mpirun_args
 from hvdkeras.launch.plan import Plan
 
 APIS = ("trainjob", "mpijob")
@@ -244,3 +244,36 @@ def placement_comment(options: KubernetesOptions) -> str:
     return (f"# Placement: node selector {selector}; tolerations {taints}; priority class"
             f" {options.priority_class or 'none (the cluster default)'}; Kueue queue {options.queue or 'none'};"
             f" {options.memory_per_rank} per rank.")
+
+
+def launcher_command(p: Plan) -> List[str]:
+    """The launcher's argv: Horovod's mpirun recipe without ``-H`` (the operator writes the host file), HOME passed
+    on so the ranks' caches go under /tmp too (ssh finds ~/.ssh by the user, not HOME)."""
+    args = mpirun_args(p, hosts=False)
+    args[3:3] = ["-x", "HOME"]
+    return args
+
+
+def launcher_resources() -> Dict[str, Any]:
+    """The launcher's requests and limits: it only runs mpirun."""
+    return {"requests": {"cpu": 1, "memory": "1Gi"}, "limits": {"cpu": 1, "memory": "1Gi"}}
+
+
+def with_claim(documents: List[Dict[str, Any]], name: str, options: KubernetesOptions) -> List[Dict[str, Any]]:
+    """``documents`` and, with ``--kubernetes_pvc_size``, the workdir's claim rendered with the job."""
+    if options.pvc_size and not options.pvc:
+        documents.append(persistent_volume_claim(name, options))
+    return documents
+
+
+def image_lines(options: KubernetesOptions) -> List[str]:
+    """The header's lines on the image both targets run."""
+    image = f"# The image ({options.image}) is the Containerfile's: hvdkeras, Horovod built with MPI, sshd on port 2222"
+    return [image,
+            f"# as mpiuser (UID {UID}); the config file in {HOME}. Each rank gets {options.memory_per_rank}."]
+
+
+def closing_lines(options: KubernetesOptions) -> List[str]:
+    """The header's last lines: placement, security, how to apply."""
+    return [placement_comment(options), SECURITY_COMMENT, "# kubectl apply --server-side -f <this file>"]
+
