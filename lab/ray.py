@@ -130,6 +130,32 @@ def down(info: Optional[ClusterInfo] = None) -> None:
         shutil.rmtree(info.ray_temp, ignore_errors=True)
 
 
+def stop_node(info: ClusterInfo, host: str, timeout: float = 60.0) -> None:
+    """Stops ``host``'s node as an operator does (SIGTERM to its ``ray start --block``, which tells the head that the
+    node leaves), and returns once the head counts it gone; one line otherwise."""
+    leader = info.sessions.pop(host)
+    processes.stop([leader], grace=timeout / 2)
+    deadline = time.monotonic() + timeout
+    while _alive_nodes(info) > len(info.sessions):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the head still counts the node on {host} alive {timeout:g} s after it stopped")
+        time.sleep(0.5)
+
+
+def start_node(info: ClusterInfo, host: str, timeout: float = START_TIMEOUT_S) -> None:
+    """Starts ``host``'s worker node again (after :func:`stop_node`); returns once the head counts it alive."""
+    target = next(h for h in info.hosts.hosts if h.name == host)
+    log = os.path.join(info.folder, f"{host}.log")
+    proc = _start_node(target, info.hosts, info.python, info.ray_temp, ["--address", info.address], log)
+    info.sessions[host] = proc.pid
+    deadline = time.monotonic() + timeout
+    _started(host, proc, log, deadline)
+    while _alive_nodes(info) < len(info.sessions):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the Ray node on {host} did not join the cluster: {_tail(log)}")
+        time.sleep(0.5)
+
+
 def _start_node(host: hosts_lib.Host, hosts: hosts_lib.HostsInfo, python: str, ray_temp: str,
                 extra: Sequence[str], log: str) -> subprocess.Popen:
     ray = os.path.join(os.path.dirname(python), "ray")

@@ -3,7 +3,8 @@
 Ray's adapter on the launch core (:mod:`hvdkeras.engines`): :mod:`~hvdkeras.ray.cluster` (Ray joined, the ranks'
 resources found before anything waits for them), :mod:`~hvdkeras.ray.worker` (a rank's actor),
 :mod:`~hvdkeras.ray.worker_checks` (what the driver checks of each worker), :mod:`~hvdkeras.ray.executor`
-(``RayExecutor``), :mod:`~hvdkeras.ray.elastic_executor` (``ElasticRayExecutor``, and ``RayExecutor`` with
+(``RayExecutor``), :mod:`~hvdkeras.ray.ray_logger` (values ranks log for the driver's ``callbacks``),
+:mod:`~hvdkeras.ray.elastic_executor` (``ElasticRayExecutor``, and ``RayExecutor`` with
 ``min_workers``/``max_workers``), :mod:`~hvdkeras.ray.job` (the config trainer's ranks on Ray, restarted after a
 lost worker) and :mod:`~hvdkeras.ray.ray_train` (Ray Train's ``HorovodTrainer`` and ``HorovodConfig``). Ray itself
 is imported only when a job starts (``pip install 'hvdkeras[ray]'``).

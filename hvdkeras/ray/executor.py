@@ -29,7 +29,7 @@ from hvdkeras.common.errors import HvdkerasError, PeerLostError, PeerUnresponsiv
 from hvdkeras.engines import failures, rendezvous_server
 from hvdkeras.engines.placement import Slot, slot_plan, visible_gpus
 from hvdkeras.launch import ray as launch_ray
-from hvdkeras.ray import cluster
+from hvdkeras.ray import cluster, ray_logger
 from hvdkeras.ray.worker_checks import FIX_WORKERS, check_workers, first_line
 
 # Horovod 0.21's names for the placement arguments, which Horovod's own Ray example still passes.
@@ -216,6 +216,10 @@ class RayExecutor:
             kwargs: Optional[Dict[str, Any]] = None, callbacks: Optional[List[Callable[..., Any]]] = None) -> List[Any]:
         """``fn(*args, **kwargs)`` on every rank.
 
+        Args:
+            callbacks: each called, on the driver, with every value a rank logs through
+                :func:`hvdkeras.ray.ray_logger.log` meanwhile.
+
         Returns:
             Each rank's return value, in rank order.
 
@@ -223,10 +227,11 @@ class RayExecutor:
             HvdkerasError: the error a rank raised for a cause the user can fix.
             RankExitedError: a rank failed otherwise, or its actor or node was lost; the other ranks are ended.
         """
-        self._refuse_callbacks(callbacks)
         if self._elastic is not None:
-            return list(self._elastic.run(fn, args=args, kwargs=kwargs))
-        return self._wait(self.run_remote(fn, args, kwargs))
+            return list(self._elastic.run(fn, callbacks=callbacks, args=args, kwargs=kwargs))
+        self._started()
+        with ray_logger.relay(self._ray, callbacks, lambda: self.workers):
+            return self._wait(self.run_remote(fn, args, kwargs))
 
     def run_remote(self, fn: Callable[..., Any], args: Optional[Sequence[Any]] = None,
                    kwargs: Optional[Dict[str, Any]] = None) -> List[Any]:
@@ -239,16 +244,17 @@ class RayExecutor:
         return [w.run.remote(fn, list(args or []), dict(kwargs or {})) for w in self.workers]
 
     def execute(self, fn: Callable[[Any], Any], callbacks: Optional[List[Callable[..., Any]]] = None) -> List[Any]:
-        """``fn(executable)`` on every rank, ``executable`` being the object of ``start(executable_cls=...)``.
+        """``fn(executable)`` on every rank, ``executable`` being the object of ``start(executable_cls=...)``;
+        ``callbacks`` as :meth:`run`'s.
 
         Returns:
             Each rank's return value, in rank order.
         """
-        self._refuse_callbacks(callbacks)
         if self._elastic is not None:
-            return list(self._elastic.execute(fn))
+            return list(self._elastic.execute(fn, callbacks))
         self._started()
-        return self._wait([w.execute.remote(fn) for w in self.workers])
+        with ray_logger.relay(self._ray, callbacks, lambda: self.workers):
+            return self._wait([w.execute.remote(fn) for w in self.workers])
 
     def execute_single(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(executable)`` on rank 0 alone; returns its value."""
@@ -288,12 +294,6 @@ class RayExecutor:
         if not self.workers:
             raise SetupError("this RayExecutor's ranks are not running: call start() first (after a failure, or"
                              " shutdown(), start() again)")
-
-    @staticmethod
-    def _refuse_callbacks(callbacks: Optional[List[Callable[..., Any]]]) -> None:
-        if callbacks:
-            raise SetupError("RayExecutor's callbacks (rank 0's values logged through horovod.ray.ray_logger) are"
-                             " not supported: return the values from the function instead")
 
     def _wait(self, refs: Sequence[Any], timeout_s: Optional[float] = None) -> List[Any]:
         """Every ref's value in order; the first failure ends every rank and is raised (see :meth:`run`)."""

@@ -72,6 +72,13 @@ class RankWorker:
 
         return [str(g) for g in ray.get_gpu_ids()]
 
+    def set_queue(self, queue: Any) -> None:
+        """Sends this rank's ``ray_logger.log`` values to the driver's callbacks through ``queue``
+        (:mod:`hvdkeras.ray.ray_logger`)."""
+        from hvdkeras.ray import ray_logger
+
+        ray_logger.configure(queue)
+
     def start_executable(self, executable_cls: Optional[type] = None, executable_args: Optional[list] = None,
                          executable_kwargs: Optional[dict] = None) -> None:
         """Makes the object that :meth:`execute` hands its functions (None without a class)."""

@@ -3,8 +3,9 @@ lab's emulated hosts (``lab/ray.py``, network namespaces, one logical CPU each),
 
 On it: Horovod's Ray example switched by its import lines (``examples/ray/tensorflow2_mnist_ray.py``), on two nodes
 with Horovod 0.21's names (keras3) and as docs/ray.md's quick start writes it, with the trainer's line (keras2);
-a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``scripts/ray_train_check.py``), once per
-``make test`` with a worker lost mid-fit and the group started again from its last checkpoint;
+a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``scripts/ray_train_check.py``): on
+keras2 a plain fit, on keras3 an elastic group that grows when a stopped node joins again and then starts again
+from its last checkpoint after a worker is lost mid-fit; ``RayExecutor.run``'s callbacks (keras3);
 the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
 cannot hold in one line; and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
 again, resumes, and ends with the weights of the fit nobody disturbed; Horovod's elastic Keras example on
@@ -38,6 +39,8 @@ EXAMPLE_ONCE = ("Horovod's Ray example with Horovod 0.21's names on two nodes", 
 QUICK_START_ONCE = ("docs/ray.md's quick start as written", 0.7, "keras2")
 KILL_ONCE = ("a worker node lost mid-fit: the retry's start, resume and weights do not depend on the stack", 1.0,
              "keras3")
+GROW_ONCE = ("Ray Train's elastic group growing when a node joins, then losing a worker: Ray's side does not depend"
+             " on the stack", 1.5, "keras3")
 ELASTIC_ONCE = ("Horovod's elastic Keras example on ElasticRayExecutor, a node lost mid-fit: Ray's side does not"
                 " depend on the stack (tests/distributed/test_elastic.py runs the elastic state on both)", 1.3,
                 "keras2")
@@ -72,6 +75,64 @@ def quiet(cluster):
     """The digits job on two ranks of the cluster, nobody disturbing it: its workdir and output."""
     workdir = os.path.join(cluster.folder, "quiet")
     return workdir, on_head(cluster, train(workdir)).output
+
+
+@pytest.mark.skipif(not once_here(GROW_ONCE[2]), reason=f"{GROW_ONCE[0]}: once per `make test`, on {GROW_ONCE[2]}")
+def test_an_elastic_ray_train_group_grows_when_a_node_joins_and_restarts_after_a_lost_worker_with_no_epoch_lost(
+        cluster):
+    """A script for Ray Train's removed ``HorovodTrainer``, switched by its import, on Ray Train's current API
+    (``ScalingConfig(num_workers=(2, 3))``, ``RunConfig``, ``FailureConfig(max_failures=1)``, ``report``,
+    ``get_checkpoint``), on the cluster with a worker node stopped: the group starts with two workers; when the node
+    joins again after epoch 1 began, Ray Train starts the group again with three from the last checkpoint, each
+    start taking the per-rank batch and learning rate of the trainer's rule for a resized world; then a worker's
+    process dies in epoch 3 and the group starts again from the last checkpoint.
+
+    First of the module's Ray Train runs: Ray's autoscaling coordinator, which the first one starts and which
+    counts the nodes every 20 s, then knows from the start that the node is gone."""
+    folder = os.path.join(cluster.folder, "ray-train-grow")
+    os.makedirs(folder)
+    node = cluster.hosts.hosts[-1].name
+    ray_lab.stop_node(cluster, node)
+    proc = subprocess.Popen(cluster.driver_command([sys.executable, os.path.join(SCRIPTS, "ray_train_check.py"),
+                                                    folder, "--elastic", "--grow", "--fail-at", "3"]), cwd=REPO,
+                            env=dict(cluster.env(), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    job = OutputWatch(proc)
+    begun = os.path.join(folder, "begun")
+    deadline = time.monotonic() + 180
+    while not (os.path.exists(begun) and any(line.split()[0] == "1" for line in open(begun))):
+        assert proc.poll() is None and time.monotonic() < deadline, job.finish(timeout=30)[-3000:]
+        time.sleep(0.1)
+    ray_lab.start_node(cluster, node)
+    out = job.finish(timeout=240)
+    assert proc.returncode == 0, out[-4000:]
+    report = json.JSONDecoder().raw_decode(out, out.rindex("RESULT {") + len("RESULT "))[0]
+    assert report["error"] is None and report["metrics"]["epoch"] == 4, report
+    begun = [(int(e), int(size), int(batch), float(lr)) for e, size, batch, lr in report["begun"]]
+    sizes = [size for _, size, _, _ in begun]
+    assert 3 in sizes, begun
+    grown = sizes.index(3)
+    assert grown >= 2 and set(sizes[:grown]) == {2} and set(sizes[grown:]) == {3}, begun  # one resize: 2, then 3
+    assert {(size, batch) for _, size, batch, _ in begun} == {(2, 48), (3, 32)}, begun  # the global batch kept
+    assert {lr for *_, lr in begun} == {0.05}, begun  # keep_global_batch keeps the rate
+    before, after = [e for e, *_ in begun[:grown]], [e for e, *_ in begun[grown:]]
+    assert before == list(range(len(before))), begun
+    assert 1 <= after[0] <= before[-1] + 1, begun  # resumed from a checkpoint of the smaller group: none lost
+    # each epoch begun once, but the one the lost worker interrupted: begun again, none before it
+    assert after == list(range(after[0], 4)) + [3, 4], begun
+    assert len(report["digests"]) == 3 and len(set(report["digests"])) == 1, report  # three ranks, one model
+
+
+@pytest.mark.skipif(once_here(GROW_ONCE[2]) and not once_here("keras2"), reason=f"on {GROW_ONCE[2]} the elastic"
+                    " script's run above is the HorovodTrainer fit, with a lost worker")
+def test_a_script_for_ray_trains_removed_horovodtrainer_switched_by_its_import_fits(cluster):
+    """Ray Train's current API with hvdkeras's HorovodTrainer: two workers, three epochs, one model."""
+    folder = os.path.join(cluster.folder, "ray-train")
+    os.makedirs(folder)
+    (report,) = results(on_head(cluster, [os.path.join(SCRIPTS, "ray_train_check.py"), folder], timeout=300))
+    assert report["error"] is None and report["metrics"]["epoch"] == 2, report
+    assert len(set(report["digests"])) == 1, report  # both ranks end on the same weights
+    assert report["begun"] == [0, 1, 2], report  # each epoch reported once
 
 
 @pytest.mark.skipif(not once_here(EXAMPLE_ONCE[2]), reason=f"{EXAMPLE_ONCE[0]}: on {EXAMPLE_ONCE[2]}; keras2 runs the"
@@ -126,6 +187,16 @@ def test_the_config_trainer_fits_on_the_cluster_and_keeps_the_workdirs_rules(clu
     assert last.startswith("hvdkeras: error:") and "optimizer.learning_rate" in last, changed.output[-2000:]
 
 
+@pytest.mark.skipif(not once_here("keras3"), reason="Ray's side of the callbacks does not depend on the stack: keras3")
+def test_run_hands_each_value_a_rank_logs_to_the_drivers_callbacks(cluster):
+    (report,) = results(on_head(cluster, [os.path.join(SCRIPTS, "ray_callbacks_check.py")], timeout=120))
+    assert report["returned"] == [0, 1], report
+    seen = report["seen"]  # through hvdkeras' ray_logger and Horovod's alike, each rank's in its order
+    assert sorted((v["rank"], v["step"]) for v in seen) == [(r, s) for r in (0, 1) for s in range(3)], report
+    for rank in (0, 1):
+        assert [v["step"] for v in seen if v["rank"] == rank] == [0, 1, 2], report
+
+
 def test_more_ranks_than_the_cluster_has_cpus_is_one_line_not_a_wait(cluster, tmp_path):
     tic = time.monotonic()
     job = on_head(cluster, train(tmp_path / "w", "--np", "4"), timeout=120, check=False)
@@ -133,19 +204,6 @@ def test_more_ranks_than_the_cluster_has_cpus_is_one_line_not_a_wait(cluster, tm
     assert job.output.strip().splitlines()[-1].startswith(
         "hvdkeras: error: this Ray cluster cannot hold 4 workers of 1 CPU each"), job.output[-2000:]
     assert time.monotonic() - tic < 60
-
-
-def test_a_script_for_ray_trains_removed_horovodtrainer_switched_by_its_import_fits_and_resumes(cluster):
-    """Ray Train's current API (ScalingConfig, RunConfig, FailureConfig, report, get_checkpoint) with hvdkeras's
-    HorovodTrainer; once per `make test` (keras3) one worker's process dies in epoch 1 and the group starts again."""
-    folder = os.path.join(cluster.folder, "ray-train")
-    os.makedirs(folder)
-    fail = ["--fail-at", "1"] if once_here(KILL_ONCE[2]) else []
-    (report,) = results(on_head(cluster, [os.path.join(SCRIPTS, "ray_train_check.py"), folder, *fail], timeout=300))
-    assert report["error"] is None and report["metrics"]["epoch"] == 2, report
-    assert len(set(report["digests"])) == 1, report  # both ranks end on the same weights
-    # each epoch reported once; with the failure, the epoch it interrupted begun again, none before it
-    assert report["begun"] == ([0, 1, 1, 2] if fail else [0, 1, 2]), report
 
 
 @pytest.mark.skipif(not once_here(KILL_ONCE[2]), reason=f"{KILL_ONCE[0]}: once per `make test`, on {KILL_ONCE[2]}")
@@ -206,4 +264,5 @@ def test_horovods_elastic_example_on_elastic_ray_executor_goes_on_without_a_node
     assert held[0].addr not in {r["host"] for r in ranks}, report  # the job went on without the lost node
     assert {r["epoch"] for r in ranks} == {3} and len({r["digest"] for r in ranks}) == 1, report
     assert all(abs(r["learning_rate"] - 0.001 * r["size"]) < 1e-9 for r in ranks), report
+    assert sorted((v["rank"], v["size"]) for v in report["logged"]) == [(0, 2), (1, 2)], report  # the callbacks
     print(f"\nkilled the raylet of {held[0].name}; " + json.dumps(ranks))

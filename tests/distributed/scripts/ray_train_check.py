@@ -1,6 +1,6 @@
 """A Ray Train script written for Ray's removed ``HorovodTrainer``, switched by its import; run as a Ray driver.
 
-    python tests/distributed/scripts/ray_train_check.py FOLDER [--fail-at EPOCH]
+    python tests/distributed/scripts/ray_train_check.py FOLDER [--fail-at EPOCH] [--elastic [--grow]]
 
 Two workers train a small dense model on the packaged digits (each its own shard), Horovod averaging the
 gradients, for three epochs; rank 0 reports a checkpoint after each through ``ray.train.report`` (the others report
@@ -12,7 +12,12 @@ Rank 0 appends each epoch it begins to ``FOLDER/begun``; each rank writes its fi
 With ``--elastic``, the group is elastic (``ScalingConfig(num_workers=(2, 3))``) and trains for longer: each start
 takes its batch and learning rate from the trainer's rule for a resized world (``hvdkeras.ray.resized``,
 ``keep_global_batch``: the global batch of 96 stays, each rank takes ``96 / size``), and rank 0 writes
-``epoch size per-rank-batch learning-rate`` to ``FOLDER/begun``. The test SIGKILLs a node's raylet meanwhile.
+``epoch size per-rank-batch learning-rate`` to ``FOLDER/begun``. Ray Train's elastic policy looks at the
+cluster's nodes every 2 s here (``elastic_resize_monitor_interval_s``), and learns of a new node within 20 s (its
+autoscaling coordinator's tick). With ``--grow``, the test starts a third node once epoch 1 has begun on two, and
+a group of two waits at the start of epoch 2 (at most 120 s) until Ray Train starts it again, on three, from the
+last checkpoint (with ``--fail-at``, a worker of the larger group then exits in that epoch). Without ``--grow``,
+epochs last 2 s longer, for a node lost mid-fit by hand (docs/records/lab-runs.md).
 """
 import argparse
 import json
@@ -29,6 +34,7 @@ from hvdkeras.ray import HorovodConfig, HorovodTrainer, resized
 
 EPOCHS = 3
 ELASTIC_EPOCHS = 8
+GROW_EPOCHS = 5
 GLOBAL_BATCH = 96
 
 
@@ -58,7 +64,7 @@ def train_loop(config):
                 state = json.load(f)
             start, initial_size = state["epoch"] + 1, state["initial_size"]
     if config["elastic"]:  # this start's batch and rate, by the trainer's rule for a resized world
-        epochs = ELASTIC_EPOCHS
+        epochs = GROW_EPOCHS if config["grow"] else ELASTIC_EPOCHS
         batch, lr = resized(GLOBAL_BATCH, lr, "keep_global_batch", initial_size, hvd.size())
     model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(lr)),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -78,8 +84,10 @@ def train_loop(config):
         if hvd.rank() == 0:
             with open(os.path.join(folder, "begun"), "a") as f:
                 f.write(f"{epoch} {hvd.size()} {batch} {lr}\n" if config["elastic"] else f"{epoch}\n")
-        if config["elastic"]:
-            time.sleep(2)  # an epoch long enough for the test to lose a node in the middle of the fit
+        if config["grow"] and epoch == 2:  # until the node the test starts joins the group
+            time.sleep(120 if hvd.size() < 3 else 0)
+        elif config["elastic"] and not config["grow"]:
+            time.sleep(2)  # an epoch long enough to lose a node in the middle of the fit
         history = model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False,
                             callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), FailHere()])
         with tempfile.TemporaryDirectory() as out:
@@ -100,13 +108,16 @@ def main():
     parser.add_argument("folder")
     parser.add_argument("--fail-at", type=int, default=-1)
     parser.add_argument("--elastic", action="store_true")
+    parser.add_argument("--grow", action="store_true")
     args = parser.parse_args()
     ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=True)
     trainer = HorovodTrainer(
-        train_loop, train_loop_config={"folder": args.folder, "fail_at": args.fail_at, "elastic": args.elastic},
+        train_loop, train_loop_config={"folder": args.folder, "fail_at": args.fail_at, "elastic": args.elastic,
+                                              "grow": args.grow},
         horovod_config=HorovodConfig(timeout_s=60),
         scaling_config=ScalingConfig(num_workers=(2, 3) if args.elastic else 2, use_gpu=False,
-                                     resources_per_worker={"CPU": 1}),
+                                     resources_per_worker={"CPU": 1},
+                                     **({"elastic_resize_monitor_interval_s": 2.0} if args.elastic else {})),
         run_config=RunConfig(name="digits", storage_path=os.path.join(args.folder, "results"),
                              failure_config=FailureConfig(max_failures=1)))
     result = trainer.fit()
