@@ -58,9 +58,11 @@ def cluster(tmp_path_factory):
     assert not hosts_lib.any_up()
 
 
-def on_head(info, argv, timeout=240, check=True):
-    """``argv`` run with this Python on the head node, as a Ray driver; its Job."""
-    return launch(info.driver_command([sys.executable, *argv]), env=info.env(), timeout=timeout, check=check)
+def on_head(info, argv, timeout=240, check=True, command_lines=False):
+    """``argv`` run with this Python on the head node, as a Ray driver; its Job (with ``command_lines``, every
+    process's arguments sampled meanwhile)."""
+    return launch(info.driver_command([sys.executable, *argv]), env=info.env(), timeout=timeout, check=check,
+                  command_lines=command_lines)
 
 
 def train(workdir, *args):
@@ -188,9 +190,15 @@ def test_the_config_trainer_fits_on_the_cluster_and_keeps_the_workdirs_rules(clu
 
 
 @pytest.mark.skipif(not once_here("keras3"), reason="Ray's side of the callbacks does not depend on the stack: keras3")
-def test_run_hands_each_value_a_rank_logs_to_the_drivers_callbacks(cluster):
-    (report,) = results(on_head(cluster, [os.path.join(SCRIPTS, "ray_callbacks_check.py")], timeout=120))
-    assert report["returned"] == [0, 1], report
+def test_run_hands_each_value_a_rank_logs_to_the_drivers_callbacks_and_no_command_line_has_the_secret(cluster):
+    job = on_head(cluster, [os.path.join(SCRIPTS, "ray_callbacks_check.py")], timeout=120, command_lines=True)
+    (report,) = results(job)
+    assert [rank for rank, _ in report["returned"]] == [0, 1], report
+    # Ray's actors get the secret in a call, not their starting environment: the ranks say what they were given
+    seen = job.command_lines  # every process on the machine, the three nodes' Ray workers and raylets among them
+    seen.secrets.update(secret.encode() for _, secret in report["returned"])
+    assert len(seen.secrets) == 1 and b"" not in seen.secrets and seen.scans > 10, (seen.secrets, seen.scans)
+    assert seen.exposed() == []
     seen = report["seen"]  # through hvdkeras' ray_logger and Horovod's alike, each rank's in its order
     assert sorted((v["rank"], v["step"]) for v in seen) == [(r, s) for r in (0, 1) for s in range(3)], report
     for rank in (0, 1):

@@ -3,10 +3,12 @@
     python tests/distributed/scripts/ray_callbacks_check.py
 
 Two ranks without TensorFlow each log three values, through ``hvdkeras.ray.ray_logger`` and through Horovod's own
-``horovod.ray.ray_logger`` (a script that kept that import), and return their rank. Prints ``RESULT {...}``: the
-returned values and every value the driver's callback got, in the order it got them.
+``horovod.ray.ray_logger`` (a script that kept that import), and return their rank and the rendezvous secret they
+were given (the test looks for it on every command line). Prints ``RESULT {...}``: the returned values and every
+value the driver's callback got, in the order it got them.
 """
 import json
+import os
 
 from hvdkeras.ray import RayExecutor  # was: from horovod.ray import RayExecutor
 
@@ -20,7 +22,7 @@ def rank_work():
     hvd.init()
     for step in range(3):
         (ray_logger if step % 2 == 0 else horovods).log({"rank": hvd.rank(), "step": step})
-    return hvd.rank()
+    return [hvd.rank(), os.environ.get("HOROVOD_GLOO_RENDEZVOUS_SECRET", "")]
 
 
 def main():
