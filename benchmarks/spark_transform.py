@@ -1,17 +1,24 @@
-"""How near is ``KerasModel.transform`` to the model's own speed? ``python -m benchmarks.spark_transform``.
+"""How near is ``KerasModel.transform`` to the model's own speed, cold and warm?
 
-``[--rows 100000] [--rounds 3] [--batch-size 1024]``. One ``local[2]`` Spark session (its executors run this
-Python) and one model (the digits model: 64 features, Dense 64, Dense 10), the same rows three ways, round by
-round:
+``python -m benchmarks.spark_transform [--rows 100000] [--rounds 3] [--batch-size 1024] [--record FILE
+[--allow-busy]]``. One model (the digits model: 64 features, Dense 64, Dense 10) and the same rows, round by
+round; each round, for each column kind in turn (the order alternates from round to round):
 
-* ``vector``: hvdkeras's ``transform`` on a ``DenseVector`` feature column, forced by a ``noop`` write;
-* ``array``: the same on an ``array<double>`` column;
-* ``memory``: ``model.predict`` on the same rows already in memory, in this process, on the same two cores.
+* a fresh ``local[2]`` Spark session (its executors run this Python), the rows cached and counted untimed;
+* ``cold``: the session's first ``transform``, forced by a ``noop`` write: its Python workers start, import
+  TensorFlow and load the model;
+* ``warm``: the same ``transform`` again, on the workers the first one left;
+* ``memory``: ``model.predict`` on the same rows already in memory, in this process, on the same two cores (the
+  median of ``MEMORY_RUNS``).
 
-The DataFrames are cached and counted before the timing, and a first ``transform`` of each (TensorFlow's import and
-the model's load in each Python worker) is reported apart as ``first``. Prints each round's rows/s, the medians and
-the ratios ``vector / memory`` and ``array / memory`` as JSON. Figures go in docs/performance.md ("A batched
-transform").
+``vector`` is a ``DenseVector`` feature column, ``array`` an ``array<double>`` one. The ratios are each kind's median
+``cold`` and ``warm`` over the median ``memory`` of the same rounds.
+
+Other work on the machine skews the ratios (``predict`` uses both cores and loses most to it), so each round also
+measures the CPU that processes outside this benchmark's own (its Spark JVM, its Python workers) used meanwhile, in
+cores (``others_cores``). ``--record FILE`` writes the JSON there, and refuses in one line when a round saw more than
+``BUSY_CORES`` of other work, unless ``--allow-busy``, which marks the record ``"busy": true``. Figures go in
+docs/performance.md ("A batched transform").
 """
 from __future__ import annotations
 
@@ -21,9 +28,12 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 FEATURES = 64
+KINDS = ("vector", "array")
+BUSY_CORES = 0.2  # other processes' CPU, in cores, over which a round is too busy for a figure of record
+MEMORY_RUNS = 3  # predict's rate varies most from run to run (up to 3x in one session): its median of these
 
 
 def build_model() -> Any:
@@ -47,53 +57,106 @@ def frames(spark: Any, rows: int) -> Dict[str, Any]:
     return out
 
 
-def main(argv: List[str] | None = None) -> int:
+def others_cpu() -> Dict[int, float]:
+    """CPU seconds so far of every process outside this one and its descendants, by pid."""
+    import psutil
+
+    me = psutil.Process()
+    ours = {me.pid} | {p.pid for p in me.children(recursive=True)}
+    found: Dict[int, float] = {}
+    for proc in psutil.process_iter(["pid", "cpu_times"]):
+        times = proc.info.get("cpu_times")
+        if proc.info["pid"] not in ours and times is not None:
+            found[proc.info["pid"]] = times.user + times.system
+    return found
+
+
+def others_cores(before: Dict[int, float], after: Dict[int, float], seconds: float) -> float:
+    """The cores other processes kept busy between two :func:`others_cpu` samples ``seconds`` apart."""
+    used = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+    return round(max(used, 0.0) / max(seconds, 1e-9), 3)
+
+
+def session(master: str = "local[2]") -> Any:
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master(master).appName("hvdkeras-transform-bench")
+            .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g").getOrCreate())
+
+
+def rate(rows: int, run: Callable[[], Any]) -> int:
+    began = time.monotonic()
+    run()
+    return round(rows / (time.monotonic() - began))
+
+
+def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
+    """Each kind's cold, warm and in-memory rows/s, each in its own fresh session; the other processes' cores."""
+    import hvdkeras.spark.keras as hvd
+
+    out: Dict[str, Any] = {}
+    began, cpu = time.monotonic(), others_cpu()
+    for kind in (KINDS if index % 2 == 0 else KINDS[::-1]):
+        spark = session()
+        try:
+            df = frames(spark, rows)[kind]
+            keras_model = hvd.KerasModel(model=model, feature_columns=["features"], label_columns=["label"],
+                                         outputCols=["label_prob"], predict_batch_size=batch_size)
+
+            def transform(keras_model: Any = keras_model, df: Any = df) -> None:
+                keras_model.transform(df).write.format("noop").mode("overwrite").save()
+
+            cold, warm = rate(rows, transform), rate(rows, transform)
+            memory = statistics.median(rate(rows, lambda: model.predict(x, batch_size=batch_size, verbose=0))
+                                       for _ in range(MEMORY_RUNS))
+            out[kind] = {"cold": cold, "warm": warm, "memory": memory}
+        finally:
+            spark.stop()
+    out["others_cores"] = others_cores(cpu, others_cpu(), time.monotonic() - began)
+    return out
+
+
+def summary(rounds: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The medians of each kind's cold, warm and in-memory rates, and the ratios to ``memory``."""
+    medians = {kind: {what: statistics.median(r[kind][what] for r in rounds) for what in ("cold", "warm", "memory")}
+               for kind in KINDS}
+    return {"median_rows_per_s": medians,
+            "ratio": {kind: {what: round(medians[kind][what] / medians[kind]["memory"], 3) for what in ("cold", "warm")}
+                      for kind in KINDS},
+            "others_cores_max": max(r["others_cores"] for r in rounds)}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--record", help="write the JSON here (refused when the machine was busy)")
+    parser.add_argument("--allow-busy", action="store_true", help="record a busy run, marked as such")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    import numpy as np
 
-    import hvdkeras.spark.keras as hvd
-
-    spark = (SparkSession.builder.master("local[2]").appName("hvdkeras-transform-bench")
-             .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g").getOrCreate())
-    try:
-        import numpy as np
-
-        dfs = frames(spark, args.rows)
-        model = build_model()
-        x = np.asarray([r.features for r in dfs["array"].orderBy("id").collect()], dtype=np.float32)
-        keras_model = hvd.KerasModel(model=model, feature_columns=["features"], label_columns=["label"],
-                                     outputCols=["label_prob"], predict_batch_size=args.batch_size)
-
-        def transform(kind: str) -> float:
-            began = time.monotonic()
-            keras_model.transform(dfs[kind]).write.format("noop").mode("overwrite").save()
-            return args.rows / (time.monotonic() - began)
-
-        def memory() -> float:
-            began = time.monotonic()
-            model.predict(x, batch_size=args.batch_size, verbose=0)
-            return args.rows / (time.monotonic() - began)
-
-        result: Dict[str, Any] = {"rows": args.rows, "batch_size": args.batch_size,
-                                  "first": {"vector": transform("vector"), "array": transform("array")},
-                                  "rounds": {"vector": [], "array": [], "memory": []}}
-        memory()  # the first predict traces the function
-        for _ in range(args.rounds):
-            for kind, run in (("vector", lambda: transform("vector")), ("array", lambda: transform("array")),
-                              ("memory", memory)):
-                result["rounds"][kind].append(round(run()))
-        medians = {kind: statistics.median(values) for kind, values in result["rounds"].items()}
-        result["median_rows_per_s"] = medians
-        result["ratio"] = {kind: round(medians[kind] / medians["memory"], 3) for kind in ("vector", "array")}
-        result["first"] = {kind: round(v) for kind, v in result["first"].items()}
-        print(json.dumps(result, indent=2))
+    model = build_model()
+    spark = session()
+    try:  # the rows of the frames, for predict in memory
+        x = np.asarray([r.features for r in frames(spark, args.rows)["array"].orderBy("id").collect()],
+                       dtype=np.float32)
     finally:
         spark.stop()
+    model.predict(x[:args.batch_size], batch_size=args.batch_size, verbose=0)  # the first predict traces it
+    rounds = [one_round(i, args.rows, args.batch_size, model, x) for i in range(args.rounds)]
+    result = {"rows": args.rows, "batch_size": args.batch_size, "rounds": rounds, **summary(rounds)}
+    result["busy"] = result["others_cores_max"] > BUSY_CORES
+    print(json.dumps(result, indent=2))
+    if args.record:
+        if result["busy"] and not args.allow_busy:
+            print(f"not recorded: other processes kept {result['others_cores_max']} cores busy in a round (over"
+                  f" {BUSY_CORES}); run it on an idle machine, or pass --allow-busy to record it marked busy",
+                  file=sys.stderr)
+            return 2
+        with open(args.record, "w") as f:
+            json.dump(result, f, indent=2)
     return 0
 
 

@@ -45,6 +45,9 @@ def assert_transform(transform):
     assert transform["array_type"] == "array<float>" and transform["array_same"], transform
     assert transform["rows"] == 256 and transform["pandas_rows"] == 256
     assert transform["accuracy"] > 0.4  # four classes; chance is 0.25
+    # each output type equal to the model's own predict on the same rows
+    assert set(transform["max_diff"]) == {"vector", "double", "array"}, transform
+    assert all(diff <= 1e-6 for diff in transform["max_diff"].values()), transform["max_diff"]
 
 
 def assert_persist(persist):

@@ -1,4 +1,5 @@
-"""Versions of the Spark path's packages that install together but cannot run together, each said in one line.
+"""Versions of the Spark path's packages that install together but cannot run together, each said in one line; and
+what differs between pyspark versions (:func:`vectorized_udf`).
 
 pip cannot see these: a package that does not declare what it needs at run time. Checked from the installed
 packages' metadata, before anything is imported or sent to an executor.
@@ -6,7 +7,7 @@ packages' metadata, before anything is imported or sent to an executor.
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from hvdkeras.common.errors import SetupError
 
@@ -47,3 +48,25 @@ def require_compatible(what: str) -> None:
     found = mismatch()
     if found is not None:
         raise SetupError(f"{what} cannot run: {found}")
+
+
+def vectorized_udf(arrow_body: Callable[..., Any], pandas_body: Callable[..., Any], return_type: Any) -> Any:
+    """A scalar vectorized UDF: ``arrow_body`` on ``pyarrow`` arrays where pyspark has Arrow UDFs (4.1 and newer:
+    no pandas conversion of each row's array), else ``pandas_body`` on pandas Series. Nondeterministic, so that
+    Spark runs it once a row even when several columns read its result."""
+    import warnings
+
+    from pyspark.sql import functions
+
+    if hasattr(functions, "arrow_udf"):
+        from pyspark.sql.pandas import functions as pandas_functions
+
+        scalar = getattr(pandas_functions, "ArrowUDFType").SCALAR  # noqa: B009 - absent from pyspark 3.5's stubs
+        made = getattr(functions, "arrow_udf")(arrow_body, return_type, scalar)  # noqa: B009 - as above
+    else:
+        from pyspark.sql.functions import PandasUDFType
+
+        with warnings.catch_warnings():  # its advice, type hints, cannot name a function of any number of columns
+            warnings.simplefilter("ignore", UserWarning)
+            made = functions.pandas_udf(pandas_body, return_type, PandasUDFType.SCALAR)
+    return made.asNondeterministic()

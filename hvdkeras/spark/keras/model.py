@@ -1,19 +1,19 @@
 """Horovod's ``KerasModel``: the trained model as a Spark ML ``Transformer``, and its persistence.
 
-``transform(df)`` predicts on Arrow batches with the model loaded once per Python worker
-(:mod:`hvdkeras.spark.keras.transform`). ``save(path)`` / ``KerasModel.load(path)``, also inside a
+``transform(df)`` adds the predictions with one vectorized UDF over the feature columns, the model loaded once per
+Python worker (:mod:`hvdkeras.spark.keras.transform`). ``save(path)`` / ``KerasModel.load(path)``, also inside a
 ``PipelineModel``, write and read plain JSON and the ``.keras`` file (:mod:`hvdkeras.spark.keras.persistence`).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import numpy as np
 from pyspark import keyword_only
 from pyspark.ml import Model
 from pyspark.ml.param.shared import HasOutputCols
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql import functions as F
 
 from hvdkeras.common.errors import SetupError
 from hvdkeras.spark.common import versions
@@ -71,19 +71,31 @@ class KerasModel(Model, HasOutputCols, MLWritable, MLReadable):
         input_shapes = [tuple(-1 if d is None else int(d) for d in tuple(t.shape)[1:]) for t in model.inputs]
         label_types = {f.name: f.dataType for f in dataset.schema.fields}
         kinds = transform.output_kinds(sizes, [label_types.get(label) for label in labels])
-        schema = StructType(list(dataset.schema.fields) +
-                            [StructField(name, transform.spark_type(kind), True) for name, kind in zip(outputs, kinds)])
         # A broadcast sends the model once to each executor; a Spark Connect session has none, and the model goes
         # with the function itself.
         blob = None if is_connect(dataset) else dataset.sparkSession.sparkContext.broadcast(model_to_bytes(model))
         saved = model_to_bytes(model) if blob is None else b""
         custom_objects = self.getOrDefault("custom_objects") or {}
 
-        def predict(batches: Iterator[Any]) -> Iterator[Any]:
-            return transform.predict_batches(batches, blob.value if blob is not None else saved, custom_objects,
-                                             features, input_shapes, kinds, outputs, batch_size)
+        def arrow_body(*columns: Any) -> Any:
+            return transform.predict_arrow(columns, blob.value if blob is not None else saved, custom_objects,
+                                           features, input_shapes, kinds, batch_size)
 
-        return dataset.mapInArrow(predict, schema)
+        def pandas_body(*columns: Any) -> Any:
+            return transform.predict_pandas(columns, blob.value if blob is not None else saved, custom_objects,
+                                            features, input_shapes, kinds, batch_size)
+
+        predict = versions.vectorized_udf(arrow_body, pandas_body, transform.udf_type(kinds))
+        predicted = predict(*[transform.feature_column(dataset, name) for name in features])
+        if len(outputs) == 1:
+            return dataset.withColumn(outputs[0], transform.output_column(predicted, kinds[0]))
+        staged = "__hvdkeras_predictions"
+        while staged in dataset.columns:
+            staged += "_"
+        return (dataset.withColumn(staged, predicted)
+                .withColumns({name: transform.output_column(F.col(staged)[f"o{i}"], kind)
+                              for i, (name, kind) in enumerate(zip(outputs, kinds))})
+                .drop(staged))
 
     # ------------------------------------------------------------------ persistence
 

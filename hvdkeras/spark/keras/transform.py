@@ -1,11 +1,17 @@
-"""A fitted model's ``transform``: predictions on Arrow batches in Spark's Python workers, the model loaded once per
+"""A fitted model's ``transform``: one vectorized UDF over the feature columns, the model loaded once per Python
 worker.
 
-:func:`output_kinds` decides each output column's type on the driver; :func:`predict_batches` runs in the
-workers (``DataFrame.mapInArrow``): it reads the feature columns of each Arrow record batch as NumPy arrays
-(a ``DenseVector`` or ``SparseVector`` column, an array column or a number), predicts ``batch_size`` rows at a
-time, and appends one column per output. The model comes from a broadcast of its Keras file and stays loaded
-in the worker (Spark reuses its Python workers) for every later partition and ``transform`` of the same model.
+On the driver: :func:`output_kinds` decides each output column's type, :func:`feature_column` converts each feature
+column in Spark's JVM to what the workers read fastest (a vector, dense or sparse, to an ``array<float>``), and
+:func:`udf_type` and :func:`output_column` say what the UDF returns and how it becomes each output column. Only the
+feature columns go to Python and only the predictions come back; the other columns, the feature columns' own
+values among them, never leave the JVM (a ``mapInArrow`` sent every column both ways, and a vector column through
+Arrow at a fraction of an array's speed: docs/performance.md).
+
+In the workers, :func:`predict_arrow` (a scalar Arrow UDF, pyspark 4.1 and newer) or :func:`predict_pandas` (a
+scalar pandas UDF, before) reads each Arrow batch's columns as NumPy arrays and predicts ``batch_size`` rows at a
+time (:func:`predict_matrices`). The model comes from a broadcast of its Keras file and stays loaded in the worker
+(Spark reuses its Python workers) for every later batch and ``transform`` of the same model.
 """
 from __future__ import annotations
 
@@ -13,12 +19,10 @@ import hashlib
 import math
 import os
 import sys
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from hvdkeras.common.errors import SetupError
 
-# Spark ML's VectorUDT in Arrow: type 0 sparse (size, indices, values), 1 dense (values).
-_VECTOR_DENSE = 1
 _MODELS: Dict[str, Any] = {}  # this worker's loaded models, by their Keras file's SHA-256
 
 
@@ -45,61 +49,27 @@ def spark_type(kind: str) -> Any:
 
 
 def _as_matrix(column: Any, shape: Tuple[int, ...]) -> Any:
-    """An Arrow column of a record batch as a float32 array of ``(rows, *shape)``."""
+    """An Arrow column (a list of numbers a row, or a number) as a float32 array of ``(rows, *shape)``."""
     import numpy as np
     import pyarrow as pa
 
     rows = len(column)
-    if pa.types.is_struct(column.type):  # a Spark ML vector
-        parts = {field.name: part for field, part in zip(column.type, column.flatten())}
-        kinds = parts["type"].to_numpy(zero_copy_only=False)
-        values = parts["values"]
-        if (kinds == _VECTOR_DENSE).all():
-            flat = values.flatten().to_numpy(zero_copy_only=False)
-            return flat.astype(np.float32).reshape((rows, *shape))
-        sizes = parts["size"].to_pylist()
-        indices, listed = parts["indices"].to_pylist(), values.to_pylist()
-        width = max((s or 0 for s in sizes), default=0) or int(np.prod([d for d in shape if d > 0]) or 1)
-        dense = np.zeros((rows, width), dtype=np.float32)
-        for i in range(rows):
-            if kinds[i] == _VECTOR_DENSE:
-                dense[i, :len(listed[i])] = listed[i]
-            else:
-                dense[i, indices[i]] = listed[i]
-        return dense.reshape((rows, *shape))
     if pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or \
             pa.types.is_fixed_size_list(column.type):
         flat = column.flatten().to_numpy(zero_copy_only=False)
-        return flat.astype(np.float32).reshape((rows, *shape))
-    return column.to_numpy(zero_copy_only=False).astype(np.float32).reshape((rows, *shape))
+        return flat.astype(np.float32, copy=False).reshape((rows, *shape))
+    return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape((rows, *shape))
 
 
-def _feature(batch: Any, name: str, shape: Tuple[int, ...]) -> Any:
-    """Column ``name`` of ``batch`` as the model's input of ``shape``; one line when its rows do not fit it."""
+def _feature(column: Any, name: str, shape: Tuple[int, ...]) -> Any:
+    """Feature column ``name``'s Arrow array as the model's input of ``shape``; one line when its rows do not fit."""
     try:
-        return _as_matrix(batch.column(name), shape)
+        return _as_matrix(column, shape)
     except (ValueError, IndexError):
         need = math.prod(d for d in shape if d > 0)
         raise SetupError(f"feature column {name!r} holds rows that do not fit the model's input shape {shape}: every"
                          f" row must hold {need} values{' (or a multiple)' if -1 in shape else ''}; fix or drop those"
                          " rows before transform()") from None
-
-
-def _output_array(kind: str, values: Any) -> Any:
-    """An Arrow column of ``kind`` from ``values`` (rows, n)."""
-    import numpy as np
-    import pyarrow as pa
-
-    rows, width = values.shape
-    if kind == "scalar":
-        return pa.array(values[:, 0].astype(np.float64))
-    offsets = pa.array(np.arange(0, (rows + 1) * width, width, dtype=np.int32))
-    if kind == "array":
-        return pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1).astype(np.float32)))
-    listed = pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1).astype(np.float64)))
-    return pa.StructArray.from_arrays(
-        [pa.array(np.full(rows, _VECTOR_DENSE, dtype=np.int8)), pa.nulls(rows, pa.int32()),
-         pa.nulls(rows, pa.list_(pa.int32())), listed], names=["type", "size", "indices", "values"])
 
 
 def _use_the_tasks_gpu() -> None:
@@ -115,6 +85,22 @@ def _use_the_tasks_gpu() -> None:
     gpus.choose(True, [str(a) for a in assigned.addresses] if assigned is not None else [], os.environ)
 
 
+def _use_the_tasks_cpus(tf: Any) -> None:
+    """Before TensorFlow's runtime starts in this worker: as many compute threads as Spark gave the task CPUs
+    (``spark.task.cpus``), so the tasks running side by side on an executor do not each start one a core."""
+    from pyspark import TaskContext
+
+    from hvdkeras.common.horovod_env import thread_budget
+
+    context = TaskContext.get()
+    budget = thread_budget(int(context.cpus()) if context is not None else os.cpu_count() or 1, 1)
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
+        tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+    except RuntimeError:  # the runtime started already (the worker ran TensorFlow before): its threads stay
+        pass
+
+
 def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
     """The model of Keras file ``blob``, loaded once in this worker."""
     digest = hashlib.sha256(blob).hexdigest()
@@ -122,7 +108,8 @@ def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
         _use_the_tasks_gpu()
         from hvdkeras.runtime import tensorflow_import
 
-        tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
+        tf = tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
+        _use_the_tasks_cpus(tf)
         from hvdkeras.spark.keras.serialization import model_from_bytes
 
         _MODELS.clear()  # one model at a time per worker: a new model replaces the last
@@ -130,38 +117,112 @@ def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
     return _MODELS[digest]
 
 
-def predict_batches(batches: Iterator[Any], blob: bytes, custom_objects: Dict[str, Any], features: Sequence[str],
-                    input_shapes: Sequence[Tuple[int, ...]], kinds: Sequence[str], names: Sequence[str],
-                    batch_size: int) -> Iterator[Any]:
-    """Each Arrow record batch with one prediction column per output appended (runs in Spark's Python workers).
+def feature_column(dataset: Any, name: str) -> Any:
+    """Column ``name`` of ``dataset`` as the prediction function receives it: a Spark ML vector (dense or sparse)
+    converted in Spark's JVM to an ``array<float>`` (``vector_to_array``: a vector through Arrow is a struct of
+    lists, several times slower); an array or a number as it is (a cast in the JVM cost more than it saved). The
+    workers say in one line when a column does not fit the model."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.ml.linalg import VectorUDT
 
-    Args:
-        batches: the partition's Arrow record batches.
-        blob: the model's Keras file.
-        custom_objects: Keras' custom objects for loading it.
-        features: the feature columns, one per model input.
-        input_shapes: each input's shape without the batch (-1 for an unknown size).
-        kinds: each output column's kind (:func:`output_kinds`).
-        names: the output columns' names.
-        batch_size: rows per ``predict_on_batch``.
-    """
+    column = dataset[name]
+    return vector_to_array(column, "float32") if isinstance(dataset.schema[name].dataType, VectorUDT) else column
+
+
+def udf_type(kinds: Sequence[str]) -> Any:
+    """What the prediction function returns: one output's column (a ``double``, an ``array<float>``, or an
+    ``array<double>`` that :func:`output_column` makes a vector), or a struct ``o0, o1, ...`` of several."""
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
+
+    types = {"scalar": DoubleType(), "array": ArrayType(FloatType()), "vector": ArrayType(DoubleType())}
+    if len(kinds) == 1:
+        return types[kinds[0]]
+    return StructType([StructField(f"o{i}", types[kind], True) for i, kind in enumerate(kinds)])
+
+
+def output_column(column: Any, kind: str) -> Any:
+    """The prediction function's column for one output, as the output column's type (:func:`spark_type`)."""
+    if kind != "vector":
+        return column
+    from pyspark.ml.functions import array_to_vector
+
+    return array_to_vector(column)
+
+
+def predict_matrices(inputs: Sequence[Any], blob: bytes, custom_objects: Dict[str, Any], batch_size: int) -> List[Any]:
+    """Each model output's predictions for ``inputs`` (one float32 array per model input, ``(rows, *shape)``), as a
+    ``(rows, values)`` array; ``batch_size`` rows per ``predict_on_batch`` (runs in Spark's Python workers)."""
+    import numpy as np
+
+    rows = len(inputs[0])
+    model = _model(blob, custom_objects)
+    parts: List[List[Any]] = []
+    for start in range(0, rows, batch_size):
+        chunk = [x[start:start + batch_size] for x in inputs]
+        predicted = model.predict_on_batch(chunk[0] if len(chunk) == 1 else chunk)
+        predicted = predicted if isinstance(predicted, (list, tuple)) else [predicted]
+        if not parts:
+            parts = [[] for _ in predicted]
+        for part, p in zip(parts, predicted):
+            part.append(np.asarray(p).reshape(len(chunk[0]), -1))
+    return [np.concatenate(part) for part in parts]
+
+
+def _arrow_output(kind: str, values: Any) -> Any:
+    """An Arrow array of :func:`udf_type`'s type for one output of ``kind`` from ``values`` (rows, n)."""
     import numpy as np
     import pyarrow as pa
 
-    model = None
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if model is None:
-            model = _model(blob, custom_objects)
-        inputs = [_feature(batch, name, shape) for name, shape in zip(features, input_shapes)]
-        parts: List[List[Any]] = [[] for _ in kinds]
-        for start in range(0, batch.num_rows, batch_size):
-            chunk = [x[start:start + batch_size] for x in inputs]
-            predicted = model.predict_on_batch(chunk[0] if len(chunk) == 1 else chunk)
-            predicted = predicted if isinstance(predicted, (list, tuple)) else [predicted]
-            for part, p in zip(parts, predicted):
-                part.append(np.asarray(p).reshape(len(chunk[0]), -1))
-        columns = [_output_array(kind, np.concatenate(part)) for kind, part in zip(kinds, parts)]
-        yield pa.RecordBatch.from_arrays(list(batch.columns) + columns,
-                                         names=list(batch.schema.names) + list(names))
+    rows, width = values.shape
+    if kind == "scalar":
+        return pa.array(values[:, 0].astype(np.float64))
+    offsets = pa.array(np.arange(0, (rows + 1) * width, width, dtype=np.int32))
+    flat = values.reshape(-1).astype(np.float32 if kind == "array" else np.float64)
+    return pa.ListArray.from_arrays(offsets, pa.array(flat))
+
+
+def predict_arrow(columns: Sequence[Any], blob: bytes, custom_objects: Dict[str, Any], features: Sequence[str],
+                  input_shapes: Sequence[Tuple[int, ...]], kinds: Sequence[str], batch_size: int) -> Any:
+    """The scalar Arrow UDF's body (pyspark 4.1 and newer): one Arrow array per feature column in, the predictions
+    out (:func:`udf_type`).
+
+    Args:
+        columns: the feature columns of one Arrow batch (:func:`feature_column`).
+        blob: the model's Keras file; custom_objects: Keras' custom objects for loading it.
+        features: the feature columns' names, for the one-line error.
+        input_shapes: each input's shape without the batch (-1 for an unknown size).
+        kinds: each output column's kind (:func:`output_kinds`).
+        batch_size: rows per ``predict_on_batch``.
+    """
+    import pyarrow as pa
+
+    inputs = [_feature(column, name, shape) for column, name, shape in zip(columns, features, input_shapes)]
+    outputs = [_arrow_output(kind, values)
+               for kind, values in zip(kinds, predict_matrices(inputs, blob, custom_objects, batch_size))]
+    if len(kinds) == 1:
+        return outputs[0]
+    return pa.StructArray.from_arrays(outputs, names=[f"o{i}" for i in range(len(kinds))])
+
+
+def predict_pandas(columns: Sequence[Any], blob: bytes, custom_objects: Dict[str, Any], features: Sequence[str],
+                   input_shapes: Sequence[Tuple[int, ...]], kinds: Sequence[str], batch_size: int) -> Any:
+    """The scalar pandas UDF's body (pyspark before 4.1): :func:`predict_arrow`'s, on pandas Series."""
+    import pandas as pd  # type: ignore[import-untyped]
+    import pyarrow as pa
+
+    arrow = [pa.Array.from_pandas(column) for column in columns]
+    predicted = predict_arrow(arrow, blob, custom_objects, features, input_shapes, kinds, batch_size)
+    if len(kinds) == 1:
+        return _as_series(predicted, kinds[0])
+    return pd.DataFrame({f"o{i}": _as_series(predicted.field(i), kind) for i, kind in enumerate(kinds)})
+
+
+def _as_series(array: Any, kind: str) -> Any:
+    """A pandas Series of one output's Arrow array: numbers, or one NumPy array a row."""
+    import pandas as pd
+
+    if kind == "scalar":
+        return pd.Series(array.to_numpy(zero_copy_only=False))
+    rows = len(array)
+    values = array.flatten().to_numpy(zero_copy_only=False)
+    return pd.Series(list(values.reshape(rows, -1)) if rows else [], dtype=object)

@@ -210,6 +210,26 @@ def fit_check(spark, store_path):
     return fit, keras_model, df
 
 
+def differences_from_predict(model, rows, array_rows):
+    """The largest difference, for each output column type, between ``transform``'s predictions and the model's own
+    ``predict`` on the same rows' features (the vector output, the double output, and the array output of
+    ``array_rows``)."""
+
+    def values(v):
+        return v.toArray() if hasattr(v, "toArray") else np.asarray(v, dtype=np.float64)
+
+    def predict(some):
+        inputs = [np.stack([values(r[name]) for r in some]).reshape((len(some), *tuple(t.shape)[1:]))
+                  for name, t in zip(("features", "extra"), model.inputs)]
+        return [np.asarray(p) for p in model.predict(inputs, verbose=0)]
+
+    probs, targets = predict(rows)
+    (array_probs, _) = predict(array_rows)
+    return {"vector": float(np.max(np.abs(np.stack([values(r.label_prob) for r in rows]) - probs))),
+            "double": float(np.max(np.abs(np.asarray([r.target_pred for r in rows]) - targets[:, 0]))),
+            "array": float(np.max(np.abs(np.stack([values(r.label_prob) for r in array_rows]) - array_probs)))}
+
+
 def transform_check(keras_model, df):
     """``fit_check``'s model transforms the DataFrame (its one-hot labels dropped): what
     tests/harness/spark_checks.assert_transform checks."""
@@ -220,7 +240,8 @@ def transform_check(keras_model, df):
     on_arrays = keras_model.transform(arrays)
     as_arrays = on_arrays.orderBy("id").select("id", "label_prob").collect()
     as_vectors = {r.id: r.label_prob.toArray() for r in collected}
-    return {"columns": predicted.columns, "rows": len(collected),
+    return {"columns": predicted.columns, "rows": len(collected), "max_diff": differences_from_predict(
+                keras_model.getModel(), predicted.orderBy("id").collect(), on_arrays.orderBy("id").collect()),
             "array_type": dict(on_arrays.dtypes)["label_prob"],
             "array_same": len(as_arrays) == 8 and all(
                 isinstance(r.label_prob, list) and np.allclose(r.label_prob, as_vectors[r.id], atol=1e-6)
