@@ -40,14 +40,6 @@ def output_kinds(sizes: Sequence[int], label_types: Sequence[Any]) -> List[str]:
             for size, kind in zip(sizes, label_types)]
 
 
-def spark_type(kind: str) -> Any:
-    """The Spark SQL type of an output column of ``kind``."""
-    from pyspark.ml.linalg import VectorUDT
-    from pyspark.sql.types import ArrayType, DoubleType, FloatType
-
-    return {"scalar": DoubleType(), "array": ArrayType(FloatType()), "vector": VectorUDT()}[kind]
-
-
 def _as_matrix(column: Any, shape: Tuple[int, ...]) -> Any:
     """An Arrow column (a list of numbers a row, or a number) as a float32 array of ``(rows, *shape)``."""
     import numpy as np
@@ -141,7 +133,8 @@ def udf_type(kinds: Sequence[str]) -> Any:
 
 
 def output_column(column: Any, kind: str) -> Any:
-    """The prediction function's column for one output, as the output column's type (:func:`spark_type`)."""
+    """The prediction function's column for one output, as the output column's type: a ``double``, an
+    ``array<float>``, or a ``DenseVector`` (``array_to_vector`` in the JVM)."""
     if kind != "vector":
         return column
     from pyspark.ml.functions import array_to_vector

@@ -7,7 +7,7 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from pyspark.ml.linalg import VectorUDT  # noqa: E402
-from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructType  # noqa: E402
+from pyspark.sql.types import ArrayType, DoubleType, StructType  # noqa: E402
 
 from hvdkeras.common.errors import SetupError  # noqa: E402
 from hvdkeras.spark.common import versions  # noqa: E402
@@ -26,7 +26,6 @@ def test_arrays_and_numbers_become_the_inputs_shape_as_float32():
 def test_outputs_are_a_double_a_float_array_or_a_dense_vector_as_the_label_column_was():
     assert transform.output_kinds([1, 3, 3], [DoubleType(), ArrayType(DoubleType()), VectorUDT()]) == \
         ["scalar", "array", "vector"]
-    assert transform.spark_type("array") == ArrayType(FloatType()) and transform.spark_type("vector") == VectorUDT()
     # the UDF returns a vector's values as array<double>: array_to_vector makes it a DenseVector in the JVM
     assert transform.udf_type(["vector"]) == ArrayType(DoubleType())
     several = transform.udf_type(["scalar", "array"])
