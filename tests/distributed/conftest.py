@@ -8,7 +8,7 @@ import pytest
 
 from tests.harness import lab_lock, spark_driver
 from tests.harness.ranks import MPI_ENV, REPO, SCRIPTS, horovodrun, train_args
-from tests.harness.reports import EXACT
+from tests.harness.reports import EXACT, tell
 from tests.harness.shared_job import run_scripts
 
 
@@ -32,7 +32,7 @@ def _the_lab_alone(request):
         return
     with lab_lock.held() as waited:
         if waited > 1:
-            print(f"\nwaited {waited:.0f}s for the lab (the other suite had it)")
+            tell(request, f"{request.node.name}: waited {waited:.0f}s for the lab (the other suite had it)")
         yield
 
 
@@ -119,5 +119,5 @@ def spark_local(request, tmp_path_factory):
     result = spark_driver.run(work, parts["estimator"], parts["scenarios"], parts["examples"], parts["tuning"],
                               parts["stream"], parts["quick_start"])
     laps = result.get("seconds", {})
-    print(f"\nthe shared Spark driver ran {sorted(result)}; its laps (s): {laps}")
+    tell(request, f"the shared Spark driver ran {sorted(result)}; its laps (s): {laps}")
     return result

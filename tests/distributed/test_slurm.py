@@ -22,6 +22,7 @@ import pytest
 from lab import slurm
 from tests.harness.command_lines import CommandLines
 from tests.harness.ranks import REPO, read_jsonl
+from tests.harness.reports import tell
 from tests.harness.stacks import once_per_make_test
 
 # The path under test (the generated script, sbatch, horovodrun over ssh, the SIGTERM) does not
@@ -35,13 +36,13 @@ SEED = 40
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(request, tmp_path_factory):
     ok, reason = slurm.can_run()
     if not ok:
         pytest.skip(f"the Slurm test cluster cannot run here: {reason}")
     tic = time.time()
     info = slurm.up(tmp_path_factory.mktemp("slurm"))
-    print(f"\nSlurm test cluster (two hosts, munged, slurmctld, two slurmd) up in {time.time() - tic:.1f}s")
+    tell(request, f"Slurm test cluster (two hosts, munged, slurmctld, two slurmd) up in {time.time() - tic:.1f}s")
     try:
         yield info
     finally:

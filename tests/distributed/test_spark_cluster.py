@@ -25,6 +25,7 @@ from lab import hosts as hosts_lib
 from lab import spark as spark_lab
 from tests.harness import packed_env, spark_checks
 from tests.harness.ranks import REPO, SCRIPTS, launch, results
+from tests.harness.reports import tell
 from tests.harness.s3_server import moto_server
 from tests.harness.spark_checks import SCENARIOS_IN_THE_DRIVER
 from tests.harness.stacks import once_per_make_test
@@ -58,7 +59,7 @@ def spark_cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def check(spark_cluster):
+def check(request, spark_cluster):
     work = os.path.join(spark_cluster.folder, "work")  # on the filesystem both hosts share
     os.makedirs(work)
     archive = os.path.join(spark_cluster.folder, "hvdkeras-env.tar.gz")
@@ -78,7 +79,7 @@ def check(spark_cluster):
     memory = spark_cluster.memory_dir
     in_memory = [bool(memory) and d.startswith(memory + os.sep) for d in (spark_cluster.driver_dir,
                                                                      *spark_cluster.work_dirs.values())]
-    print(f"\nthe environment packed in {packed['seconds']} s ({packed['bytes'] >> 20} MiB, its packages"
+    tell(request, f"the environment packed in {packed['seconds']} s ({packed['bytes'] >> 20} MiB, its packages"
           f" {'from the cache' if packed['cached'] else 'packed now'}); the driver's laps (s): {seconds}; num_proc=3"
           f" was refused after {report['too_many']['seconds']:.1f}s; the laps of the fits (s): {report['fit_laps']};"
           f" where the quiet and the resumed fits' time went (s): {report['fit_seconds']}; the unpacked environments in"

@@ -43,3 +43,15 @@ def assert_trained_as_uninterrupted(workdir, uninterrupted):
     assert found["same_variables"] and found["trainable_variables"] > 0, found
     print(f"largest difference in a trainable weight after resuming: {found['trainable_max_abs_diff']:.3g}")
     assert found["trainable_max_abs_diff"] == 0.0, f"resumed weights differ from the uninterrupted run's: {found}"
+
+
+def tell(request, line: str) -> None:
+    """``line`` in the run's own output, passed or failed: the timings a slow run is read by (the lab lock's waits,
+    the shared drivers' laps), which pytest would otherwise keep with the captured output of a passing test."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(f"[timing] {line}")
