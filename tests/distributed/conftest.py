@@ -119,5 +119,6 @@ def spark_local(request, tmp_path_factory):
     result = spark_driver.run(work, parts["estimator"], parts["scenarios"], parts["examples"], parts["tuning"],
                               parts["stream"], parts["quick_start"])
     laps = result.get("seconds", {})
-    tell(request, f"the shared Spark driver ran {sorted(result)}; its laps (s): {laps}")
+    tell(request, f"the shared Spark driver ran {sorted(result)}; its laps (s): {laps}; the estimator part's (s):"
+                  f" {result.get('estimator', {}).get('seconds', {})}")
     return result
