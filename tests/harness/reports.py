@@ -54,4 +54,4 @@ def tell(request, line: str) -> None:
         print(line)
         return
     with capture.global_and_fixture_disabled():
-        reporter.write_line(f"[timing] {line}")
+        reporter.write(f"\n[timing] {line}\n")  # on a line of its own, not after -q's progress dots
