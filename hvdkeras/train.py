@@ -19,7 +19,7 @@ from absl import flags
 
 from hvdkeras import config as config_lib
 from hvdkeras import train_rank
-from hvdkeras.common import command_line, signals
+from hvdkeras.common import command_line, signals, workdir_guard
 from hvdkeras.common.errors import HvdkerasError, RankFailedError
 from hvdkeras.common.horovod_env import launcher_rank
 from hvdkeras.common.workdir import Workdir
@@ -78,8 +78,10 @@ def _train_on_ray(cfg: config_lib.Config, workdir: str) -> None:
 
     if not FLAGS.np or FLAGS.np < 1:
         command_line.fail("--launcher ray needs --np N, the number of ranks, e.g. --np 2")
-    del cfg  # checked here; each rank loads it again
     config_path, workdir = os.path.abspath(FLAGS.config), os.path.abspath(workdir)
+    if not FLAGS.fresh and FLAGS.resume != "force" and os.path.isdir(workdir):
+        # a changed config is refused here, at once, not by rank 0 once the cluster has started the ranks
+        workdir_guard.check_same_training(workdir, cfg)
     try:
         job.run_ranks(train_rank.rank, lambda attempt: (config_path, list(FLAGS.set), workdir,
                                                         FLAGS.fresh and attempt == 0, FLAGS.resume),

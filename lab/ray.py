@@ -146,7 +146,7 @@ def start_node(info: ClusterInfo, host: str, timeout: float = START_TIMEOUT_S) -
     """Starts ``host``'s worker node again (after :func:`stop_node`); returns once the head counts it alive."""
     target = next(h for h in info.hosts.hosts if h.name == host)
     log = os.path.join(info.folder, f"{host}.log")
-    proc = _start_node(target, info.hosts, info.python, info.ray_temp, ["--address", info.address], log)
+    proc = _start_node(target, info.hosts, info.python, _node_temp(info, host), ["--address", info.address], log)
     info.sessions[host] = proc.pid
     deadline = time.monotonic() + timeout
     _started(host, proc, log, deadline)
@@ -154,6 +154,13 @@ def start_node(info: ClusterInfo, host: str, timeout: float = START_TIMEOUT_S) -
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the Ray node on {host} did not join the cluster: {_tail(log)}")
         time.sleep(0.5)
+
+
+def _node_temp(info: ClusterInfo, host: str) -> str:
+    """A worker node's own ``--temp-dir``, inside the head's (removed with it)."""
+    path = os.path.join(info.ray_temp, host.rsplit("-", 1)[-1])
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def _start_node(host: hosts_lib.Host, hosts: hosts_lib.HostsInfo, python: str, ray_temp: str,
@@ -205,10 +212,11 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
         info.sessions[head.name] = nodes[head.name].pid
         deadline = time.monotonic() + timeout
         _started(head.name, nodes[head.name], logs[head.name], deadline)
-        for host in hosts.hosts[1:]:  # one after another: nodes that start at once in one session folder race
-            nodes[host.name] = _start_node(host, hosts, python, info.ray_temp, ["--address", info.address],
-                                           logs[host.name])
+        for host in hosts.hosts[1:]:  # side by side, each in a session folder of its own (nodes sharing one race)
+            nodes[host.name] = _start_node(host, hosts, python, _node_temp(info, host.name),
+                                           ["--address", info.address], logs[host.name])
             info.sessions[host.name] = nodes[host.name].pid
+        for host in hosts.hosts[1:]:
             _started(host.name, nodes[host.name], logs[host.name], deadline)
         while _alive_nodes(info) < len(hosts.hosts):
             dead = [name for name, proc in nodes.items() if proc.poll() is not None]

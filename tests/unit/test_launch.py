@@ -397,6 +397,22 @@ def test_the_ray_launch_says_what_it_asks_ray_for_and_its_one_command():
     assert "ray: one Ray actor per rank" in launch.describe(p, "ray")
 
 
+def test_the_ray_launcher_refuses_a_changed_config_on_the_driver_before_it_asks_for_a_cluster(tmp_path):
+    """The workdir holds a checkpoint of the digits job; the address answers nobody: the line is the workdir's."""
+    from hvdkeras.common.workdir import save_config
+
+    workdir = tmp_path / "w"
+    (workdir / "checkpoints" / "epoch-0001").mkdir(parents=True)
+    save_config(load("digits.yaml"), str(workdir / "config.yaml"))
+    proc = subprocess.run([sys.executable, "-m", "hvdkeras.train", "--config", "configs/digits.yaml", "--workdir",
+                           str(workdir), "--launcher", "ray", "--np", "2", "--address", "127.0.0.1:9",
+                           "--set", "optimizer.learning_rate=0.5"], capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith(f"hvdkeras: error: --workdir {workdir} holds checkpoints"
+                                                    " trained with another config (optimizer.learning_rate:"), last
+
+
 def test_ray_flags_without_the_ray_launcher_and_the_ray_launcher_without_np_are_one_line(tmp_path):
     for args, says in ((["--address", "auto"], "--address only applies with --launcher ray"),
                        (["--launcher", "ray"], "--launcher ray needs --np N, the number of ranks, e.g. --np 2"),

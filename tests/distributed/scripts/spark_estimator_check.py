@@ -234,22 +234,22 @@ def transform_check(keras_model, df):
     """``fit_check``'s model transforms the DataFrame (its one-hot labels dropped): what
     tests/harness/spark_checks.assert_transform checks."""
     predicted = keras_model.transform(df.drop("label_vec"))
-    collected = predicted.select("id", "label", "label_prob").collect()
+    collected = predicted.orderBy("id").collect()  # once: each action would run the model on every row again
     # a label column of arrays (not vectors) makes that output an array<float> column with the same predictions
     arrays = df.withColumn("label_vec", vector_to_array("label_vec", "float32")).filter("id < 8").coalesce(1)
     on_arrays = keras_model.transform(arrays)
-    as_arrays = on_arrays.orderBy("id").select("id", "label_prob").collect()
+    as_arrays = on_arrays.orderBy("id").collect()
     as_vectors = {r.id: r.label_prob.toArray() for r in collected}
+    # Horovod's examples read predictions with toPandas(): the [spark] extra brings pandas
+    pandas_rows = len(predicted.select("id", "label_prob").toPandas())
     return {"columns": predicted.columns, "rows": len(collected), "max_diff": differences_from_predict(
-                keras_model.getModel(), predicted.orderBy("id").collect(), on_arrays.orderBy("id").collect()),
+                keras_model.getModel(), collected, as_arrays),
             "array_type": dict(on_arrays.dtypes)["label_prob"],
             "array_same": len(as_arrays) == 8 and all(
                 isinstance(r.label_prob, list) and np.allclose(r.label_prob, as_vectors[r.id], atol=1e-6)
                 for r in as_arrays),
             "accuracy": float(np.mean([int(np.argmax(r.label_prob.toArray())) == r.label for r in collected])),
-            # Horovod's examples read predictions with toPandas(): the [spark] extra brings pandas
-            "pandas_rows": len(predicted.select("id", "label_prob").toPandas()),
-            "target_type": dict(predicted.dtypes)["target_pred"]}
+            "pandas_rows": pandas_rows, "target_type": dict(predicted.dtypes)["target_pred"]}
 
 
 def run_checks(spark, store_path, too_many=True):
