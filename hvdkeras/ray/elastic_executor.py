@@ -33,18 +33,10 @@ from hvdkeras.common import log
 from hvdkeras.common.errors import HvdkerasError, SetupError
 from hvdkeras.engines import failures, rendezvous_server
 from hvdkeras.engines.placement import Slot
-from hvdkeras.ray import cluster
+from hvdkeras.ray import cluster, ray_logger
 from hvdkeras.ray.worker_checks import FIX_WORKERS, check_workers, first_line
 
 _POLL_S = 0.1  # how often a slot's thread looks at its rank and at the driver's events
-
-
-def _refuse_callbacks(callbacks: Optional[List[Callable[..., Any]]]) -> None:
-    """One line for ``callbacks``: with them, the lab's elastic test (a node lost mid-fit) ended in a failed job in
-    three runs of five, and in none of the runs without (docs/ray.md); ``RayExecutor`` takes them."""
-    if callbacks:
-        raise SetupError("ElasticRayExecutor's callbacks are not supported yet: return the values from the function"
-                         " instead (RayExecutor without min_workers/max_workers takes callbacks)")
 
 
 @dataclasses.dataclass
@@ -191,6 +183,7 @@ class ElasticRayExecutor:
         self._actors: List[Any] = []
         self._values: List[Tuple[int, Any]] = []
         self._fatal: Optional[BaseException] = None
+        self._queue: Any = None  # the ray_logger relay's, while a run with callbacks goes on
         self._stopped = False
 
     @property
@@ -237,7 +230,8 @@ class ElasticRayExecutor:
     def run(self, worker_fn: Callable[..., Any], callbacks: Optional[List[Callable[..., Any]]] = None,
             args: Optional[Sequence[Any]] = None, kwargs: Optional[Dict[str, Any]] = None) -> List[Any]:
         """``worker_fn(*args, **kwargs)`` on every rank, through every resize, until the ranks of the last one
-        return. ``callbacks`` are refused in one line (see :func:`_refuse_callbacks`).
+        return; ``callbacks`` each called, on the driver, with every value a rank logs through
+        :func:`hvdkeras.ray.ray_logger.log`.
 
         Returns:
             The return values of the ranks that finished the job, in rank order.
@@ -247,26 +241,33 @@ class ElasticRayExecutor:
             RankExitedError: a rank's function failed otherwise, the job ran out of slots within
                 ``elastic_timeout``, or it went through more than ``reset_limit`` resizes.
         """
-        _refuse_callbacks(callbacks)
         if self._driver is None:
             raise SetupError("this ElasticRayExecutor is not started: call start() first")
 
         def call(_executable: Any) -> Any:
             return worker_fn(*(args or []), **(kwargs or {}))
 
-        return self._run(call)
+        return self._run(call, callbacks)
 
     def execute(self, fn: Callable[[Any], Any], callbacks: Optional[List[Callable[..., Any]]] = None) -> List[Any]:
-        """``fn(executable)`` on every rank (``executable``: the object of ``start(executable_cls=...)``)."""
-        _refuse_callbacks(callbacks)
+        """``fn(executable)`` on every rank (``executable``: the object of ``start(executable_cls=...)``);
+        ``callbacks`` as :meth:`run`'s."""
         if self._driver is None:
             raise SetupError("this ElasticRayExecutor is not started: call start() first")
-        return self._run(fn)
+        return self._run(fn, callbacks)
 
-    def _run(self, call: Callable[[Any], Any]) -> List[Any]:
+    def _run(self, call: Callable[[Any], Any], callbacks: Optional[List[Callable[..., Any]]]) -> List[Any]:
+        self._values, self._fatal = [], None
+        with ray_logger.relay(self._ray, callbacks, lambda: []) as queue:  # each rank's actor gets it in _slot
+            self._queue = queue
+            try:
+                return self._run_driver(call)
+            finally:
+                self._queue = None
+
+    def _run_driver(self, call: Callable[[Any], Any]) -> List[Any]:
         from horovod.runner.common.util.timeout import TimeoutException
 
-        self._values, self._fatal = [], None
         try:
             try:
                 self._driver.start(self.settings.min_num_proc, lambda slot, events: self._slot(slot, events, call))
@@ -323,6 +324,8 @@ class ElasticRayExecutor:
             env = slot_environment(slot, self._address, iface, self._secret,
                                    found["gpus"] if self.use_gpu else None, self.settings.timeout_s, self.env_vars)
             ray.get(actor.setup.remote(env))
+            if self._queue is not None:
+                ray.get(actor.set_queue.remote(self._queue))
             ray.get(actor.start_executable.remote(*self._executable))
             ref = actor.execute.remote(call)
             while True:

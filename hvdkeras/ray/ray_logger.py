@@ -1,7 +1,7 @@
 """Values a rank logs for the driver's callbacks (``horovod.ray.ray_logger``): ``log`` on a rank, ``relay`` on the
 driver.
 
-``RayExecutor.run(..., callbacks=[...])`` (and ``execute``; not yet the elastic executor's) hands every value a rank
+``RayExecutor.run(..., callbacks=[...])`` (and ``execute``, and ``ElasticRayExecutor.run``) hands every value a rank
 passes to :func:`log` to each callback, in the driver's process, while the ranks run, and the last of them before
 the call returns. The values travel through one ``ray.util.queue.Queue`` actor of no CPU on the driver's node. The
 ranks also get it in ``horovod.ray.ray_logger`` when Horovod's Ray module imports, so a function that still calls
@@ -64,7 +64,10 @@ def relay(ray: Any, callbacks: Optional[Sequence[Callable[[Any], Any]]],
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = ray.get_runtime_context().get_node_id()
-    queue = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=True)})
+    # On the driver's node, never elsewhere: a soft affinity let Ray place it on another node, whose loss then
+    # failed every rank's next log
+    on_driver = NodeAffinitySchedulingStrategy(here, soft=False)
+    queue = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": on_driver})
     done = threading.Event()
     errors: List[BaseException] = []
 

@@ -281,7 +281,8 @@ def test_a_worker_nodes_raylet_killed_mid_fit_restarts_resumes_and_ends_with_the
 def test_horovods_elastic_example_on_elastic_ray_executor_goes_on_without_a_node_lost_mid_fit(cluster):
     """Between one and two ranks of one CPU: when the raylet of a node holding a rank is SIGKILLed after epoch 1,
     Horovod's driver drops that node, the rank left rolls back to its last commit, the free node joins, and the
-    job ends its epochs on two ranks with one model, the learning rate the example's reset rule gives."""
+    job ends its epochs on two ranks with one model, the learning rate the example's reset rule gives; what the
+    ranks log reaches the driver's callback."""
     folder = os.path.join(cluster.folder, "elastic")
     os.makedirs(folder)
     script = os.path.join(SCRIPTS, "ray_elastic_check.py")
@@ -306,4 +307,7 @@ def test_horovods_elastic_example_on_elastic_ray_executor_goes_on_without_a_node
     assert held[0].addr not in {r["host"] for r in ranks}, report  # the job went on without the lost node
     assert {r["epoch"] for r in ranks} == {3} and len({r["digest"] for r in ranks}) == 1, report
     assert all(abs(r["learning_rate"] - 0.001 * r["size"]) < 1e-9 for r in ranks), report
+    # what each finishing rank logged reached the driver's callback (the queue lives on the driver's node: the lost
+    # node cannot take it along)
+    assert sorted((v["rank"], v["size"]) for v in report["logged"]) == [(0, 2), (1, 2)], report
     print(f"\nkilled the raylet of {held[0].name}; " + json.dumps(ranks))

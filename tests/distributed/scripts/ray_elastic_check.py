@@ -7,7 +7,7 @@ switched by its import line) as its ``__main__``, with ``--checkpoint-dir FOLDER
 ``checkpoint-<epoch>.keras`` after each epoch. ``ElasticRayExecutor`` runs it between one and two ranks, one CPU each
 (Horovod's ``create_settings(min_np=..., max_np=...)`` and ``cpus_per_slot``). Prints ``RESULT {...}`` with each
 finishing rank's rank, size, node, the epoch its state counted, its learning rate and its weights' digest, or the
-error's one line.
+error's one line, and what each finishing rank logged for the driver's callback (``ray_logger``).
 """
 import argparse
 import json
@@ -27,11 +27,13 @@ def rank_work(folder, epochs, steps):
     import numpy as np
 
     import hvdkeras.keras as hvd
+    from hvdkeras.ray import ray_logger
 
     sys.argv = [EXAMPLE, "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--checkpoint-dir", folder]
     example = runpy.run_path(EXAMPLE, run_name="__main__")
     model = example["model"]
     digest = hashlib.sha256(b"".join(np.asarray(w).tobytes() for w in model.get_weights())).hexdigest()[:16]
+    ray_logger.log({"rank": hvd.rank(), "size": hvd.size()})
     return {"rank": hvd.rank(), "size": hvd.size(), "host": os.environ.get("HOROVOD_HOSTNAME"),
             "epoch": int(example["state"].epoch), "learning_rate": float(np.asarray(model.optimizer.learning_rate)),
             "digest": digest}
@@ -46,12 +48,14 @@ def main():
     settings = ElasticRayExecutor.create_settings(min_np=1, max_np=2, elastic_timeout=120, timeout_s=60)
     executor = ElasticRayExecutor(settings, use_gpu=False, cpus_per_slot=1,
                                   env_vars={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"})
+    logged = []
     try:
         executor.start()
-        ranks = executor.run(lambda: rank_work(args.folder, args.epochs, args.steps_per_epoch))
-        report = {"ranks": ranks, "error": None}
+        ranks = executor.run(lambda: rank_work(args.folder, args.epochs, args.steps_per_epoch),
+                             callbacks=[logged.append])
+        report = {"ranks": ranks, "error": None, "logged": logged}
     except Exception as exc:  # noqa: BLE001 - reported, the test asserts on it
-        report = {"ranks": [], "error": f"{type(exc).__name__}: {exc}"}
+        report = {"ranks": [], "error": f"{type(exc).__name__}: {exc}", "logged": logged}
     finally:
         executor.shutdown()
     print("RESULT " + json.dumps(report), flush=True)

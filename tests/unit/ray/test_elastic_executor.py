@@ -44,9 +44,7 @@ def test_horovods_arguments_and_their_older_names_are_taken():
         ElasticSettings(min_num_proc=3, max_num_proc=2)
 
 
-def test_callbacks_and_running_before_start_are_one_line():
+def test_running_before_start_is_one_line():
     ex = ElasticRayExecutor(ElasticRayExecutor.create_settings())
-    with pytest.raises(SetupError, match=r"^ElasticRayExecutor's callbacks are not supported yet: return the values"):
-        ex.run(lambda: 1, callbacks=[print])
     with pytest.raises(SetupError, match=r"^this ElasticRayExecutor is not started: call start\(\) first$"):
         ex.run(lambda: 1)
