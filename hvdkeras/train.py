@@ -79,9 +79,8 @@ def _train_on_ray(cfg: config_lib.Config, workdir: str) -> None:
     if not FLAGS.np or FLAGS.np < 1:
         command_line.fail("--launcher ray needs --np N, the number of ranks, e.g. --np 2")
     config_path, workdir = os.path.abspath(FLAGS.config), os.path.abspath(workdir)
-    if not FLAGS.fresh and FLAGS.resume != "force" and os.path.isdir(workdir):
-        # a changed config is refused here, at once, not by rank 0 once the cluster has started the ranks
-        workdir_guard.check_same_training(workdir, cfg)
+    # a changed config is refused here, at once, not by rank 0 once the cluster has started the ranks
+    workdir_guard.check_resumable(workdir, cfg, FLAGS.fresh, FLAGS.resume)
     try:
         job.run_ranks(train_rank.rank, lambda attempt: (config_path, list(FLAGS.set), workdir,
                                                         FLAGS.fresh and attempt == 0, FLAGS.resume),

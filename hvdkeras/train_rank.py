@@ -81,8 +81,7 @@ def own_workdir(cfg: config_lib.Config, workdir: str, fresh: bool, resume: str) 
         if changed:
             print(f"[hvdkeras] --resume=force: resuming from checkpoints trained with {'; '.join(changed)}",
                   file=sys.stderr, flush=True)
-    else:
-        workdir_guard.check_same_training(workdir, cfg)
+    workdir_guard.check_resumable(workdir, cfg, fresh, resume)
 
 
 def rank(config_path: str, overrides: Sequence[str], workdir: str, fresh: bool, resume: str) -> None:

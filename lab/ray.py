@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import glob
 import json
 import os
 import shutil
@@ -121,13 +122,21 @@ def ranks_on(info: ClusterInfo, host: str, name: str = "RankWorker") -> List[int
 
 
 def down(info: Optional[ClusterInfo] = None) -> None:
-    """Ends every node's processes (their sessions, then anything still naming a cluster folder) and the hosts."""
+    """Ends every node's processes (their sessions, then anything still naming a cluster folder) and the hosts,
+    and removes the cluster's Ray folder; without ``info``, every Ray folder a killed run left in ``/tmp``."""
     for leader in (info.sessions.values() if info else ()):
         processes.kill_session(leader)
     processes.stop(_ray_pids())
     hosts_lib.down(info.hosts if info else None)
-    if info and info.ray_temp:
-        shutil.rmtree(info.ray_temp, ignore_errors=True)
+    for ray_temp in ([info.ray_temp] if info and info.ray_temp else _left_ray_folders()):
+        shutil.rmtree(ray_temp, ignore_errors=True)
+
+
+def _left_ray_folders() -> List[str]:
+    """The ``/tmp/hvdtest-ray-*`` folders that Ray used as its ``--temp-dir`` (they hold its ``session_latest``),
+    once no process of theirs runs."""
+    return [path for path in glob.glob(os.path.join("/tmp", FOLDER + "-*"))
+            if os.path.lexists(os.path.join(path, "session_latest"))]
 
 
 def stop_node(info: ClusterInfo, host: str, timeout: float = 60.0) -> None:

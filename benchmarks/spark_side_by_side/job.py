@@ -7,6 +7,11 @@ num_proc=2 on local[2], batch_size 32, random_seed=1, validation=0.2, inmemory_c
 The test split is fixed in NumPy (the same rows for both), so accuracy is measured on the same
 held-out rows: ``transform`` then the argmax of ``label_prob``.
 
+Then, unless ``--transform-rows 0``, the fitted model's ``transform`` of that many rows (the test rows repeated,
+cached and counted untimed), forced by a ``noop`` write: the session's first ``transform`` (its Python workers start
+and load the model), then the same again; and the model's own ``predict`` on the same rows in memory, in this
+process (batches of 1024, hvdkeras's ``predict_batch_size``; the median of three).
+
 Run it with the Python of the venv that has the estimator (the executors run the same Python)::
 
     python job.py --impl horovod  --data digits.npz --store /tmp/ss-store-h   # horovod.spark.keras
@@ -14,11 +19,13 @@ Run it with the Python of the venv that has the estimator (the executors run the
 
 ``digits.npz`` holds ``pixels`` (1797 x 64, 0..16) and ``labels``; ``run.py`` writes it from
 ``hvdkeras.training.data.digits_arrays()``. The last line printed is ``RESULT {json}`` with the versions,
-``fit_seconds`` (wall time of ``fit`` alone), ``accuracy``, the history's last values and ``total_seconds``.
+``fit_seconds`` (wall time of ``fit`` alone), ``accuracy``, the history's last values, ``transform_rows_per_s``
+(first, then again), ``predict_rows_per_s`` and ``total_seconds``.
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -37,6 +44,8 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--test-fraction", type=float, default=0.2)
+    parser.add_argument("--transform-rows", type=int, default=20_000,
+                        help="rows for the timed transforms and predict (0: none)")
     args = parser.parse_args()
 
     import numpy as np
@@ -98,6 +107,8 @@ def main():
         if args.impl == "hvdkeras":  # where the fit's time went (docs/performance.md, "A small fit's fixed cost")
             out["fit_breakdown"] = keras_model.getFitSeconds()
         keras_model = keras_model.setOutputCols(["label_prob"])
+        if args.transform_rows:
+            out.update(transform_and_predict(spark, keras_model, test_df, pixels[test_idx], args.transform_rows))
         history = keras_model.getHistory()
         out["history_last"] = {k: round(float(v[-1]), 4) for k, v in history.items()}
         out["epochs_run"] = len(history.get("loss", []))
@@ -123,6 +134,34 @@ def main():
         pass
     out["total_seconds"] = round(time.monotonic() - start, 2)
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def transform_and_predict(spark, keras_model, test_df, test_pixels, rows):
+    """The rows/s of ``keras_model``'s first and second ``transform`` of ``rows`` rows (``test_df`` repeated), and of
+    its model's ``predict`` on the same rows in memory."""
+    import numpy as np
+
+    copies = -(-rows // len(test_pixels))
+    big = (test_df.crossJoin(spark.range(copies, numPartitions=1).withColumnRenamed("id", "copy"))
+           .limit(rows).repartition(2).cache())
+    big.count()
+
+    def rate(run):
+        began = time.monotonic()
+        run()
+        return round(rows / (time.monotonic() - began))
+
+    def transform():
+        keras_model.transform(big).write.format("noop").mode("overwrite").save()
+
+    out = {"transform_rows": rows, "transform_rows_per_s": [rate(transform), rate(transform)]}
+    big.unpersist()
+    model = keras_model.getModel()
+    x = np.tile(test_pixels.astype(np.float32), (copies, 1))[:rows]
+    model.predict(x[:1024], batch_size=1024, verbose=0)  # the first predict traces it
+    out["predict_rows_per_s"] = statistics.median(rate(lambda: model.predict(x, batch_size=1024, verbose=0))
+                                                  for _ in range(3))
+    return out
 
 
 if __name__ == "__main__":  # Horovod's launcher starts processes by spawn, which imports this file again

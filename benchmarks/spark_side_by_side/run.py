@@ -2,7 +2,10 @@
 
 Runs ``job.py`` alternately with each estimator's Python (H, h, H, h, ...: Horovod's, then hvdkeras's,
 ``--repeats`` times each), one fresh store per run, and prints a Markdown table of the medians of
-``fit`` wall time and test accuracy, with the ratio of the medians and each pair's ratio. Run it with
+``fit`` wall time and test accuracy, with the ratio of the medians and each pair's ratio; then the medians of each
+estimator's first and second ``transform`` (rows/s) and of its model's ``predict`` in memory, with the ratios, and
+the most CPU that other processes used during a run (``others_cores``, as ``benchmarks.spark_transform`` measures
+it: over 0.2 of a core, the figures are not of record). Run it from the repository's root with
 the keras2 stack's Python, which has hvdkeras (it writes the digits from ``digits_arrays()``)::
 
     .venv/bin/python benchmarks/spark_side_by_side/run.py \\
@@ -24,6 +27,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the repository's root: benchmarks.spark_transform
+from benchmarks.spark_transform import BUSY_CORES, others_cores, others_cpu  # noqa: E402
 
 
 def write_digits(path):
@@ -35,25 +40,43 @@ def write_digits(path):
     np.savez(path, pixels=pixels, labels=labels)
 
 
+def descendants(proc):
+    """Waits for ``proc``; returns every pid its process tree had meanwhile (its Spark JVM outlives it briefly, no
+    longer its child: it is not other work)."""
+    import psutil
+
+    seen = {proc.pid}
+    while proc.poll() is None:
+        try:
+            seen.update(child.pid for child in psutil.Process(proc.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            pass
+        time.sleep(0.5)
+    return seen
+
+
 def run_job(python, impl, data, workdir, index, extra):
     store = os.path.join(workdir, f"store-{impl}-{index}")
     shutil.rmtree(store, ignore_errors=True)
     log = os.path.join(workdir, f"{impl}-{index}.log")
     env = dict(os.environ, PYSPARK_PYTHON=python)
     env.pop("PYTHONPATH", None)
-    began = time.monotonic()
+    began, cpu = time.monotonic(), others_cpu()
     with open(log, "w") as out:
-        proc = subprocess.run([python, os.path.join(HERE, "job.py"), "--impl", impl, "--data", data, "--store", store]
-                              + extra, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+        proc = subprocess.Popen([python, os.path.join(HERE, "job.py"), "--impl", impl, "--data", data, "--store",
+                                 store] + extra, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+        job = descendants(proc)
     seconds = round(time.monotonic() - began, 1)
+    busy = others_cores(cpu, {pid: used for pid, used in others_cpu().items() if pid not in job}, seconds)
     with open(log) as f:
         results = [line.split("RESULT ", 1)[1] for line in f if "RESULT {" in line]
     if proc.returncode or not results:
         raise SystemExit(f"{impl} run {index} failed (exit {proc.returncode}); see {log}")
     result = json.loads(results[-1])
-    result["process_seconds"] = seconds
+    result["process_seconds"], result["others_cores"] = seconds, busy
     print(f"{impl} #{index}: fit {result['fit_seconds']} s, accuracy {result['accuracy']}, "
-          f"process {seconds} s", flush=True)
+          f"transform {result.get('transform_rows_per_s')} rows/s, predict {result.get('predict_rows_per_s')} rows/s,"
+          f" process {seconds} s, other work {busy} cores", flush=True)
     return result
 
 
@@ -92,6 +115,25 @@ def main():
     print()
     ratio = median("horovod", "fit_seconds") / median("hvdkeras", "fit_seconds")
     print(f"fit time, Horovod's / hvdkeras's: {ratio:.2f} (medians); pairs: {', '.join(f'{p:.2f}' for p in pairs)}")
+    if "transform_rows_per_s" in runs["hvdkeras"][0]:
+        print_transforms(runs)
+    worst = max(r["others_cores"] for impl in runs for r in runs[impl])
+    print(f"other processes: at most {worst} cores in a run" + (f" (over {BUSY_CORES}: not figures of record)"
+                                                                   if worst > BUSY_CORES else ""))
+
+
+def print_transforms(runs):
+    """The medians of each estimator's first and second transform and of predict, with the ratios to predict."""
+    print()
+    print(f"| estimator | first `transform` rows/s ({runs['hvdkeras'][0]['transform_rows']:,} rows) | again |"
+          " `predict` in memory | first / `predict` | again / `predict` |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for impl in ("horovod", "hvdkeras"):
+        first = statistics.median(r["transform_rows_per_s"][0] for r in runs[impl])
+        again = statistics.median(r["transform_rows_per_s"][1] for r in runs[impl])
+        predict = statistics.median(r["predict_rows_per_s"] for r in runs[impl])
+        print(f"| {impl} | {first:,.0f} | {again:,.0f} | {predict:,.0f} | {first / predict:.3f} |"
+              f" {again / predict:.3f} |")
 
 
 if __name__ == "__main__":

@@ -276,6 +276,21 @@ def check_same_training(path: str, cfg: Config, training: bool = True, running: 
     raise ConfigError(f"--workdir {path} holds checkpoints trained {what}: {way_out}")
 
 
+def check_resumable(path: str, cfg: Config, fresh: bool, resume: str) -> None:
+    """The check every launcher makes before a run resumes workdir ``path``: :func:`check_same_training` unless
+    ``fresh`` (the old run moves aside) or ``resume == "force"`` (its checkpoints are taken as they are), and only
+    where the workdir exists.
+
+    Args:
+        path: the run's ``--workdir``.
+        cfg: the config this run trains with.
+        fresh: ``--fresh`` was passed.
+        resume: ``--resume``'s value, ``"auto"`` or ``"force"``.
+    """
+    if not fresh and resume != "force" and os.path.isdir(path):
+        check_same_training(path, cfg)
+
+
 def forced_changes(path: str, cfg: Config, running: Optional[Stack] = None) -> List[str]:
     """``--resume=force``: what differs from the training of workdir ``path``'s checkpoints (config keys as in
     :func:`changed_training`, then the stack); a :class:`ConfigError` when they were trained on a stack whose

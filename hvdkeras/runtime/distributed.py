@@ -58,6 +58,7 @@ from hvdkeras.common.workdir import Workdir
 from hvdkeras.config import HorovodConfig, RuntimeConfig
 from hvdkeras.runtime import compat
 from hvdkeras.runtime import rendezvous as rendezvous_auth
+from hvdkeras.runtime.tensorflow_import import set_thread_budget
 
 try:
     import horovod.tensorflow as hvd
@@ -135,16 +136,6 @@ def pin_local_gpu(gpus: Sequence[Any], local_rank_: int, memory_growth: bool = T
         tf_config.experimental.set_memory_growth(gpu, True)
     tf_config.set_visible_devices([gpu], "GPU")
     return gpu
-
-
-def set_thread_budget(budget: ThreadBudget) -> bool:
-    """Applies the budget; False (and no change) if TensorFlow's runtime already started."""
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
-        tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
-        return True
-    except RuntimeError:
-        return False
 
 
 def bind_cpus(cpus: Sequence[int]) -> None:

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any, Iterator, Optional, Sequence
 
 from hvdkeras.common import launcher_watch
+from hvdkeras.common.horovod_env import ThreadBudget
 
 # Keras 3's modules that import matplotlib at their own import, and what each binds: (module, name, import).
 KERAS_PLOTTING = (("keras.src.visualization.plot_image_gallery", "plt", "matplotlib.pyplot"),
@@ -118,3 +119,19 @@ def _import_quietly(level: int) -> ModuleType:
                     continue
                 sys.stderr.write(line)
             sys.stderr.flush()
+
+
+def set_thread_budget(budget: ThreadBudget) -> bool:
+    """Gives TensorFlow's runtime ``budget``'s intra- and inter-op threads (a rank's, or a Spark task's CPUs).
+
+    Returns:
+        False, changing nothing, when the runtime had started already (its threads stay as they are).
+    """
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
+        tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
+        return True
+    except RuntimeError:
+        return False

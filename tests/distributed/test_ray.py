@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import pytest
 
@@ -41,6 +42,8 @@ KILL_ONCE = ("a worker node lost mid-fit: the retry's start, resume and weights 
              "keras3")
 GROW_ONCE = ("Ray Train's elastic group growing when a node joins: Ray's side does not depend on the stack", 1.0,
              "keras3")
+FAIL_ONCE = ("Ray Train's restart of a fixed group after a lost worker: Ray's side does not depend on the stack",
+             0.7, "keras2")
 ELASTIC_ONCE = ("Horovod's elastic Keras example on ElasticRayExecutor, a node lost mid-fit: Ray's side does not"
                 " depend on the stack (tests/distributed/test_elastic.py runs the elastic state on both)", 1.3,
                 "keras2")
@@ -123,10 +126,6 @@ def test_an_elastic_ray_train_group_grows_when_a_node_joins_from_its_last_checkp
     assert len(report["digests"]) == 3 and len(set(report["digests"])) == 1, report  # three ranks, one model
 
 
-FAIL_ONCE = ("Ray Train's restart of a fixed group after a lost worker: Ray's side does not depend on the stack",
-             0.7, "keras2")
-
-
 @pytest.mark.skipif(once_here(GROW_ONCE[2]) and not once_here(FAIL_ONCE[2]), reason=f"on {GROW_ONCE[2]} the elastic"
                     " script's run above is the HorovodTrainer fit")
 def test_a_script_for_ray_trains_removed_horovodtrainer_switched_by_its_import_fits(cluster):
@@ -193,27 +192,36 @@ def test_the_quick_start_of_docs_ray_md_runs_as_written(quick_start):
     assert [m["epoch"] for m in read_jsonl(folder / "runs" / "digits" / "metrics.jsonl")] == [1, 2]
 
 
+class Fit(NamedTuple):
+    """A config trainer's fit on the cluster, and how to run its command line again."""
+
+    workdir: str
+    output: str
+    epochs: int
+    command: list
+    cwd: str
+
+
 @pytest.fixture(scope="module")
-def fitted(request):
+def fitted(request) -> Fit:
     """A config trainer's fit on the cluster that the module runs anyway: the quick start's where it runs, else
-    the undisturbed fit the raylet test compares with. Its workdir, output, epochs, and its command line again,
-    with its working folder."""
+    the undisturbed fit the raylet test compares with."""
     if once_here(QUICK_START_ONCE[2]):
         folder, commands, outputs = request.getfixturevalue("quick_start")
         again = request.getfixturevalue("cluster").driver_command([sys.executable, *commands[1][1:]])
-        return str(folder / "runs" / "digits"), outputs[1], 2, again, str(folder)
+        return Fit(str(folder / "runs" / "digits"), outputs[1], 2, again, str(folder))
     cluster = request.getfixturevalue("cluster")
     workdir, out = request.getfixturevalue("quiet")
-    return workdir, out, EPOCHS, cluster.driver_command([sys.executable, *train(workdir)]), REPO
+    return Fit(workdir, out, EPOCHS, cluster.driver_command([sys.executable, *train(workdir)]), REPO)
 
 
 def test_the_config_trainer_fits_on_the_cluster_and_keeps_the_workdirs_rules(cluster, fitted):
-    workdir, out, epochs, command, cwd = fitted
-    assert [m["epoch"] for m in read_jsonl(os.path.join(workdir, "metrics.jsonl"))] == list(range(1, epochs + 1))
-    assert "final validation (2 ranks, every example once)" in out
+    epochs = [m["epoch"] for m in read_jsonl(os.path.join(fitted.workdir, "metrics.jsonl"))]
+    assert epochs == list(range(1, fitted.epochs + 1))
+    assert "final validation (2 ranks, every example once)" in fitted.output
     tic = time.monotonic()
-    changed = launch(command + ["--set", "optimizer.learning_rate=0.01"], env=cluster.env(), timeout=120,
-                     check=False, cwd=cwd)
+    changed = launch(fitted.command + ["--set", "optimizer.learning_rate=0.01"], env=cluster.env(), timeout=120,
+                     check=False, cwd=fitted.cwd)
     assert changed.returncode == 2
     last = changed.output.strip().splitlines()[-1]
     assert last.startswith("hvdkeras: error:") and "optimizer.learning_rate" in last, changed.output[-2000:]

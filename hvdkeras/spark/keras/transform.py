@@ -77,20 +77,17 @@ def _use_the_tasks_gpu() -> None:
     gpus.choose(True, [str(a) for a in assigned.addresses] if assigned is not None else [], os.environ)
 
 
-def _use_the_tasks_cpus(tf: Any) -> None:
+def _use_the_tasks_cpus() -> None:
     """Before TensorFlow's runtime starts in this worker: as many compute threads as Spark gave the task CPUs
-    (``spark.task.cpus``), so the tasks running side by side on an executor do not each start one a core."""
+    (``spark.task.cpus``), so the tasks running side by side on an executor do not each start one a core (a
+    worker that ran TensorFlow before keeps its threads)."""
     from pyspark import TaskContext
 
     from hvdkeras.common.horovod_env import thread_budget
+    from hvdkeras.runtime.tensorflow_import import set_thread_budget
 
     context = TaskContext.get()
-    budget = thread_budget(int(context.cpus()) if context is not None else os.cpu_count() or 1, 1)
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(budget.intra_op)
-        tf.config.threading.set_inter_op_parallelism_threads(budget.inter_op)
-    except RuntimeError:  # the runtime started already (the worker ran TensorFlow before): its threads stay
-        pass
+    set_thread_budget(thread_budget(int(context.cpus()) if context is not None else os.cpu_count() or 1, 1))
 
 
 def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
@@ -100,8 +97,8 @@ def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
         _use_the_tasks_gpu()
         from hvdkeras.runtime import tensorflow_import
 
-        tf = tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
-        _use_the_tasks_cpus(tf)
+        tensorflow_import.load()  # as the command lines import it: quiet, matplotlib at its first use
+        _use_the_tasks_cpus()
         from hvdkeras.spark.keras.serialization import model_from_bytes
 
         _MODELS.clear()  # one model at a time per worker: a new model replaces the last

@@ -291,3 +291,13 @@ def test_a_workdir_removed_by_its_ending_job_as_it_is_claimed_is_made_again(tmp_
     claim = workdir_guard.claim(path)
     assert gone and claim.held and os.path.isfile(os.path.join(path, workdir_guard.LOCK_FILE))
     claim.release()
+
+
+def test_check_resumable_refuses_a_changed_config_unless_fresh_or_forced(tmp_path):
+    workdir = _trained(tmp_path)
+    changed = config_lib.load(config_file("digits.yaml"), ["optimizer.learning_rate=0.07"])
+    with pytest.raises(ConfigError, match=r"optimizer\.learning_rate"):
+        workdir_guard.check_resumable(str(workdir), changed, fresh=False, resume="auto")
+    workdir_guard.check_resumable(str(workdir), changed, fresh=True, resume="auto")  # moves the old run aside
+    workdir_guard.check_resumable(str(workdir), changed, fresh=False, resume="force")  # takes its weights
+    workdir_guard.check_resumable(str(tmp_path / "absent"), changed, fresh=False, resume="auto")  # nothing to resume

@@ -54,7 +54,7 @@ def summing_model(monkeypatch):
 
     monkeypatch.setattr(serialization, "model_from_bytes", model_from_bytes)
     monkeypatch.setattr(transform, "_MODELS", {})
-    monkeypatch.setattr(transform, "_use_the_tasks_cpus", lambda tf: None)
+    monkeypatch.setattr(transform, "_use_the_tasks_cpus", lambda: None)
     return record
 
 
