@@ -151,11 +151,13 @@ def stop_node(info: ClusterInfo, host: str, timeout: float = 60.0) -> None:
         time.sleep(0.5)
 
 
-def start_node(info: ClusterInfo, host: str, timeout: float = START_TIMEOUT_S) -> None:
-    """Starts ``host``'s worker node again (after :func:`stop_node`); returns once the head counts it alive."""
+def start_node(info: ClusterInfo, host: str, timeout: float = START_TIMEOUT_S, python: Optional[str] = None) -> None:
+    """Starts ``host``'s worker node again (after :func:`stop_node`), with ``python`` (the cluster's by default: its
+    Ray workers run that interpreter); returns once the head counts it alive."""
     target = next(h for h in info.hosts.hosts if h.name == host)
     log = os.path.join(info.folder, f"{host}.log")
-    proc = _start_node(target, info.hosts, info.python, _node_temp(info, host), ["--address", info.address], log)
+    proc = _start_node(target, info.hosts, python or info.python, _node_temp(info, host), ["--address", info.address],
+                       log)
     info.sessions[host] = proc.pid
     deadline = time.monotonic() + timeout
     _started(host, proc, log, deadline)
@@ -172,10 +174,27 @@ def _node_temp(info: ClusterInfo, host: str) -> str:
     return path
 
 
+def python_without_hvdkeras(folder: str, python: str = sys.executable) -> str:
+    """An interpreter in ``folder`` that imports what ``python``'s venv holds (Ray, TensorFlow, Horovod) but not
+    hvdkeras, as on a node where nobody installed it: a venv whose only path is that venv's ``site-packages``, whose
+    ``.pth`` files (hvdkeras' editable install among them) it does not run."""
+    subprocess.run([python, "-m", "venv", "--without-pip", folder], check=True)
+    found = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    ours = subprocess.run([os.path.join(folder, "bin", "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(ours, "stack.pth"), "w") as f:
+        f.write(found + "\n")
+    return os.path.join(folder, "bin", "python")
+
+
 def _start_node(host: hosts_lib.Host, hosts: hosts_lib.HostsInfo, python: str, ray_temp: str,
                 extra: Sequence[str], log: str) -> subprocess.Popen:
     ray = os.path.join(os.path.dirname(python), "ray")
-    argv = [ray, "start", "--block", "--node-ip-address", host.addr, "--num-cpus", str(CPUS),
+    cli = [ray] if os.path.exists(ray) else [python, "-c", "import sys; from ray.scripts.scripts import main;"
+                                                           " sys.exit(main())"]
+    argv = [*cli, "start", "--block", "--node-ip-address", host.addr, "--num-cpus", str(CPUS),
             "--disable-usage-stats", "--temp-dir", ray_temp, *extra]
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     with open(log, "w") as out:

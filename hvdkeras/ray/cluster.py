@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any, Optional
 
 from hvdkeras.common.errors import SetupError
@@ -72,6 +73,15 @@ def connect(address: Optional[str] = None, timeout_s: float = 30.0) -> Any:
         raise SetupError(f"cannot join the Ray cluster at {wanted or 'auto'} ({first}): start one with `ray start"
                          " --head`, run this on one of its nodes, or pass --address host:port") from None
     return ray
+
+
+def leave(drain_s: float = 0.5) -> None:
+    """Leaves the Ray cluster this process joined, after ``drain_s`` for the output Ray still forwards from the
+    workers (a failed worker's traceback), so that the driver's own last line comes after it."""
+    ray = import_ray()
+    if ray.is_initialized():
+        time.sleep(drain_s)
+        ray.shutdown()
 
 
 def reserve(ray: Any, wanted: Request, timeout_s: float) -> Any:

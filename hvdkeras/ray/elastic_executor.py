@@ -34,7 +34,7 @@ from hvdkeras.common.errors import HvdkerasError, SetupError
 from hvdkeras.engines import failures, rendezvous_server
 from hvdkeras.engines.placement import Slot
 from hvdkeras.ray import cluster, ray_logger
-from hvdkeras.ray.worker_checks import FIX_WORKERS, check_workers, first_line
+from hvdkeras.ray.worker_checks import FIX_WORKERS, cause_line, check_workers, first_line
 
 _POLL_S = 0.1  # how often a slot's thread looks at its rank and at the driver's events
 
@@ -316,7 +316,7 @@ class ElasticRayExecutor:
             except (GetTimeoutError, RayActorError) as exc:
                 if self._node_alive(node_id):  # not a lost node: a node that cannot start a rank
                     self._stop_with(failures.CannotStartError(
-                        f"a Ray worker on node {slot.hostname} could not start a rank's actor ({first_line(exc)}):"
+                        f"a Ray worker on node {slot.hostname} could not start a rank's actor ({cause_line(exc)}):"
                         f" {FIX_WORKERS}"))
                 return 1, time.time()
             check_workers([found])

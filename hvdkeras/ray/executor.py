@@ -30,7 +30,7 @@ from hvdkeras.engines import failures, rendezvous_server
 from hvdkeras.engines.placement import Slot, slot_plan, visible_gpus
 from hvdkeras.launch import ray as launch_ray
 from hvdkeras.ray import cluster, ray_logger
-from hvdkeras.ray.worker_checks import FIX_WORKERS, check_workers, first_line
+from hvdkeras.ray.worker_checks import FIX_WORKERS, cause_line, check_workers, first_line, node_of
 
 # Horovod 0.21's names for the placement arguments, which Horovod's own Ray example still passes.
 OLD_NAMES = {"num_slots": "num_workers_per_host", "cpus_per_slot": "cpus_per_worker",
@@ -194,7 +194,7 @@ class RayExecutor:
         timeout = max(float(self.settings.timeout_s), 60.0)
         try:
             found = self._wait([w.identity.remote() for w in workers], timeout_s=timeout)
-        except failures.StartTimeoutError:
+        except (failures.StartTimeoutError, failures.CannotStartError):
             raise
         except Exception as exc:  # noqa: BLE001 - Ray's words for an actor that could not start
             raise failures.CannotStartError(f"a Ray worker could not start a rank's actor ({first_line(exc)}):"
@@ -331,6 +331,10 @@ class RayExecutor:
         hosts = [s.hostname for s in self.plan] if self.plan else []
         self.shutdown()
         lost = [e for e in errors if isinstance(e, RayActorError)]
+        unstarted = [e for e in lost if e.actor_init_failed]  # e.g. a node whose Python cannot import hvdkeras
+        if unstarted:
+            return failures.CannotStartError(f"a Ray worker{node_of(unstarted[0])} could not start a rank's actor"
+                                             f" ({cause_line(unstarted[0])}): {FIX_WORKERS}")
         if lost:
             where = f" on node {hosts[first]}" if first < len(hosts) and isinstance(error, RayActorError) else ""
             return failures.RankExitedError(f"a rank's Ray worker{where} was lost ({first_line(lost[0])})")

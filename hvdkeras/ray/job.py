@@ -55,4 +55,8 @@ def run_ranks(fn: Callable[..., Any], args_for: Callable[[int], Sequence[Any]], 
         finally:
             executor.shutdown()
 
-    return attempts.retry(once, retry_on=(failures.RankExitedError,))
+    try:
+        return attempts.retry(once, retry_on=(failures.RankExitedError,))
+    except BaseException:
+        cluster.leave()  # the command's one line is its last: no worker's output forwarded after it
+        raise

@@ -4,6 +4,7 @@ line: shared by :mod:`~hvdkeras.ray.executor`, :mod:`~hvdkeras.ray.elastic_execu
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, Sequence
 
 from hvdkeras.engines import failures
@@ -34,9 +35,27 @@ def check_workers(found: Sequence[Dict[str, Any]]) -> None:
                                                 f" {f['ip']}: {f['unpatched']}")
 
 
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the process titles in its errors
+_CAUSE = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): \S")
+_NODE = re.compile(r"\bip=([0-9A-Fa-f.:]+)")
+
+
 def first_line(error: BaseException) -> str:
     """An error's first non-empty line, at most 240 characters (Ray's errors carry a traceback after it)."""
-    for line in str(error).splitlines():
+    for line in _COLOURS.sub("", str(error)).splitlines():
         if line.strip():
             return line.strip()[:240]
     return type(error).__name__
+
+
+def cause_line(error: BaseException) -> str:
+    """Why a Ray actor or task failed, in one line: the last ``SomeError: message`` line of the traceback Ray's error
+    carries (the remote exception's own), else :func:`first_line`."""
+    causes = [line.strip() for line in _COLOURS.sub("", str(error)).splitlines() if _CAUSE.match(line)]
+    return causes[-1][:240] if causes else first_line(error)
+
+
+def node_of(error: BaseException) -> str:
+    """`` on node ADDRESS`` of the process a Ray error names (``ip=...``), or nothing."""
+    found = _NODE.search(_COLOURS.sub("", str(error)))
+    return f" on node {found.group(1)}" if found else ""

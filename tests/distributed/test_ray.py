@@ -7,7 +7,7 @@ a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``sc
 keras2 a fit that starts again from its last checkpoint after a worker is lost mid-fit, on keras3 an elastic group
 that grows when a stopped node joins again; ``RayExecutor.run``'s callbacks (keras3);
 the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
-cannot hold in one line; and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
+cannot hold in one line, as a node whose Python has no hvdkeras (keras2); and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
 again, resumes, and ends with the weights of the fit nobody disturbed; Horovod's elastic Keras example on
 ``ElasticRayExecutor`` goes on without a node whose raylet is SIGKILLed (last: it leaves the cluster a node short).
 The cluster goes down whatever happens, and no raylet, GCS or worker outlives it.
@@ -44,6 +44,7 @@ GROW_ONCE = ("Ray Train's elastic group growing when a node joins: Ray's side do
              "keras3")
 FAIL_ONCE = ("Ray Train's restart of a fixed group after a lost worker: Ray's side does not depend on the stack",
              0.7, "keras2")
+BARE_NODE_ONCE = ("a node whose Python has no hvdkeras: Ray's side does not depend on the stack", 0.3, "keras2")
 ELASTIC_ONCE = ("Horovod's elastic Keras example on ElasticRayExecutor, a node lost mid-fit: Ray's side does not"
                 " depend on the stack (tests/distributed/test_elastic.py runs the elastic state on both)", 1.3,
                 "keras2")
@@ -245,6 +246,33 @@ def test_run_hands_each_value_a_rank_logs_to_the_drivers_callbacks_and_no_comman
     assert sorted((v["rank"], v["step"]) for v in seen) == [(r, s) for r in (0, 1) for s in range(3)], report
     for rank in (0, 1):
         assert [v["step"] for v in seen if v["rank"] == rank] == [0, 1, 2], report
+
+
+@pytest.mark.skipif(not once_here(BARE_NODE_ONCE[2]), reason=f"{BARE_NODE_ONCE[0]}: once per `make test`, on"
+                    f" {BARE_NODE_ONCE[2]}")
+def test_a_node_whose_python_has_no_hvdkeras_is_one_line_naming_the_fix(cluster, tmp_path):
+    """A worker node started again with an interpreter that has Ray, TensorFlow and Horovod but not hvdkeras, as on
+    a node nobody installed it on: the config trainer on all three nodes ends in one line that says what to install
+    where, before any rank trains. The driver runs outside the checkout (Ray puts the driver's folder on its
+    workers' path, which would find hvdkeras there)."""
+    host, address = cluster.hosts.hosts[-1].name, cluster.hosts.hosts[-1].addr
+    ray_lab.stop_node(cluster, host)
+    try:
+        ray_lab.start_node(cluster, host, python=ray_lab.python_without_hvdkeras(str(tmp_path / "bare")))
+        tic = time.monotonic()
+        job = launch(cluster.driver_command([sys.executable, *train(tmp_path / "w", "--np", "3")]), env=cluster.env(),
+                     timeout=120, check=False, cwd=str(tmp_path))
+        assert job.returncode == 2, job.output[-3000:]
+        last = job.output.strip().splitlines()[-1]
+        assert last.startswith(f"hvdkeras: error: a Ray worker on node {address} could not start a rank's actor"
+                               " (ModuleNotFoundError: No module named 'hvdkeras'): install hvdkeras"), \
+            job.output[-3000:]
+        assert "on every Ray node" in last, last
+        assert not os.path.exists(tmp_path / "w" / "metrics.jsonl")  # no rank trained
+        assert time.monotonic() - tic < 90
+    finally:  # the node as the module's later tests need it
+        ray_lab.stop_node(cluster, host)
+        ray_lab.start_node(cluster, host)
 
 
 def test_more_ranks_than_the_cluster_has_cpus_is_one_line_not_a_wait(cluster, tmp_path):

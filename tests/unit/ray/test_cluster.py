@@ -1,6 +1,7 @@
 """hvdkeras.ray.cluster and hvdkeras.launch.ray: what a Ray job asks for, and each refusal in one line (no cluster)."""
 import socket
 import sys
+import types
 
 import pytest
 
@@ -73,3 +74,12 @@ def test_an_address_that_never_answers_is_named_with_the_timeout(monkeypatch):
 
     monkeypatch.setattr(socket, "create_connection", silent)
     assert cluster._answers("10.0.0.9:6379", 3) == "no answer within 3 s"
+
+
+def test_leave_lets_the_forwarded_output_arrive_then_disconnects_once(monkeypatch):
+    calls = []
+    joined = types.SimpleNamespace(is_initialized=lambda: not calls, shutdown=lambda: calls.append("shutdown"))
+    monkeypatch.setattr(cluster, "import_ray", lambda: joined)
+    cluster.leave(drain_s=0.0)
+    cluster.leave(drain_s=0.0)  # not joined any more: nothing to do
+    assert calls == ["shutdown"]

@@ -70,17 +70,39 @@ def test_a_worker_without_the_patched_horovod_or_at_other_versions_is_refused_na
     assert ex._identities([Actor(), Actor()]) == [same, same]
 
 
-def test_an_actor_that_cannot_start_is_one_line():
+# What Ray 2.60 raised on the lab's cluster for an actor on a node whose Python has no hvdkeras (colours and all)
+DIED_IN_INIT = ("The actor died because of an error raised in its creation task, \x1b[36mray::RankWorker.__init__()"
+                "\x1b[39m (pid=11817, ip=198.18.213.4, actor_id=7773d3b0, repr=<hvdkeras.ray.worker."
+                "FunctionActorManager._create_fake_actor_class.<locals>.TemporaryActor object at 0x7fe47f0f6310>)\n"
+                "RuntimeError: The actor with name RankWorker failed to import on the worker. This may be because"
+                " needed library dependencies are not installed in the worker environment:\n\n"
+                "\x1b[36mray::RankWorker.__init__()\x1b[39m (pid=11817, ip=198.18.213.4)\n"
+                "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+                "ModuleNotFoundError: No module named 'hvdkeras'")
+
+
+def test_an_actor_that_cannot_start_is_one_line_with_its_node_and_its_cause():
+    exceptions = pytest.importorskip("ray.exceptions")
     ex = executor(num_workers=1)
 
-    def broken(refs, timeout_s=None):
-        raise RuntimeError("The actor died because of an error raised in its creation task\nModuleNotFoundError: "
-                           "No module named 'hvdkeras'")
+    def broken(refs, timeout_s=None):  # as _wait ends when an actor's first call fails
+        raise ex._failed(0, exceptions.RayActorError(None, DIED_IN_INIT, actor_init_failed=True), [])
 
     ex._wait = broken
-    with pytest.raises(failures.CannotStartError, match=r"^a Ray worker could not start a rank's actor \(The actor"
-                       r" died .*\): install hvdkeras"):
+    with pytest.raises(failures.CannotStartError) as err:
         ex._identities([Actor()])
+    assert str(err.value) == ("a Ray worker on node 198.18.213.4 could not start a rank's actor (ModuleNotFoundError:"
+                              " No module named 'hvdkeras'): install hvdkeras, and Horovod built by `python -m"
+                              " hvdkeras.build_horovod`, on every Ray node at the driver's versions"
+                              " (docs/ray.md#every-node)")
+
+
+def test_an_actor_lost_after_its_start_is_a_lost_worker_not_a_start_failure():
+    exceptions = pytest.importorskip("ray.exceptions")
+    ex = executor(num_workers=1)
+    error = ex._failed(0, exceptions.RayActorError(None, "The actor died unexpectedly before finishing this task."), [])
+    assert isinstance(error, failures.RankExitedError)
+    assert str(error) == "a rank's Ray worker was lost (The actor died unexpectedly before finishing this task.)"
 
 
 def configured(use_gpu, gpus):
