@@ -7,8 +7,9 @@ a script for Ray Train's removed ``HorovodTrainer`` switched by its import (``sc
 keras2 a fit that starts again from its last checkpoint after a worker is lost mid-fit, on keras3 an elastic group
 that grows when a stopped node joins again; ``RayExecutor.run``'s callbacks (keras3);
 the config trainer (``python -m hvdkeras.train --launcher ray``) fits, refuses a changed config and a job the cluster
-cannot hold in one line, as a node whose Python has no hvdkeras (keras2); and once per ``make test``, a worker node's raylet SIGKILLed mid-fit: the fit starts
-again, resumes, and ends with the weights of the fit nobody disturbed; Horovod's elastic Keras example on
+cannot hold in one line, as a node whose Python has no hvdkeras (keras2); and once per ``make test``, a worker
+node's raylet SIGKILLed mid-fit: the fit starts again, resumes, and ends with the weights of the fit nobody
+disturbed; Horovod's elastic Keras example on
 ``ElasticRayExecutor`` goes on without a node whose raylet is SIGKILLed (last: it leaves the cluster a node short).
 The cluster goes down whatever happens, and no raylet, GCS or worker outlives it.
 """
