@@ -16,14 +16,18 @@ time (:func:`predict_matrices`). The model comes from a broadcast of its Keras f
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 import sys
+import zipfile
 from typing import Any, Dict, List, Sequence, Tuple
 
 from hvdkeras.common.errors import SetupError
 
-_MODELS: Dict[str, Any] = {}  # this worker's loaded models, by their Keras file's SHA-256
+_MODELS: Dict[str, Any] = {}  # this worker's loaded models, by their model_digest
+_LAST_BLOB: List[Any] = [None, ""]  # the last Keras file seen here and its model_digest
+KERAS_METADATA = "metadata.json"  # the .keras entry with the Keras version and the time of saving
 
 
 def output_kinds(sizes: Sequence[int], label_types: Sequence[Any]) -> List[str]:
@@ -90,9 +94,28 @@ def _use_the_tasks_cpus() -> None:
     set_thread_budget(thread_budget(int(context.cpus()) if context is not None else os.cpu_count() or 1, 1))
 
 
+def model_digest(blob: bytes) -> str:
+    """What identifies the model of Keras file ``blob`` in a worker's cache: the SHA-256 of a ``.keras`` archive's
+    entries but ``metadata.json``, which records the second it was saved (each ``transform`` saves the model again:
+    the same model must not load again in every worker); of the whole ``blob`` for any other file."""
+    digest = hashlib.sha256()
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            for name in sorted(archive.namelist()):
+                if name != KERAS_METADATA:
+                    digest.update(name.encode("utf-8") + b"\0")
+                    digest.update(hashlib.sha256(archive.read(name)).digest())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return hashlib.sha256(blob).hexdigest()
+    return digest.hexdigest()
+
+
 def _model(blob: bytes, custom_objects: Dict[str, Any]) -> Any:
-    """The model of Keras file ``blob``, loaded once in this worker."""
-    digest = hashlib.sha256(blob).hexdigest()
+    """The model of Keras file ``blob``, loaded once in this worker (the same model saved again by a later
+    ``transform`` included: :func:`model_digest`)."""
+    if _LAST_BLOB[0] is not blob:  # each Arrow batch of a task brings the same bytes: read them once
+        _LAST_BLOB[:] = [blob, model_digest(blob)]
+    digest = _LAST_BLOB[1]
     if digest not in _MODELS:
         _use_the_tasks_gpu()
         from hvdkeras.runtime import tensorflow_import

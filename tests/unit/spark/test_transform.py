@@ -54,6 +54,7 @@ def summing_model(monkeypatch):
 
     monkeypatch.setattr(serialization, "model_from_bytes", model_from_bytes)
     monkeypatch.setattr(transform, "_MODELS", {})
+    monkeypatch.setattr(transform, "_LAST_BLOB", [None, ""])
     monkeypatch.setattr(transform, "_use_the_tasks_cpus", lambda: None)
     return record
 
@@ -93,3 +94,36 @@ def test_the_udf_is_arrow_where_pyspark_has_arrow_udfs_else_pandas_and_runs_once
     expected = PythonEvalType.SQL_SCALAR_ARROW_UDF if hasattr(functions, "arrow_udf") else \
         PythonEvalType.SQL_SCALAR_PANDAS_UDF
     assert made.evalType == expected and made.deterministic is False
+
+
+def keras_file(saved_at, weights=b"weights"):
+    """The bytes of a ``.keras`` archive as Keras writes it: its time of saving in ``metadata.json``."""
+    import io
+    import json
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3", "date_saved": saved_at}))
+        archive.writestr("config.json", json.dumps({"class_name": "Sequential"}))
+        archive.writestr("model.weights.h5", weights)
+    return out.getvalue()
+
+
+def test_the_same_model_saved_again_is_the_same_model_and_other_weights_are_not():
+    first, again = keras_file("2026-12-03@13:27:44"), keras_file("2026-12-03@13:27:45")
+    assert first != again
+    assert transform.model_digest(first) == transform.model_digest(again)
+    assert transform.model_digest(keras_file("2026-12-03@13:27:44", b"other")) != transform.model_digest(first)
+    assert transform.model_digest(b"an H5 file") == transform.model_digest(b"an H5 file") != \
+        transform.model_digest(b"another")
+
+
+def test_a_later_transform_of_the_same_model_does_not_load_it_again(summing_model):
+    column = pa.array([[1.0, 2.0]] * 3)
+    for saved_at in ("2026-12-03@13:27:44", "2026-12-03@13:27:45"):  # each transform saves the model again
+        transform.predict_arrow([column], keras_file(saved_at), {}, ["x"], [(2,)], ["scalar", "vector"], 4)
+    assert len(summing_model["loads"]) == 1
+    transform.predict_arrow([column], keras_file("2026-12-03@13:28:00", b"trained on"), {}, ["x"], [(2,)],
+                            ["scalar", "vector"], 4)
+    assert len(summing_model["loads"]) == 2  # other weights: loaded
