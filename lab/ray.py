@@ -6,7 +6,10 @@
 What ``up`` builds, on top of :mod:`lab.hosts` (three hosts: their namespaces and bridge; the sshds are not used):
 in each host's network namespace one ``ray start --block`` with the host's address (``--node-ip-address``), its
 hostname and hosts file (as :mod:`lab.spark`'s workers), one logical CPU each (``CPUS``) and the dashboard off; the
-head on host a at port 6379 (each namespace has its own ports), the others joining it. Every node's processes (its
+head on host a at port 6379 (each namespace has its own ports), the others joining it. Ray's token authentication is
+on (``RAY_AUTH_MODE=token``), with a new token in the cluster's Ray folder (``RAY_AUTH_TOKEN_PATH``) that every node
+and driver (``ClusterInfo.env``) reads: a head started where ``~/.ray/auth_token`` exists (any local ``ray.init()``
+writes one) turns it on by itself, and its workers, which do not, could not join. Every node's processes (its
 GCS or raylet, agents, workers) stay in the session of its ``ray start``, and its command line names the cluster's
 Ray folder (``/tmp/hvdtest-ray-*``, Ray's ``--temp-dir``, short for its sockets' paths), which is how :func:`down`
 finds what a killed run left; logs and workdirs go in ``TMPDIR/hvdtest-ray``.
@@ -22,6 +25,7 @@ import dataclasses
 import glob
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -37,6 +41,7 @@ HOSTS = 3
 PORT = 6379
 CPUS = 1  # logical CPUs each node offers
 START_TIMEOUT_S = 90.0
+TOKEN_FILE = "auth_token"  # the cluster's token, in its Ray folder
 
 
 @dataclasses.dataclass
@@ -55,13 +60,25 @@ class ClusterInfo:
         return self.hosts.hosts[0].command(argv, own_sysfs=False)
 
     def env(self, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-        """A driver's environment: the cluster's address, no usage report, each log line as it is."""
+        """A driver's environment: the cluster's address and token, no usage report, each log line as it is."""
         return dict(base if base is not None else os.environ, RAY_ADDRESS=self.address, RAY_USAGE_STATS_ENABLED="0",
-                    RAY_DEDUP_LOGS="0")
+                    RAY_DEDUP_LOGS="0", **token_env(self.ray_temp))
 
     def to_json(self) -> str:
         return json.dumps({"folder": self.folder, "address": self.address, "sessions": self.sessions,
                            "hosts": json.loads(self.hosts.to_json())})
+
+
+def token_env(ray_temp: str) -> Dict[str, str]:
+    """What makes a node or driver use the cluster's token (Ray's token authentication), kept in ``ray_temp``."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": os.path.join(ray_temp, TOKEN_FILE)}
+
+
+def _write_token(ray_temp: str) -> None:
+    """A new token for the cluster, readable by its owner only."""
+    fd = os.open(os.path.join(ray_temp, TOKEN_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
 
 
 def can_run() -> tuple:
@@ -156,8 +173,7 @@ def start_node(info: ClusterInfo, host: str, timeout: float = START_TIMEOUT_S, p
     Ray workers run that interpreter); returns once the head counts it alive."""
     target = next(h for h in info.hosts.hosts if h.name == host)
     log = os.path.join(info.folder, f"{host}.log")
-    proc = _start_node(target, info.hosts, python or info.python, _node_temp(info, host), ["--address", info.address],
-                       log)
+    proc = _start_node(target, info, python or info.python, _node_temp(info, host), ["--address", info.address], log)
     info.sessions[host] = proc.pid
     deadline = time.monotonic() + timeout
     _started(host, proc, log, deadline)
@@ -189,16 +205,16 @@ def python_without_hvdkeras(folder: str, python: str = sys.executable) -> str:
     return os.path.join(folder, "bin", "python")
 
 
-def _start_node(host: hosts_lib.Host, hosts: hosts_lib.HostsInfo, python: str, ray_temp: str,
-                extra: Sequence[str], log: str) -> subprocess.Popen:
+def _start_node(host: hosts_lib.Host, info: ClusterInfo, python: str, ray_temp: str, extra: Sequence[str],
+                log: str) -> subprocess.Popen:
     ray = os.path.join(os.path.dirname(python), "ray")
     cli = [ray] if os.path.exists(ray) else [python, "-c", "import sys; from ray.scripts.scripts import main;"
                                                            " sys.exit(main())"]
     argv = [*cli, "start", "--block", "--node-ip-address", host.addr, "--num-cpus", str(CPUS),
             "--disable-usage-stats", "--temp-dir", ray_temp, *extra]
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **token_env(info.ray_temp))
     with open(log, "w") as out:
-        return subprocess.Popen(host.daemon_command(argv, hosts.etc_hosts(host), own_sysfs=False), env=env,
+        return subprocess.Popen(host.daemon_command(argv, info.hosts.etc_hosts(host), own_sysfs=False), env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -235,13 +251,14 @@ def up(tmpdir, python: str = sys.executable, timeout: float = START_TIMEOUT_S) -
                        ray_temp=tempfile.mkdtemp(prefix=FOLDER + "-", dir="/tmp"))
     try:
         logs = {h.name: os.path.join(folder, f"{h.name}.log") for h in hosts.hosts}
-        nodes = {head.name: _start_node(head, hosts, python, info.ray_temp, ["--head", "--port", str(PORT),
-                                                                      "--include-dashboard=false"], logs[head.name])}
+        _write_token(info.ray_temp)
+        nodes = {head.name: _start_node(head, info, python, info.ray_temp, ["--head", "--port", str(PORT),
+                                                                     "--include-dashboard=false"], logs[head.name])}
         info.sessions[head.name] = nodes[head.name].pid
         deadline = time.monotonic() + timeout
         _started(head.name, nodes[head.name], logs[head.name], deadline)
         for host in hosts.hosts[1:]:  # side by side, each in a session folder of its own (nodes sharing one race)
-            nodes[host.name] = _start_node(host, hosts, python, _node_temp(info, host.name),
+            nodes[host.name] = _start_node(host, info, python, _node_temp(info, host.name),
                                            ["--address", info.address], logs[host.name])
             info.sessions[host.name] = nodes[host.name].pid
         for host in hosts.hosts[1:]:

@@ -18,6 +18,9 @@ from hvdkeras.launch.ray import Request, shortfall
 
 INSTALL = "pip install 'hvdkeras[ray]' (Ray 2.43 or newer) on the driver and every node"
 ADDRESS_ENV = "RAY_ADDRESS"
+AUTH_REFUSED = ("InvalidAuthToken", "AuthenticationError")  # Ray's words for a token missing or wrong (Ray 2.52+)
+FIX_TOKEN = ("give this driver the cluster's token as its nodes have it: RAY_AUTH_MODE=token, and the token in"
+             " ~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN (docs/ray.md#security)")
 
 
 def import_ray() -> Any:
@@ -69,10 +72,26 @@ def connect(address: Optional[str] = None, timeout_s: float = 30.0) -> Any:
     try:
         ray.init(address=wanted or "auto", log_to_driver=True, logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as exc:
+        if refused_token(exc):
+            raise SetupError(f"the Ray cluster at {wanted or 'auto'} refused this driver's token (Ray's token"
+                             f" authentication is on there, and this driver has no token or another): {FIX_TOKEN}"
+                             ) from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SetupError(f"cannot join the Ray cluster at {wanted or 'auto'} ({first}): start one with `ray start"
                          " --head`, run this on one of its nodes, or pass --address host:port") from None
     return ray
+
+
+def refused_token(error: BaseException) -> bool:
+    """Whether Ray's ``error`` (or an error it was raised from) says the cluster refused the driver's token."""
+    seen: Any = error
+    for _ in range(8):  # Ray wraps its AuthenticationError in a RuntimeError, then a ConnectionError
+        if seen is None:
+            return False
+        if type(seen).__name__ in AUTH_REFUSED or any(word in str(seen) for word in AUTH_REFUSED):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def leave(drain_s: float = 0.5) -> None:

@@ -83,3 +83,33 @@ def test_leave_lets_the_forwarded_output_arrive_then_disconnects_once(monkeypatc
     cluster.leave(drain_s=0.0)
     cluster.leave(drain_s=0.0)  # not joined any more: nothing to do
     assert calls == ["shutdown"]
+
+
+def _refused_by_token():
+    """Ray 2.60's error for a driver without the cluster's token, as ``ray.init`` raises it (seen on the lab's
+    cluster with ``RAY_AUTH_MODE=token``): a ConnectionError raised from a RuntimeError quoting the
+    AuthenticationError."""
+    try:
+        try:
+            raise RuntimeError("Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n"
+                               "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token"
+                               " is missing or incorrect. Note: RAY_AUTH_MODE is currently 'disabled' (not 'token').")
+        except RuntimeError as inner:
+            raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.2:6379") from inner
+    except ConnectionError as outer:
+        return outer
+
+
+def test_a_cluster_that_refuses_the_drivers_token_is_one_line_naming_ray_s_variables(monkeypatch):
+    def init(**kwargs):
+        raise _refused_by_token()
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(cluster, "import_ray", lambda: fake)
+    monkeypatch.setattr(cluster, "_answers", lambda address, timeout_s: None)
+    with pytest.raises(SetupError, match=r"^the Ray cluster at 10.0.0.2:6379 refused this driver's token .*"
+                                         r"RAY_AUTH_MODE=token, and the token in ~/.ray/auth_token, RAY_AUTH_TOKEN_PATH"
+                                         ):
+        cluster.connect("10.0.0.2:6379")
+    assert cluster.refused_token(_refused_by_token())
+    assert not cluster.refused_token(ConnectionError("Failed to connect to Ray cluster at 10.0.0.2:6379"))
