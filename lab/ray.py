@@ -205,12 +205,18 @@ def python_without_hvdkeras(folder: str, python: str = sys.executable) -> str:
     return os.path.join(folder, "bin", "python")
 
 
+def _ray_cli(python: str) -> List[str]:
+    """Ray's command line for ``python``: its venv's ``ray``, else Ray's entry point through ``python`` (an
+    interpreter made by :func:`python_without_hvdkeras` has no scripts of its own)."""
+    ray = os.path.join(os.path.dirname(python), "ray")
+    if os.path.exists(ray):
+        return [ray]
+    return [python, "-c", "import sys; from ray.scripts.scripts import main; sys.exit(main())"]
+
+
 def _start_node(host: hosts_lib.Host, info: ClusterInfo, python: str, ray_temp: str, extra: Sequence[str],
                 log: str) -> subprocess.Popen:
-    ray = os.path.join(os.path.dirname(python), "ray")
-    cli = [ray] if os.path.exists(ray) else [python, "-c", "import sys; from ray.scripts.scripts import main;"
-                                                           " sys.exit(main())"]
-    argv = [*cli, "start", "--block", "--node-ip-address", host.addr, "--num-cpus", str(CPUS),
+    argv = [*_ray_cli(python), "start", "--block", "--node-ip-address", host.addr, "--num-cpus", str(CPUS),
             "--disable-usage-stats", "--temp-dir", ray_temp, *extra]
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **token_env(info.ray_temp))
     with open(log, "w") as out:
@@ -228,9 +234,8 @@ def _started(name: str, proc: subprocess.Popen, log: str, deadline: float) -> No
 
 def _alive_nodes(info: ClusterInfo) -> int:
     """How many nodes the head counts alive (``ray status``, run on the head)."""
-    ray = os.path.join(os.path.dirname(info.python), "ray")
-    proc = subprocess.run(info.driver_command([ray, "status", "--address", info.address]), capture_output=True,
-                          text=True, timeout=60, env=info.env())
+    proc = subprocess.run(info.driver_command([*_ray_cli(info.python), "status", "--address", info.address]),
+                          capture_output=True, text=True, timeout=60, env=info.env())
     active = proc.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in proc.stdout else ""
     return sum(1 for line in active.splitlines() if "node_" in line)
 

@@ -192,13 +192,9 @@ class RayExecutor:
     def _identities(self, workers: Sequence[Any]) -> List[Dict[str, Any]]:
         """Each actor's :meth:`~hvdkeras.ray.worker.RankWorker.identity`, checked against the driver's."""
         timeout = max(float(self.settings.timeout_s), 60.0)
-        try:
-            found = self._wait([w.identity.remote() for w in workers], timeout_s=timeout)
-        except (failures.StartTimeoutError, failures.CannotStartError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - Ray's words for an actor that could not start
-            raise failures.CannotStartError(f"a Ray worker could not start a rank's actor ({first_line(exc)}):"
-                                            f" {FIX_WORKERS}") from None
+        # _wait says it all: an actor that could not start (CannotStartError), a worker lost meanwhile
+        # (RankExitedError, which the config trainer's attempts start again), no answer in time
+        found = self._wait([w.identity.remote() for w in workers], timeout_s=timeout)
         check_workers(found)
         return found
 

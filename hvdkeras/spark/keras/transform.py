@@ -104,7 +104,11 @@ def model_digest(blob: bytes) -> str:
             for name in sorted(archive.namelist()):
                 if name != KERAS_METADATA:
                     digest.update(name.encode("utf-8") + b"\0")
-                    digest.update(hashlib.sha256(archive.read(name)).digest())
+                    entry = hashlib.sha256()
+                    with archive.open(name) as f:  # a chunk at a time: the weights may be most of a large file
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            entry.update(chunk)
+                    digest.update(entry.digest())
     except (zipfile.BadZipFile, OSError, ValueError):
         return hashlib.sha256(blob).hexdigest()
     return digest.hexdigest()

@@ -104,6 +104,15 @@ def test_an_actor_lost_after_its_start_is_a_lost_worker_not_a_start_failure():
     assert isinstance(error, failures.RankExitedError)
     assert str(error) == "a rank's Ray worker was lost (The actor died unexpectedly before finishing this task.)"
 
+    def lost_while_starting(refs, timeout_s=None):  # as _wait ends when a started actor's process is gone
+        raise ex._failed(0, exceptions.RayActorError(None, "The actor died unexpectedly before finishing this task."),
+                         [])
+
+    ex._wait = lost_while_starting
+    with pytest.raises(failures.RankExitedError) as err:  # retried by the config trainer's attempts, said once
+        ex._identities([Actor()])
+    assert str(err.value) == str(error)
+
 
 def configured(use_gpu, gpus):
     """The environments :meth:`RayExecutor._configure` sets on two nodes' actors with stand-in GPU assignments."""
