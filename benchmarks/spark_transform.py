@@ -9,7 +9,11 @@ round; each round, for each column kind in turn (the order alternates from round
   TensorFlow and load the model;
 * ``warm``: the same ``transform`` again, on the workers the first one left;
 * ``memory``: ``model.predict`` on the same rows already in memory, in this process, on the same two cores (the
-  median of ``MEMORY_RUNS``).
+  median of ``MEMORY_RUNS``);
+* ``floor``: the same transform with the model taken out (its UDF reads each Arrow batch's features as the model's
+  input and returns zeros of its output, both converted in the JVM as the transform's are), on the warm workers:
+  what Spark's side of the transform costs, the fastest any model could go through it;
+* ``jvm``: the features converted to arrays and written, in the JVM alone (no Python).
 
 ``vector`` is a ``DenseVector`` feature column, ``array`` an ``array<double>`` one. The ratios are each kind's median
 ``cold`` and ``warm`` over the median ``memory`` of the same rounds.
@@ -90,6 +94,38 @@ def rate(rows: int, run: Callable[[], Any]) -> int:
     return round(rows / (time.monotonic() - began))
 
 
+OUTPUTS = 10  # the model's output values per row
+
+
+def without_the_model(df: Any) -> None:
+    """The transform's path through Spark without the model: the features as ``KerasModel.transform`` sends them
+    to Python and reads them there, zeros of the model's output back as its predictions' vector column."""
+    import numpy as np
+
+    from hvdkeras.spark.common import versions
+    from hvdkeras.spark.keras import transform as t
+
+    def arrow_body(*columns: Any) -> Any:
+        rows = len(t._feature(columns[0], "features", (FEATURES,)))
+        return t._arrow_output("vector", np.zeros((rows, OUTPUTS), np.float32))
+
+    def pandas_body(*columns: Any) -> Any:
+        import pyarrow as pa
+
+        return t._as_series(arrow_body(pa.Array.from_pandas(columns[0])), "vector")
+
+    udf = versions.vectorized_udf(arrow_body, pandas_body, t.udf_type(["vector"]))
+    out = df.withColumn("label_prob", t.output_column(udf(t.feature_column(df, "features")), "vector"))
+    out.write.format("noop").mode("overwrite").save()
+
+
+def in_the_jvm(df: Any) -> None:
+    """The features converted as the transform converts them, written, with no Python."""
+    from hvdkeras.spark.keras import transform as t
+
+    df.withColumn("as_array", t.feature_column(df, "features")).write.format("noop").mode("overwrite").save()
+
+
 def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
     """Each kind's cold, warm and in-memory rows/s, each in its own fresh session; the other processes' cores."""
     import hvdkeras.spark.keras as hvd
@@ -109,7 +145,9 @@ def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dic
             cold, warm = rate(rows, transform), rate(rows, transform)
             memory = statistics.median(rate(rows, lambda: model.predict(x, batch_size=batch_size, verbose=0))
                                        for _ in range(MEMORY_RUNS))
-            out[kind] = {"cold": cold, "warm": warm, "memory": memory}
+            rate(rows, lambda: without_the_model(df))  # its UDF's first batches
+            floor, jvm = rate(rows, lambda: without_the_model(df)), rate(rows, lambda: in_the_jvm(df))
+            out[kind] = {"cold": cold, "warm": warm, "memory": memory, "floor": floor, "jvm": jvm}
         finally:
             spark.stop()
     out["others_cores"] = others_cores(cpu, others_cpu(), time.monotonic() - began)
@@ -118,11 +156,11 @@ def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dic
 
 def summary(rounds: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The medians of each kind's cold, warm and in-memory rates, and the ratios to ``memory``."""
-    medians = {kind: {what: statistics.median(r[kind][what] for r in rounds) for what in ("cold", "warm", "memory")}
-               for kind in KINDS}
+    measured = ("cold", "warm", "memory", "floor", "jvm")
+    medians = {kind: {what: statistics.median(r[kind][what] for r in rounds) for what in measured} for kind in KINDS}
     return {"median_rows_per_s": medians,
-            "ratio": {kind: {what: round(medians[kind][what] / medians[kind]["memory"], 3) for what in ("cold", "warm")}
-                      for kind in KINDS},
+            "ratio": {kind: {what: round(medians[kind][what] / medians[kind]["memory"], 3)
+                             for what in ("cold", "warm", "floor", "jvm")} for kind in KINDS},
             "others_cores_max": max(r["others_cores"] for r in rounds)}
 
 
