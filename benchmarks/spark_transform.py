@@ -145,8 +145,9 @@ def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dic
             cold, warm = rate(rows, transform), rate(rows, transform)
             memory = statistics.median(rate(rows, lambda: model.predict(x, batch_size=batch_size, verbose=0))
                                        for _ in range(MEMORY_RUNS))
-            rate(rows, lambda: without_the_model(df))  # its UDF's first batches
-            floor, jvm = rate(rows, lambda: without_the_model(df)), rate(rows, lambda: in_the_jvm(df))
+            rate(rows, lambda df=df: without_the_model(df))  # its UDF's first batches
+            floor = rate(rows, lambda df=df: without_the_model(df))
+            jvm = rate(rows, lambda df=df: in_the_jvm(df))
             out[kind] = {"cold": cold, "warm": warm, "memory": memory, "floor": floor, "jvm": jvm}
         finally:
             spark.stop()
