@@ -1,6 +1,7 @@
 """A Ray cluster on three emulated hosts, for hvdkeras.ray on real nodes (needs root).
 
-    python -m lab.ray up [TMPDIR]    # hosts a, b, c; a head on a, a worker node on b and on c; JSON
+    python -m lab.ray up [TMPDIR]    # hosts a, b, c; a head on a, a worker node on b and on c; JSON (a driver
+                                     # needs its "driver_env": the cluster's token)
     python -m lab.ray down           # stop and remove everything (idempotent)
 
 What ``up`` builds, on top of :mod:`lab.hosts` (three hosts: their namespaces and bridge; the sshds are not used):
@@ -66,7 +67,7 @@ class ClusterInfo:
 
     def to_json(self) -> str:
         return json.dumps({"folder": self.folder, "address": self.address, "sessions": self.sessions,
-                           "hosts": json.loads(self.hosts.to_json())})
+                           "driver_env": token_env(self.ray_temp), "hosts": json.loads(self.hosts.to_json())})
 
 
 def token_env(ray_temp: str) -> Dict[str, str]:
