@@ -16,7 +16,7 @@ round; each round, for each column kind in turn (the order alternates from round
 * ``jvm``: the features converted to arrays and written, in the JVM alone (no Python).
 
 ``vector`` is a ``DenseVector`` feature column, ``array`` an ``array<double>`` one. The ratios are each kind's median
-``cold`` and ``warm`` over the median ``memory`` of the same rounds.
+``cold``, ``warm``, ``floor`` and ``jvm`` over the median ``memory`` of the same rounds.
 
 Other work on the machine skews the ratios (``predict`` uses both cores and loses most to it), so each round also
 measures the CPU that processes outside this benchmark's own (its Spark JVM, its Python workers) used meanwhile, in
@@ -156,7 +156,7 @@ def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dic
 
 
 def summary(rounds: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The medians of each kind's cold, warm and in-memory rates, and the ratios to ``memory``."""
+    """The medians of each kind's rates (cold, warm, in memory, floor, JVM alone), and the ratios to ``memory``."""
     measured = ("cold", "warm", "memory", "floor", "jvm")
     medians = {kind: {what: statistics.median(r[kind][what] for r in rounds) for what in measured} for kind in KINDS}
     return {"median_rows_per_s": medians,
