@@ -13,10 +13,13 @@ round; each round, for each column kind in turn (the order alternates from round
 * ``floor``: the same transform with the model taken out (its UDF reads each Arrow batch's features as the model's
   input and returns zeros of its output, both converted in the JVM as the transform's are), on the warm workers:
   what Spark's side of the transform costs, the fastest any model could go through it;
-* ``jvm``: the features converted to arrays and written, in the JVM alone (no Python).
+* ``jvm``: the features converted to arrays and written, in the JVM alone (no Python);
+* ``cold_floor``: in another fresh session, its first job the transform without the model: what the cold
+  ``transform`` would cost with a model that took no time to import, load or run (its Python workers' start, Spark's
+  first job). The two fresh sessions of a kind alternate their order from round to round.
 
 ``vector`` is a ``DenseVector`` feature column, ``array`` an ``array<double>`` one. The ratios are each kind's median
-``cold``, ``warm``, ``floor`` and ``jvm`` over the median ``memory`` of the same rounds.
+``cold``, ``warm``, ``floor``, ``jvm`` and ``cold_floor`` over the median ``memory`` of the same rounds.
 
 Other work on the machine skews the ratios (``predict`` uses both cores and loses most to it), so each round also
 measures the CPU that processes outside this benchmark's own (its Spark JVM, its Python workers) used meanwhile, in
@@ -126,42 +129,65 @@ def in_the_jvm(df: Any) -> None:
     df.withColumn("as_array", t.feature_column(df, "features")).write.format("noop").mode("overwrite").save()
 
 
-def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
-    """Each kind's cold, warm and in-memory rows/s, each in its own fresh session; the other processes' cores."""
+def _cold_floor(rows: int, kind: str) -> int:
+    """The rows/s of a fresh session's first job: the transform without the model (:func:`without_the_model`)."""
+    spark = session()
+    try:
+        df = frames(spark, rows)[kind]
+        return rate(rows, lambda: without_the_model(df))
+    finally:
+        spark.stop()
+
+
+def _measured(rows: int, kind: str, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
+    """One kind's cold, warm, in-memory, floor and JVM rows/s, in one fresh session."""
     import hvdkeras.spark.keras as hvd
 
+    spark = session()
+    try:
+        df = frames(spark, rows)[kind]
+        keras_model = hvd.KerasModel(model=model, feature_columns=["features"], label_columns=["label"],
+                                     outputCols=["label_prob"], predict_batch_size=batch_size)
+
+        def transform() -> None:
+            keras_model.transform(df).write.format("noop").mode("overwrite").save()
+
+        cold, warm = rate(rows, transform), rate(rows, transform)
+        memory = statistics.median(rate(rows, lambda: model.predict(x, batch_size=batch_size, verbose=0))
+                                   for _ in range(MEMORY_RUNS))
+        rate(rows, lambda: without_the_model(df))  # its UDF's first batches
+        floor = rate(rows, lambda: without_the_model(df))
+        jvm = rate(rows, lambda: in_the_jvm(df))
+        return {"cold": cold, "warm": warm, "memory": memory, "floor": floor, "jvm": jvm}
+    finally:
+        spark.stop()
+
+
+def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
+    """Each kind's rates (:func:`_measured`, and :func:`_cold_floor` in a session of its own; which of the two
+    sessions goes first alternates by round), the kinds' order alternated too; the other processes' cores."""
     out: Dict[str, Any] = {}
     began, cpu = time.monotonic(), others_cpu()
     for kind in (KINDS if index % 2 == 0 else KINDS[::-1]):
-        spark = session()
-        try:
-            df = frames(spark, rows)[kind]
-            keras_model = hvd.KerasModel(model=model, feature_columns=["features"], label_columns=["label"],
-                                         outputCols=["label_prob"], predict_batch_size=batch_size)
-
-            def transform(keras_model: Any = keras_model, df: Any = df) -> None:
-                keras_model.transform(df).write.format("noop").mode("overwrite").save()
-
-            cold, warm = rate(rows, transform), rate(rows, transform)
-            memory = statistics.median(rate(rows, lambda: model.predict(x, batch_size=batch_size, verbose=0))
-                                       for _ in range(MEMORY_RUNS))
-            rate(rows, lambda df=df: without_the_model(df))  # its UDF's first batches
-            floor = rate(rows, lambda df=df: without_the_model(df))
-            jvm = rate(rows, lambda df=df: in_the_jvm(df))
-            out[kind] = {"cold": cold, "warm": warm, "memory": memory, "floor": floor, "jvm": jvm}
-        finally:
-            spark.stop()
+        if index % 2 == 0:
+            measured = _measured(rows, kind, batch_size, model, x)
+            measured["cold_floor"] = _cold_floor(rows, kind)
+        else:
+            cold_floor = _cold_floor(rows, kind)
+            measured = {**_measured(rows, kind, batch_size, model, x), "cold_floor": cold_floor}
+        out[kind] = measured
     out["others_cores"] = others_cores(cpu, others_cpu(), time.monotonic() - began)
     return out
 
 
 def summary(rounds: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The medians of each kind's rates (cold, warm, in memory, floor, JVM alone), and the ratios to ``memory``."""
-    measured = ("cold", "warm", "memory", "floor", "jvm")
+    """The medians of each kind's rates (cold, warm, in memory, floor, JVM alone, cold floor), and the ratios to
+    ``memory``."""
+    measured = ("cold", "warm", "memory", "floor", "jvm", "cold_floor")
     medians = {kind: {what: statistics.median(r[kind][what] for r in rounds) for what in measured} for kind in KINDS}
     return {"median_rows_per_s": medians,
             "ratio": {kind: {what: round(medians[kind][what] / medians[kind]["memory"], 3)
-                             for what in ("cold", "warm", "floor", "jvm")} for kind in KINDS},
+                             for what in ("cold", "warm", "floor", "jvm", "cold_floor")} for kind in KINDS},
             "others_cores_max": max(r["others_cores"] for r in rounds)}
 
 
