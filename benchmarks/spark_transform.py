@@ -30,12 +30,13 @@ docs/performance.md ("A batched transform").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 FEATURES = 64
 KINDS = ("vector", "array")
@@ -129,23 +130,27 @@ def in_the_jvm(df: Any) -> None:
     df.withColumn("as_array", t.feature_column(df, "features")).write.format("noop").mode("overwrite").save()
 
 
-def _cold_floor(rows: int, kind: str) -> int:
-    """The rows/s of a fresh session's first job: the transform without the model (:func:`without_the_model`)."""
+@contextlib.contextmanager
+def _fresh(rows: int, kind: str) -> Iterator[Any]:
+    """A fresh session's frame of ``kind``, its rows cached and counted untimed; the session stopped after."""
     spark = session()
     try:
-        df = frames(spark, rows)[kind]
-        return rate(rows, lambda: without_the_model(df))
+        yield frames(spark, rows)[kind]
     finally:
         spark.stop()
+
+
+def _cold_floor(rows: int, kind: str) -> int:
+    """The rows/s of a fresh session's first job: the transform without the model (:func:`without_the_model`)."""
+    with _fresh(rows, kind) as df:
+        return rate(rows, lambda: without_the_model(df))
 
 
 def _measured(rows: int, kind: str, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
     """One kind's cold, warm, in-memory, floor and JVM rows/s, in one fresh session."""
     import hvdkeras.spark.keras as hvd
 
-    spark = session()
-    try:
-        df = frames(spark, rows)[kind]
+    with _fresh(rows, kind) as df:
         keras_model = hvd.KerasModel(model=model, feature_columns=["features"], label_columns=["label"],
                                      outputCols=["label_prob"], predict_batch_size=batch_size)
 
@@ -159,8 +164,6 @@ def _measured(rows: int, kind: str, batch_size: int, model: Any, x: Any) -> Dict
         floor = rate(rows, lambda: without_the_model(df))
         jvm = rate(rows, lambda: in_the_jvm(df))
         return {"cold": cold, "warm": warm, "memory": memory, "floor": floor, "jvm": jvm}
-    finally:
-        spark.stop()
 
 
 def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dict[str, Any]:
@@ -170,12 +173,11 @@ def one_round(index: int, rows: int, batch_size: int, model: Any, x: Any) -> Dic
     began, cpu = time.monotonic(), others_cpu()
     for kind in (KINDS if index % 2 == 0 else KINDS[::-1]):
         if index % 2 == 0:
-            measured = _measured(rows, kind, batch_size, model, x)
-            measured["cold_floor"] = _cold_floor(rows, kind)
+            measured, cold_floor = _measured(rows, kind, batch_size, model, x), _cold_floor(rows, kind)
         else:
             cold_floor = _cold_floor(rows, kind)
-            measured = {**_measured(rows, kind, batch_size, model, x), "cold_floor": cold_floor}
-        out[kind] = measured
+            measured = _measured(rows, kind, batch_size, model, x)
+        out[kind] = {**measured, "cold_floor": cold_floor}
     out["others_cores"] = others_cores(cpu, others_cpu(), time.monotonic() - began)
     return out
 
@@ -187,7 +189,7 @@ def summary(rounds: List[Dict[str, Any]]) -> Dict[str, Any]:
     medians = {kind: {what: statistics.median(r[kind][what] for r in rounds) for what in measured} for kind in KINDS}
     return {"median_rows_per_s": medians,
             "ratio": {kind: {what: round(medians[kind][what] / medians[kind]["memory"], 3)
-                             for what in ("cold", "warm", "floor", "jvm", "cold_floor")} for kind in KINDS},
+                             for what in measured if what != "memory"} for kind in KINDS},
             "others_cores_max": max(r["others_cores"] for r in rounds)}
 
 
