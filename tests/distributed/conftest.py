@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from lab.spark import FAST_START
 from tests.harness import lab_lock, spark_driver
 from tests.harness.ranks import MPI_ENV, REPO, SCRIPTS, horovodrun, train_args
 from tests.harness.reports import EXACT, tell
@@ -34,6 +35,18 @@ def _the_lab_alone(request):
         if waited > 1:
             tell(request, f"{request.node.name}: waited {waited:.0f}s for the lab (the other suite had it)")
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_drivers_start_fast():
+    """Every Spark driver that pyspark launches here (keras2's shared ``local[2]`` driver, Spark Connect's local server)
+    runs its JVM as ``lab/spark.py`` runs the standalone cluster's: the client compiler alone and the serial collector
+    (``SPARK_SUBMIT_OPTS``, which spark-submit adds to the driver's JVM). Those JVMs plan many small jobs on little
+    data, and C2's compiler threads spent about half their CPU time: keras2's shared driver alone took 94 CPU-s in its
+    JVM against 170, and 394 against 468 in all (docs/records/test-timings.md). Nothing else changes: the flags say
+    how the JVM compiles, not what Spark does. A ``SPARK_SUBMIT_OPTS`` set outside is kept."""
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", FAST_START)
+    yield
 
 
 # The settings of the shared two-epoch run (besides no progress bars): every checkpoint kept.
