@@ -10,12 +10,13 @@ from tests.harness.stacks import once_here, once_per_make_test
 
 DATA_CHECK = os.path.join(SCRIPTS, "data_check.py")
 
-# Every config's loader and model on mock data: once per `make test`, on keras3. The loaders are tf.data and
-# hvdkeras.training.data, the same code on both stacks; the zoo's models are built on both stacks
-# (tests/unit/training/test_models.py: ResNet-50's 25,557,032 parameters among them), and a model's training
-# step on two ranks is every distributed test's. resnet.yaml's ImageNet pipeline runs at 224 px on resnet20:
-# ResNet-50's own two-rank job cost about 40 s of tracing on keras2 and took no path the others do not.
-MOCK_ONCE = ("every config's loader on mock data (tf.data, the same code on both stacks)", 0.5, "keras3")
+# Every config's loader and model on mock data: once per `make test`, on keras2, whose lane ends first
+# (docs/records/test-timings.md). The loaders are tf.data and hvdkeras.training.data, the same code on both
+# stacks; the zoo's models are built on both stacks (tests/unit/training/test_models.py: ResNet-50's 25,557,032
+# parameters among them), and a model's training step on two ranks is every distributed test's. resnet.yaml's
+# ImageNet pipeline runs at 224 px on resnet20: ResNet-50's own two-rank job cost about 40 s of tracing on keras2
+# and took no path the others do not.
+MOCK_ONCE = ("every config's loader on mock data (tf.data, the same code on both stacks)", 0.5, "keras2")
 
 MOCK_JOBS = {
     # no checkpoint: ResNet-50's 200 MB save costs 9 s of this job's 54 (the rest is tracing its train and

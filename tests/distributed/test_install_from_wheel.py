@@ -16,8 +16,7 @@ from tests.harness.ranks import REPO
 from tests.harness.stacks import current_stack, once_per_make_test
 from tests.harness.wheel import build_wheel
 
-# pip, the build cache and two ranks do not depend on the stack's Keras: keras3 runs it (about 2 minutes), the
-# stack whose lane ends first (docs/testing.md).
+# pip, the build cache and two ranks do not depend on the stack's Keras: keras3 runs it (docs/testing.md).
 pytestmark = once_per_make_test("the install from the wheel into a fresh virtualenv", 2.0, stack="keras3")
 
 
