@@ -89,7 +89,9 @@ def test_a_run_the_script_requeued_is_not_requeued_again(tmp_path):
     again._done.set()
 
 
-def test_the_time_limits_signal_goes_to_the_batch_shell_of_a_running_job_only(tmp_path):
+def test_the_time_limits_signal_goes_to_the_batch_shell_of_a_running_job_only(tmp_path, monkeypatch):
+    # no batch shell runs here: the signal goes once the wait for one ends, shortened here
+    monkeypatch.setattr(slurm_job, "SCRIPT_WAIT_S", 0.2)
     fake = FakeSlurm(JobState="PENDING")
     job = _job(tmp_path, fake)
     run = job.run(str(tmp_path / "attempt-0.log"), time.monotonic)
