@@ -20,8 +20,11 @@ CONFIG   ?= configs/digits.yaml
 # their own run (a workdir remembers the stack that trained it and refuses another, hvdkeras/common/workdir_guard.py).
 WORKDIR  ?= runs/$(basename $(notdir $(CONFIG)))$(if $(filter keras2,$(STACK)),,-$(STACK))
 PY       := $(VENV)/bin/python
-# mypy's cache beside each stack's packages: the stacks' NumPy and Matplotlib differ.
-MYPY     := $(VENV)/bin/mypy --cache-dir $(VENV)/.mypy_cache
+# mypy's cache, one per stack (the stacks' NumPy and Matplotlib differ), outside the tree like the Horovod wheels:
+# a fresh clone's check reads what an earlier checkout's wrote, and mypy checks again only the files whose hash
+# differs from the cached one (a new path or time alone costs a hash).
+MYPY_CACHE ?= $(HOME)/.cache/hvdkeras/mypy-$(STACK)
+MYPY     := $(VENV)/bin/mypy --cache-dir $(MYPY_CACHE)
 # Horovod is built with MPI when OpenMPI is installed: the stamp records which build this venv has.
 MPI      := $(if $(shell command -v mpicxx 2>/dev/null),mpi,gloo-only)
 STAMP    := $(VENV)/.hvdkeras-installed-$(MPI)
