@@ -3,9 +3,11 @@ read (``tfds.even_splits``), decoded and augmented by a :mod:`hvdkeras.training.
 for a dataset that is not prepared (see :mod:`hvdkeras.training.data`'s rules)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from typing import Optional
+import threading
+from typing import Iterator, Optional
 
 import tensorflow as tf
 
@@ -23,11 +25,34 @@ def _tfds():
     return tfds
 
 
+_OFFLINE = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_the_bucket(tfds) -> Iterator[None]:
+    """TFDS' builders made without looking up a dataset's description in Google's bucket, which TFDS does for a
+    dataset not prepared in ``data_dir``: hvdkeras reads prepared data only, and the look-up leaves an empty folder
+    in the temp folder each time (and, where TFDS has the bucket on, as 4.9.4 has, retries for seconds on a machine
+    without internet and warns about Google credentials). Other code's builders, before and after, do as TFDS does."""
+    info = tfds.core.DatasetInfo
+    with _OFFLINE:
+        original = info.__dict__.get("initialize_from_bucket")
+        if original is None:  # a TFDS without the look-up
+            yield
+            return
+        info.initialize_from_bucket = lambda self: None
+        try:
+            yield
+        finally:
+            info.initialize_from_bucket = original
+
+
 def tfds_builder(cfg: DataConfig):
-    """The TFDS builder for ``data.name`` in ``data.data_dir``; a ConfigError for an unknown name."""
+    """The TFDS builder for ``data.name`` in ``data.data_dir``, made offline; a ConfigError for an unknown name."""
     tfds = _tfds()
     try:
-        return tfds.builder(cfg.name, data_dir=cfg.data_dir)
+        with _without_the_bucket(tfds):
+            return tfds.builder(cfg.name, data_dir=cfg.data_dir)
     except tfds.core.registered.DatasetNotFoundError:
         raise ConfigError(
             f"data.name={cfg.name!r} is neither a built-in dataset ({', '.join(names())}) nor a TensorFlow Datasets"

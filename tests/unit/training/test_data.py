@@ -2,8 +2,10 @@
 test_scaling)."""
 import concurrent.futures
 import hashlib
+import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -177,6 +179,24 @@ def test_an_iterator_of_the_default_pipeline_ends_at_once_after_a_long_read():
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
         ends = list(pool.map(lambda _: _seconds_to_end(train, 6.5), range(12)))
     assert max(ends) < 1.5, f"iterators took {sorted(ends)} s to end"
+
+
+def test_a_tfds_dataset_not_prepared_is_named_without_looking_online_or_leaving_a_temp_folder(tmp_path, monkeypatch):
+    """TFDS looks a dataset that is not prepared up in Google's bucket (seconds of retries without internet, where its
+    bucket is on) from a temp folder it leaves behind; hvdkeras' builder does neither, and TFDS' own still does."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    from tensorflow_datasets.core.utils import gcs_utils
+
+    looked = []
+    monkeypatch.setattr(gcs_utils, "exists", lambda path: looked.append(str(path)) or False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.mkdir(tmp_path / "tmp")
+    cfg = config_lib.load(None, ["data.name=mnist", f"data.data_dir={tmp_path / 'tfds'}"]).data
+    builder = data.tfds_builder(cfg)
+    assert builder.name == "mnist" and looked == [] and os.listdir(tmp_path / "tmp") == []
+    assert str(data.not_prepared_error(builder, cfg)).startswith(f"mnist is not prepared in {tmp_path / 'tfds'}")
+    tfds.builder("mnist", data_dir=str(tmp_path / "tfds"))  # what the test would see of a look-up
+    assert len(os.listdir(tmp_path / "tmp")) == 1 and (looked or gcs_utils._is_gcs_disabled)
 
 
 def test_the_shipped_digits_are_scikit_learns_file_and_read_as_load_digits_gives_them():
