@@ -29,6 +29,7 @@ back) is cancelled with one line.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import os
@@ -79,9 +80,22 @@ def start_rank(python: str, payload: str, result: str, env: Dict[str, str]) -> T
         return subprocess.Popen([python, "-m", "hvdkeras.spark.rank", "--go-on-stdin", payload, result],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE), None
     except OSError as exc:
-        return None, (f"{CANNOT_START} {python!r} on this executor ({exc.strerror or type(exc).__name__}): pass"
-                      " SparkBackend(executable=...) a Python every executor has, or leave it unset to run the task's"
-                      " own")
+        return None, cannot_start(python, exc.strerror or type(exc).__name__)
+
+
+def cannot_start(python: str, why: str) -> str:
+    """The one line for a rank's Python that cannot be started on an executor, ``why`` being the system's reason."""
+    return (f"{CANNOT_START} {python!r} on this executor ({why}): pass SparkBackend(executable=...) a Python every"
+            " executor has, or leave it unset to run the task's own")
+
+
+def unstartable(python: str) -> Optional[str]:
+    """On an executor: :func:`cannot_start`'s line when ``python`` (a path, or a name on ``PATH``) is no program this
+    process could start, else None."""
+    if shutil.which(python) is not None:
+        return None
+    found = os.path.exists(python) if os.sep in python else False
+    return cannot_start(python, os.strerror(errno.EACCES if found else errno.ENOENT))
 
 
 def run_task(spec: TaskSpec, _rows: Iterator[Any]) -> Iterator[Tuple[int, bytes]]:

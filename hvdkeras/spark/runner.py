@@ -186,6 +186,20 @@ def check_executors(sc: Any) -> Dict[str, Optional[str]]:
     return _probed_once(key, lambda probe: sc.parallelize([0], 1).mapPartitions(probe).collect()[0], cannot, fix)
 
 
+def check_rank_python(sc: Any, executable: str) -> None:
+    """Refuses a ranks' Python that one executor cannot start (one Spark task), before a fit prepares its data; the
+    gang's tasks check it again where they start their ranks (:func:`hvdkeras.spark.gang.start_rank`).
+
+    Raises:
+        SetupError: ``executable`` is neither a program on that executor's ``PATH`` nor an executable file there.
+    """
+    from hvdkeras.spark.gang import unstartable
+
+    why = sc.parallelize([0], 1).map(lambda _: unstartable(executable)).collect()[0]
+    if why is not None:
+        raise SetupError(why)
+
+
 def check_connect_executors(session: Any) -> Dict[str, Optional[str]]:
     """:func:`check_executors` through a Spark Connect session (one ``mapInPandas`` task, once per session).
 

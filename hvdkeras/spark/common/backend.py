@@ -143,13 +143,16 @@ class SparkBackend(Backend):
         return other
 
     def check(self) -> None:
-        """Refuses, in one line, more ranks than Spark's task slots, or executors whose Python lacks what a rank
-        needs (:func:`hvdkeras.spark.runner.check_cluster`, :func:`hvdkeras.spark.runner.check_executors`)."""
-        from hvdkeras.spark.runner import check_cluster, check_connect_executors, check_executors, spark_context
+        """Refuses, in one line, more ranks than Spark's task slots, executors whose Python lacks what a rank needs,
+        or an ``executable`` an executor cannot start (:func:`hvdkeras.spark.runner.check_cluster`,
+        :func:`~hvdkeras.spark.runner.check_executors`, :func:`~hvdkeras.spark.runner.check_rank_python`)."""
+        from hvdkeras.spark import runner
 
         if self._session is not None:  # a Connect client sees no task slots: a stage that cannot start times out
-            check_connect_executors(self._session)
+            runner.check_connect_executors(self._session)
             return
-        sc = spark_context()
-        check_cluster(sc, self._num_proc)
-        check_executors(sc)
+        sc = runner.spark_context()
+        runner.check_cluster(sc, self._num_proc)
+        runner.check_executors(sc)
+        if self._kwargs["executable"]:
+            runner.check_rank_python(sc, self._kwargs["executable"])

@@ -97,3 +97,15 @@ def test_the_last_failure_past_max_retries_is_raised_in_one_line():
         backend_lib.run_retrying(backend, abs, (-3,), None, 1)
     assert str(error.value) == "Horovod detected that one or more processes exited Process name: 2"
     assert backend.calls == 2
+
+
+def test_check_asks_an_executor_for_the_ranks_python_only_when_one_is_given(monkeypatch):
+    asked = []
+    monkeypatch.setattr("hvdkeras.spark.runner.spark_context", lambda: "sc")
+    monkeypatch.setattr("hvdkeras.spark.runner.check_cluster", lambda sc, n: None)
+    monkeypatch.setattr("hvdkeras.spark.runner.check_executors", lambda sc: {})
+    monkeypatch.setattr("hvdkeras.spark.runner.check_rank_python", lambda sc, python: asked.append((sc, python)))
+    backend_lib.SparkBackend(2).check()
+    assert asked == []
+    backend_lib.SparkBackend(2, executable="/opt/env/bin/python").check()
+    assert asked == [("sc", "/opt/env/bin/python")]

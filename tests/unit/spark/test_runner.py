@@ -201,3 +201,36 @@ def test_an_executors_python_that_cannot_start_or_differs_is_one_line_naming_the
                                 f" {local}, or ship this environment with spark.archives (docs/spark-cluster.md)")
     assert runner.check_executors(_ProbedContext(driver, "app-same")) == driver
     assert runner.check_executors(_ProbedContext(RuntimeError("not asked again"), "app-same")) == driver
+
+
+class _TaskContext:
+    """A SparkContext whose one task runs its function here, in this process (an executor's stand-in)."""
+
+    def parallelize(self, data, slices):
+        self.data = data
+        return self
+
+    def map(self, fn):
+        self.fn = fn
+        return self
+
+    def collect(self):
+        return [self.fn(x) for x in self.data]
+
+
+def test_a_ranks_python_an_executor_cannot_start_is_refused_before_the_fit_prepares_its_data(tmp_path):
+    from hvdkeras.common.errors import SetupError
+    from hvdkeras.spark import runner
+
+    runner.check_rank_python(_TaskContext(), sys.executable)
+    runner.check_rank_python(_TaskContext(), "sh")  # a name on the executor's PATH
+    missing = str(tmp_path / "env" / "bin" / "python")
+    with pytest.raises(SetupError) as error:
+        runner.check_rank_python(_TaskContext(), missing)
+    assert str(error.value) == (f"cannot start the rank's Python {missing!r} on this executor (No such file or"
+                                " directory): pass SparkBackend(executable=...) a Python every executor has, or leave"
+                                " it unset to run the task's own")
+    plain = tmp_path / "python"
+    plain.write_text("")  # there, but no program
+    with pytest.raises(SetupError, match=r"\(Permission denied\)"):
+        runner.check_rank_python(_TaskContext(), str(plain))
