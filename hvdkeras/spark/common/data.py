@@ -11,7 +11,7 @@ need to read them back (:mod:`hvdkeras.spark.common.reader`) is the returned
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from hvdkeras.common.errors import SetupError
 from hvdkeras.spark.common import parquet_writer
@@ -244,7 +244,8 @@ def files_per_rank(rows: int, num_proc: int, most: int) -> int:
 def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequence[str], label_cols: Sequence[str],
             sample_weight_col: Optional[str] = None, validation: Union[None, float, str] = None,
             seed: Optional[int] = None, partitions_per_process: int = 10, dataset_idx: Union[None, int, str] = None,
-            allow_nan: bool = False) -> PreparedData:
+            allow_nan: bool = False,
+            check_columns: Optional[Callable[[Dict[str, ColumnInfo]], Any]] = None) -> PreparedData:
     """Checks ``df``'s training columns, splits off validation and writes both to Parquet in ``store``.
 
     Args:
@@ -259,6 +260,8 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
         partitions_per_process: Parquet files per rank at most (:func:`files_per_rank`).
         dataset_idx: the suffix of the store's data paths (Horovod's ``dataset_idx``; each fit has its own).
         allow_nan: let NaN through in the columns (:func:`survey`).
+        check_columns: called with the surveyed columns' infos before anything is written (the model's inputs
+            against the columns' lengths); what it raises ends the fit.
 
     Returns:
         Where the rows went and what they hold.
@@ -288,6 +291,8 @@ def prepare(df: Any, store: FilesystemStore, num_proc: int, feature_cols: Sequen
     total, infos = survey(selected, columns, allow_nan=allow_nan)
     if total == 0:
         raise SetupError("the DataFrame has no rows to train on; give fit() a DataFrame with data")
+    if check_columns is not None:
+        check_columns(infos)
     train, val = validation_split(selected, validation, seed)
     train_path, val_path = store.get_train_data_path(dataset_idx), None
     files = num_proc * files_per_rank(total, num_proc, partitions_per_process)

@@ -165,13 +165,17 @@ class KerasEstimator(Estimator, MLWritable, MLReadable):
         for param in ("feature_cols", "label_cols"):  # before the run is looked at: a typo is named as one
             check_present(dataset, list(self.getOrDefault(param) or []), param)
 
+        feature_cols = list(self.getOrDefault("feature_cols") or [])
+        model = self.getOrDefault("model")  # a fit without one is refused before the data is asked for
+
         def written(store: FilesystemStore, num_proc: int, data_index: str) -> Any:
             return prepare(
-                dataset, store, num_proc, list(self.getOrDefault("feature_cols") or []),
+                dataset, store, num_proc, feature_cols,
                 list(self.getOrDefault("label_cols") or []), sample_weight_col=self.getOrDefault("sample_weight_col"),
                 validation=self.getOrDefault("validation"), seed=self.getOrDefault("random_seed"),
                 partitions_per_process=files or 1, dataset_idx=data_index,
-                allow_nan=fit_settings.flag(self.getOrDefault, "allow_nan"))
+                allow_nan=fit_settings.flag(self.getOrDefault, "allow_nan"),
+                check_columns=lambda columns: model_checks.feature_shapes(model, feature_cols, columns))
 
         return self._fit_run(written, intermediate=True, session=session_of(dataset))
 

@@ -1,11 +1,11 @@
 """A KerasEstimator's model against its columns: each input's shape from its feature column, each label's default.
 
-Checked on the driver once the data is prepared (its columns' sizes are known), before any rank starts: a feature
-column whose length does not fit its input is one line naming both.
+Checked on the driver once the rows are surveyed (their columns' sizes are known), before they are written and any
+rank starts: a feature column whose length does not fit its input is one line naming both.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -14,14 +14,21 @@ from hvdkeras.common.errors import SetupError
 
 def input_shapes(model: Any, prepared: Any) -> Tuple[Tuple[int, ...], ...]:
     """Each input's shape; one line when a feature column's length does not fit its input."""
+    return feature_shapes(model, prepared.feature_cols, prepared.columns)
+
+
+def feature_shapes(model: Any, feature_cols: Sequence[str], columns: Mapping[str, Any]) -> Tuple[Tuple[int, ...], ...]:
+    """Each input's shape, from the ``columns``' infos (:class:`~hvdkeras.spark.common.data.ColumnInfo` by name): as
+    soon as the rows are surveyed, before they are written. One line when a feature column's length does not fit its
+    input, or the model's inputs are not one per feature column."""
     inputs = list(model.inputs)
-    if len(inputs) != len(prepared.feature_cols):
-        raise SetupError(f"the model has {len(inputs)} inputs but feature_cols names {len(prepared.feature_cols)}"
-                         f" columns {list(prepared.feature_cols)}; name one column per input, in order")
+    if len(inputs) != len(feature_cols):
+        raise SetupError(f"the model has {len(inputs)} inputs but feature_cols names {len(feature_cols)}"
+                         f" columns {list(feature_cols)}; name one column per input, in order")
     shapes = []
-    for column, tensor in zip(prepared.feature_cols, inputs):
+    for column, tensor in zip(feature_cols, inputs):
         shape = tuple(-1 if d is None else int(d) for d in tuple(tensor.shape)[1:])
-        size = prepared.columns[column].size
+        size = columns[column].size
         need = int(np.prod([d for d in shape if d != -1])) if shape else 1
         if (-1 not in shape and need != size) or (-1 in shape and size % max(need, 1)):
             raise SetupError(f"feature column {column!r} holds {size} values per row, but the model's input"
