@@ -94,7 +94,7 @@ def unstartable(python: str) -> Optional[str]:
     process could start, else None."""
     if shutil.which(python) is not None:
         return None
-    found = os.path.exists(python) if os.sep in python else False
+    found = os.sep in python and os.path.exists(python)
     return cannot_start(python, os.strerror(errno.EACCES if found else errno.ENOENT))
 
 

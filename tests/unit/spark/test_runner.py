@@ -5,7 +5,7 @@ import types
 import pytest
 
 from hvdkeras.common.errors import SetupError
-from hvdkeras.spark.runner import check_cluster, rank_python, task_slots
+from hvdkeras.spark.runner import check_cluster, check_rank_python, rank_python, task_slots
 
 
 def context(master="local[2]", parallelism=2, python=sys.executable):
@@ -219,18 +219,17 @@ class _TaskContext:
 
 
 def test_a_ranks_python_an_executor_cannot_start_is_refused_before_the_fit_prepares_its_data(tmp_path):
-    from hvdkeras.common.errors import SetupError
-    from hvdkeras.spark import runner
-
-    runner.check_rank_python(_TaskContext(), sys.executable)
-    runner.check_rank_python(_TaskContext(), "sh")  # a name on the executor's PATH
+    check_rank_python(_TaskContext(), sys.executable)
+    check_rank_python(_TaskContext(), "sh")  # a name on the executor's PATH
     missing = str(tmp_path / "env" / "bin" / "python")
     with pytest.raises(SetupError) as error:
-        runner.check_rank_python(_TaskContext(), missing)
+        check_rank_python(_TaskContext(), missing)
     assert str(error.value) == (f"cannot start the rank's Python {missing!r} on this executor (No such file or"
                                 " directory): pass SparkBackend(executable=...) a Python every executor has, or leave"
                                 " it unset to run the task's own")
     plain = tmp_path / "python"
     plain.write_text("")  # there, but no program
     with pytest.raises(SetupError, match=r"\(Permission denied\)"):
-        runner.check_rank_python(_TaskContext(), str(plain))
+        check_rank_python(_TaskContext(), str(plain))
+    with pytest.raises(SetupError, match=r"\(No such file or directory\)"):
+        check_rank_python(_TaskContext(), "/opt/env/bin/py\0thon")  # a hostile name: one line, no traceback
