@@ -17,6 +17,9 @@
 #                          patches and flags), so a wheel built for another stack is never picked
 #                          up (pip's own wheel cache is bypassed). See hvdkeras/build_horovod/.
 #   HVDKERAS_WITHOUT_MPI=1 build Gloo only even where OpenMPI is installed.
+#   HVDKERAS_VENV_CACHE    where a finished venv's copy is kept (default: ~/.cache/hvdkeras/venvs; off: never).
+#                          A new venv whose inputs match a kept copy's is made from it (tools/venv_cache.py):
+#                          then only hvdkeras's editable install and Horovod's checks run.
 set -euo pipefail
 
 VENV=${1:?usage: install_stack.sh VENV_DIR [keras2|keras3]}
@@ -63,9 +66,17 @@ if [ -x "$VENV/bin/python" ] && [ -f "$VENV/pyvenv.cfg" ] && ! is_wanted "$VENV/
   echo "[install] $VENV has $("$VENV/bin/python" -V 2>&1), stack $STACK wants Python $WANT: making it again"
   rm -rf "$VENV"
 fi
+# NEW: this run made the venv and installs everything into it; RESTORED: a venv kept from the same inputs was made
+# again (tools/venv_cache.py), and only what is bound to this checkout is done below.
+NEW=0 RESTORED=0
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "[install] creating $VENV with $PYTHON (stack $STACK)"
-  "$PYTHON" -m venv "$VENV"
+  if [ ! -e "$VENV" ] && "$PYTHON" "$HERE/tools/venv_cache.py" restore "$VENV" "$STACK"; then
+    RESTORED=1
+  else
+    echo "[install] creating $VENV with $PYTHON (stack $STACK)"
+    "$PYTHON" -m venv "$VENV"
+    NEW=1
+  fi
 fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)
@@ -73,6 +84,8 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 pip_run() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
 RUNTIME_RECORD="$VENV/hvdkeras-runtime.json"
+# Every package but hvdkeras's editable install and Horovod: what a kept venv already has.
+install_packages() {
 rm -f "$RUNTIME_RECORD"
 if [ -f "$STACK_DIR/runtime.txt" ]; then
   # This stack's venv is built as a managed Spark platform's is (docs/spark-cluster.md#databricks): its runtime
@@ -113,6 +126,8 @@ json.dump(record, open(sys.argv[3], "w"), indent=1)
 PYEOF
   rm -rf "$WHEELS" "$RUNTIME_RECORD.partial"
 fi
+}
+[ "$RESTORED" = 1 ] || install_packages
 echo "[install] hvdkeras (editable)"
 pip_run install -q --no-deps --no-build-isolation -e "$HERE"
 echo "$STACK" > "$VENV/.hvdkeras-stack"
@@ -122,4 +137,7 @@ echo "$STACK" > "$VENV/.hvdkeras-stack"
 MPI=auto
 [ "${HVDKERAS_WITHOUT_MPI:-0}" = 1 ] && MPI=no
 TF_CPP_MIN_LOG_LEVEL=2 "$PY" -m hvdkeras.build_horovod --mpi "$MPI"
+if [ "$NEW" = 1 ]; then
+  "$PYTHON" "$HERE/tools/venv_cache.py" save "$VENV" "$STACK"
+fi
 echo "[install] done"
