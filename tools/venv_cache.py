@@ -46,20 +46,19 @@ def cache_root() -> pathlib.Path | None:
 
 
 def inputs(stack: str) -> list[pathlib.Path]:
-    """The files whose content decides what the install puts into a stack's venv (this file's own included)."""
+    """The checkout's files whose content decides what the install puts into a stack's venv."""
     files = sorted((REPO / "stacks" / stack).iterdir())
     files += [REPO / "pyproject.toml", REPO / "setup.py", REPO / "tools" / "install_stack.sh"]
     files += sorted(p for p in (REPO / "hvdkeras" / "build_horovod").rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts)
-    return [f for f in files if f.is_file()] + [pathlib.Path(__file__).resolve()]
+    return [f for f in files if f.is_file()]
 
 
 def key(stack: str) -> str:
-    """The digest of the stack's install inputs, this interpreter and the build's switches."""
-    digest = hashlib.sha256()
+    """The digest of the stack's install inputs, this file, this interpreter and the build's switches."""
+    digest = hashlib.sha256(pathlib.Path(__file__).read_bytes())
     for path in inputs(stack):
-        name = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
-        digest.update(str(name).encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
     for value in (os.path.realpath(sys.executable), sys.version, platform.machine(),
                   "mpi" if shutil.which("mpicxx") else "no-mpi",
                   os.environ.get("HVDKERAS_WITHOUT_MPI", ""), os.environ.get("HVDKERAS_LLVM_INCLUDE", "")):
