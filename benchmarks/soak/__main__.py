@@ -435,7 +435,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         loop = Loop(make_job(workdir, "soak", disk=disk if mounted else None, links=links,
                              hosts_file=hosts_file(out) if args.elastic else None, slurm=jobs.get("job")), faults,
                     args.interval, args.deadline, os.path.join(out, "logs"), max_attempts=3 * args.faults + 5,
-                    say=lambda line: print(line, flush=True), promise=promise(args))
+                    say=lambda line: print(line, flush=True), promise=promise(args), epochs=args.epochs)
         finished = loop.run()
         steps = next((a.said.steps for a in loop.attempts if a.said.steps), None) or 1
         outs = accounting.outcomes(loop.faults, loop.attempts, steps, promise(args), lines_late=loop.job.lines_late,

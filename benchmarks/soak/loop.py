@@ -6,6 +6,10 @@ fault then waits until rank 0 has announced the full world again (or the rejoin 
 counts from then, so that every fault hits the full world, as the promise it is judged by assumes
 (:mod:`benchmarks.soak.elastic`).
 
+A fault still waiting when the job is ``end_margin`` epochs from its last (``epochs``) fires then, its detail saying
+so: the plan's delays are wall-clock seconds, and a fast machine trained the suite's short job to its end before its
+last fault was due (4 of 5 injected).
+
 A Slurm job's attempts (:attr:`Job.slurm`) are the runs of one batch job, each from its requeue
 (:mod:`benchmarks.soak.slurm_job`); a node kept out outlasts the attempt it ended and is brought back when its time
 is up, or when the loop ends. A Spark fit's ranks (:attr:`Job.rank_env`) are found by their environment."""
@@ -99,8 +103,10 @@ class Loop:
 
     def __init__(self, job: Job, plan: Sequence[PlannedFault], interval: Tuple[float, float], deadline_s: float,
                  logs: str, max_attempts: int, say=print, tick_s: float = 0.2,
-                 promise: Optional[elastic_lib.Promise] = None):
+                 promise: Optional[elastic_lib.Promise] = None, epochs: Optional[int] = None, end_margin: int = 3):
         self.job, self.plan, self.interval, self.deadline_s = job, list(plan), interval, deadline_s
+        self.epochs, self.end_margin = epochs, end_margin  # a fault still due this near the end fires at once
+        self._done: Tuple[float, int] = (-1.0, 0)  # metrics.jsonl's mtime and the last epoch it logged
         self.promise = promise  # an elastic job's (with job.hosts_file)
         self.tick_s = tick_s  # how often the loop looks at the job
         self.logs, self.max_attempts, self.say = logs, max_attempts, say
@@ -188,8 +194,12 @@ class Loop:
             if len(self.faults) < len(self.plan) and awaiting is None:
                 planned = self.plan[len(self.faults)]
                 due = due_at(planned, previous_at, previous_attempt, index, run.started, self.interval)
-                if now >= due:
+                early = now < due and self._near_end(progress[1])
+                if now >= due or early:
                     fault, freeze, filled = self._inject(planned, run, index)
+                    if early:
+                        fault.detail += (f" (early, {due - fault.at:.1f}s before due: epoch {self._done[1]} of"
+                                         f" {self.epochs} logged)")
                     if not fault.injected and planned.kind in ATTEMPT_KINDS and not run.running():
                         # due as the attempt went down: its ranks were gone; the next attempt's start-up gets it
                         self.say(f"[soak] {fault.at:7.1f}s fault {fault.index} {fault.kind}: the attempt ended"
@@ -239,6 +249,15 @@ class Loop:
             last = records[-1]
             self.epoch_ends.append(EpochEnd(round(self.clock() - (time.time() - mtime), 2), int(last["epoch"]),
                                             last.get("train_time_s")))
+
+    def _near_end(self, mtime: float) -> bool:
+        """Whether the job has logged an epoch within ``end_margin`` of its last (``mtime``: metrics.jsonl's)."""
+        if self.epochs is None or mtime < 0:
+            return False
+        if mtime != self._done[0]:
+            records = read_metrics(os.path.join(self.job.workdir, "metrics.jsonl"))
+            self._done = (mtime, int(records[-1]["epoch"]) if records else 0)
+        return self._done[1] >= self.epochs - self.end_margin
 
     def _metrics_mtime(self) -> float:
         try:

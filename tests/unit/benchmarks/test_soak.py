@@ -427,6 +427,29 @@ def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_prom
     assert not [a.left_behind for a in loop.attempts if a.left_behind]
 
 
+def test_a_fault_still_due_near_the_jobs_end_fires_before_the_job_ends(tmp_path):
+    # The suite's soak once ended after 4 of its 5 faults: the plan's delays are seconds, and a fast machine trained
+    # the job to its end 0.05 s before the last one was due. Due 30 s after the previous here, it must come anyway.
+    from benchmarks.soak.loop import Job, Loop
+
+    workdir = tmp_path / "work"
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_fake_job.py")
+    python_sleep = tmp_path / "work-ranks" / "python"
+    python_sleep.parent.mkdir()
+    python_sleep.symlink_to(shutil.which("sleep"))
+    job = Job([sys.executable, script, str(workdir), "40", str(python_sleep)], dict(os.environ), str(tmp_path),
+              str(workdir))
+    plan = [schedule.PlannedFault(0, schedule.KILL_RANK, schedule.PREVIOUS, 30.0, rank=1)]
+    loop = Loop(job, plan, (30.0, 30.0), deadline_s=5, logs=str(tmp_path), max_attempts=3, say=lambda line: None,
+                tick_s=0.02, epochs=40, end_margin=20)
+    assert loop.run()
+    assert [f.kind for f in loop.faults] == [schedule.KILL_RANK] and loop.faults[0].injected
+    assert "(early, " in loop.faults[0].detail and " of 40 logged)" in loop.faults[0].detail, loop.faults[0].detail
+    assert loop.faults[0].epoch_logged >= 20
+    assert [a.status for a in loop.attempts] == [1, 0]  # the kill ended the first attempt; the rerun finished
+    assert loop.clock() < 25  # not the 30 s the plan said
+
+
 def test_a_fault_due_as_its_attempt_went_down_hits_the_next_attempt(tmp_path):
     # The Slurm soak once drew a damage while a preempted run was stopping, with no checkpoint yet: rank 0 was gone,
     # so the damage's kill found nothing, and the fault counted as not injected. It belongs to the next attempt.
