@@ -88,8 +88,8 @@ test:
 # stack's distributed tests, which leave a fifth of them idle, rather than beside each other. The lab's modules,
 # which one suite at a time may run (tests/harness/lab_lock.py), go first in a suite that starts with its unit
 # tests and last in one that starts with its distributed tests, so that neither waits for the other's.
-TEST_UNIT = HVDKERAS_STACK_FREE_ON=keras3 $(PY) -m pytest -q -rs -p no:cacheprovider --durations=5 -n 2 tests/unit
-TEST_DISTRIBUTED = $(PY) -m pytest -q -rs -p no:cacheprovider --durations=0 --durations-min=1 tests/distributed \
+TEST_UNIT = HVDKERAS_STACK_FREE_ON=keras3 $(PY) -m pytest -q -rsfE -p no:cacheprovider --durations=5 -n 2 tests/unit
+TEST_DISTRIBUTED = $(PY) -m pytest -q -rsfE -p no:cacheprovider --durations=0 --durations-min=1 tests/distributed \
   --lab-modules $(if $(filter distributed-first,$(ORDER)),last,first)
 ORDER ?= unit-first
 ifeq ($(filter unit-first distributed-first,$(ORDER)),)
@@ -112,10 +112,10 @@ lint: $(STAMP)
 	$(MYPY)
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -q -rs -n 2 tests/unit
+	$(PY) -m pytest -q -rsfE -n 2 tests/unit
 
 test-distributed: $(STAMP)
-	$(PY) -m pytest -q -rs tests/distributed
+	$(PY) -m pytest -q -rsfE tests/distributed
 
 clean:
 	rm -rf runs .pytest_cache

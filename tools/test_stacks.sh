@@ -75,7 +75,11 @@ done
 start_background test test-stack ORDER=distributed-first
 
 failed=()
-"$MAKE_CMD" --no-print-directory test-stack STACK="${STACKS[0]}" || failed+=("${STACKS[0]}")
+# The first suite prints as it goes and is kept in runs/test-<stack>.log too, like the others, so that the
+# end can name every failed test: a CI page that shows the head and the tail of a long output showed the
+# failed lanes' counts and not which test failed in the second one.
+"$MAKE_CMD" --no-print-directory test-stack STACK="${STACKS[0]}" 2>&1 | tee "runs/test-${STACKS[0]}.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("${STACKS[0]}")
 for entry in "${pending[@]}"; do
   pid=${entry%%:*} stack=${entry#*:} log="runs/test-${entry#*:}.log" status=0
   wait "$pid" || status=$?
@@ -85,6 +89,10 @@ for entry in "${pending[@]}"; do
 done
 pending=()
 if [ "${#failed[@]}" -ne 0 ]; then
+  for stack in "${failed[@]}"; do  # pytest's short summary lines (-rfE), or the lane's last line
+    lines=$(grep -E '^(FAILED|ERROR) ' "runs/test-$stack.log" || tail -n 1 "runs/test-$stack.log")
+    printf '%s\n' "$lines" | sed "s/^/make test: [$stack] /" >&2
+  done
   echo "make test: the suite failed on stack(s) ${failed[*]}; each one's output is above" >&2
   exit 1
 fi
