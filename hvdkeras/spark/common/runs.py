@@ -42,6 +42,7 @@ _LOCK_NAME = re.compile(r"\.hvdkeras-lock-(\d{1,18})\.json")
 JOB_FILE = "job.json"
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
+WHOLE_WAIT_S = 1.0  # how long a heartbeat reads a newer lock again while it is being written
 RESUME_CHOICES = ("auto", "force")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -157,6 +158,17 @@ class RunLock:
             modified = 0.0
         return {"holder": "a fit that is taking the run"}, modified
 
+    def _whole(self, path: str) -> Dict[str, Any]:
+        """What the newer lock at ``path`` holds, read again for up to :data:`WHOLE_WAIT_S` while it is not whole:
+        a folder's exclusive create makes the file, then writes it, and a heartbeat that read it in between named
+        "a fit that is taking the run" rather than the fit that took it."""
+        deadline = time.monotonic() + WHOLE_WAIT_S
+        held = _read_json(self.store, path)
+        while held is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            held = _read_json(self.store, path)
+        return held if held is not None else self._last_seen(path)[0]
+
     def acquire(self) -> "RunLock":
         """Takes the run, or refuses in one line when another fit holds it.
 
@@ -207,7 +219,7 @@ class RunLock:
         """Who holds the run now when it is not this fit (a newer generation, or this fit's lock gone)."""
         gens = self.generations()
         if gens and gens[-1][0] > self.generation:
-            return _holder(self._last_seen(gens[-1][1])[0])
+            return _holder(self._whole(gens[-1][1]))
         if self.generation not in [g for g, _ in gens]:
             return "this fit's lock is gone from the store"
         return None

@@ -157,6 +157,29 @@ def test_a_fit_whose_lock_another_fit_took_over_is_told_and_stops_in_one_line(st
         slow.release()
 
 
+def test_the_lost_line_names_the_fit_that_took_over_even_when_its_lock_was_half_written(store):
+    # A fresh clone's run saw the takeover between the newer lock's exclusive create and its write, and named "a fit
+    # that is taking the run" instead of the fit: the heartbeat now reads a newer lock again while it is not whole.
+    lost = []
+    slow = runs.RunLock(store, "run1", heartbeat_s=0.01, stale_s=60, clock=Clock(1000.0),
+                        on_lost=lambda: lost.append(True)).acquire()
+    other = runs.RunLock(store, "run1", heartbeat_s=3600, clock=Clock(2000.0))
+    newer = store.get_localized_path(other._lock_path(slow.generation + 1))
+    try:
+        with open(newer, "x"):  # created, not yet written
+            pass
+        time.sleep(0.3)  # beats every 0.01 s see the newer lock empty
+        with open(newer, "w") as f:
+            f.write(other._payload())
+        deadline = time.monotonic() + 30
+        while not lost:
+            assert time.monotonic() < deadline, "the heartbeat did not see the lock taken over within 30 s"
+            time.sleep(0.01)
+        assert f"({other.holder};" in str(slow.lost_error())
+    finally:
+        slow.release()
+
+
 @pytest.fixture(scope="module")
 def s3_store():
     """A store in a bucket of moto's S3 server, whose conditional writes are S3's (If-None-Match)."""
