@@ -288,13 +288,15 @@ def test_the_time_limits_signal_stops_the_launcher_once_and_requeues_whenever_it
     import signal
     import time
 
-    proc, notes = _requeue_shell(tmp_path, "sleep 1" if when == "while the job starts" else "")
+    ready = tmp_path / "traps-set"  # the job shell past its traps, in the sleep before the run part
+    proc, notes = _requeue_shell(tmp_path, f"touch {ready}; sleep 1" if when == "while the job starts" else "")
+    deadline = time.time() + 10
     if when == "while it runs":
-        deadline = time.time() + 10
         while "started" not in _notes(notes) and time.time() < deadline:
             time.sleep(0.05)
-    else:
-        time.sleep(0.3)  # in the sleep before the run part: the launcher has not started
+    else:  # not a fixed 0.3 s: a busy machine's bash may not have set its traps by then (USR1 would end it)
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.02)
     proc.send_signal(signal.SIGUSR1)
     status = proc.wait(timeout=20)
     if when == "while it runs":  # one SIGTERM, the launcher's own status, then the requeue
