@@ -2,7 +2,6 @@
 report; and its one-host faults on plain processes and folders (no TensorFlow, no Horovod)."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -395,18 +394,12 @@ def test_the_full_disk_fault_without_root_says_how_to_leave_it_out(monkeypatch, 
 # ------------------------------------------------------------------ the loop, on a stand-in job
 
 
-def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_promise_holds(tmp_path):
-    from benchmarks.soak.loop import Job, Loop
+def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_promise_holds(tmp_path, fake_soak_job):
+    from benchmarks.soak.loop import Loop
 
-    workdir = tmp_path / "work"
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_fake_job.py")
-    python_sleep = tmp_path / "work-ranks" / "python"  # the ranks: sleep(1), named as the soak looks for them and
-    python_sleep.parent.mkdir()  # with the workdir in their command line, as the soak looks for those left behind
-    python_sleep.symlink_to(shutil.which("sleep"))
     # 12 epochs (0.6 s): the preemption 0.12 s after the restart lands before the rerun ends, however far the
     # first attempt got (with 4, a rerun that had 1 or 2 epochs left could end first on a busy machine: [1, 0])
-    job = Job([sys.executable, script, str(workdir), "12", str(python_sleep)], dict(os.environ), str(tmp_path),
-              str(workdir))
+    job = fake_soak_job(12)
     plan = [schedule.PlannedFault(0, schedule.KILL_RANK, schedule.PREVIOUS, 0.15, rank=1),
             schedule.PlannedFault(1, schedule.PREEMPT, schedule.RESTART, 0.12)]
     # The preemption is due 0.12 s into the restart; only a restart that is not coming would make it due 4 s after
@@ -427,18 +420,12 @@ def test_the_loop_reruns_the_job_after_each_fault_until_it_finishes_and_the_prom
     assert not [a.left_behind for a in loop.attempts if a.left_behind]
 
 
-def test_a_fault_still_due_near_the_jobs_end_fires_before_the_job_ends(tmp_path):
+def test_a_fault_still_due_near_the_jobs_end_fires_before_the_job_ends(tmp_path, fake_soak_job):
     # The suite's soak once ended after 4 of its 5 faults: the plan's delays are seconds, and a fast machine trained
     # the job to its end 0.05 s before the last one was due. Due 30 s after the previous here, it must come anyway.
-    from benchmarks.soak.loop import Job, Loop
+    from benchmarks.soak.loop import Loop
 
-    workdir = tmp_path / "work"
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_fake_job.py")
-    python_sleep = tmp_path / "work-ranks" / "python"
-    python_sleep.parent.mkdir()
-    python_sleep.symlink_to(shutil.which("sleep"))
-    job = Job([sys.executable, script, str(workdir), "40", str(python_sleep)], dict(os.environ), str(tmp_path),
-              str(workdir))
+    job = fake_soak_job(40)
     plan = [schedule.PlannedFault(0, schedule.KILL_RANK, schedule.PREVIOUS, 30.0, rank=1)]
     loop = Loop(job, plan, (30.0, 30.0), deadline_s=5, logs=str(tmp_path), max_attempts=3, say=lambda line: None,
                 tick_s=0.02, epochs=40, end_margin=20)

@@ -125,20 +125,10 @@ def test_the_kind_table_leaves_a_wall_time_it_did_not_measure_blank_not_zero():
     assert table["kill_rank"]["wall_lost_s"] is None and table["damage_checkpoint"]["wall_lost_s"] == 0.0
 
 
-def test_a_loop_whose_lines_come_late_notes_each_epoch_end_as_it_appears(tmp_path):
-    import os
-    import shutil
-    import sys
+def test_a_loop_whose_lines_come_late_notes_each_epoch_end_as_it_appears(tmp_path, fake_soak_job):
+    from benchmarks.soak.loop import Loop
 
-    from benchmarks.soak.loop import Job, Loop
-
-    workdir = tmp_path / "work"
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_fake_job.py")
-    python_sleep = tmp_path / "work-ranks" / "python"
-    python_sleep.parent.mkdir()
-    python_sleep.symlink_to(shutil.which("sleep"))
-    job = Job([sys.executable, script, str(workdir), "6", str(python_sleep)], dict(os.environ), str(tmp_path),
-              str(workdir), lines_late=True)
+    job = fake_soak_job(6, lines_late=True)
     loop = Loop(job, [], (1.0, 2.0), deadline_s=5, logs=str(tmp_path), max_attempts=1, say=lambda line: None,
                 tick_s=0.01)
     assert loop.run()
